@@ -1,0 +1,48 @@
+# Entry points other tooling relies on: demo, test, stack-up, stack-down, lint.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test stack-up stack-down stack-status lint crds bench
+
+$(STAMP): pyproject.toml
+	@bash stack/check-prereqs.sh
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+## setup: create the virtualenv with the project and its dev tools
+setup: $(STAMP)
+
+## stack-up: start (or reuse) etcd, kube-apiserver, controller-manager, Kafka, PostgreSQL, the Spark executor
+stack-up: setup
+	$(PY) -m dvstack up
+
+## stack-down: stop every stack process (state and caches stay)
+stack-down:
+	@if [ -x $(PY) ]; then $(PY) -m dvstack down; else echo "no virtualenv: nothing to stop"; fi
+
+stack-status: setup
+	$(PY) -m dvstack status
+
+## test: unit + integration + e2e on the local stack (PYTEST_ARGS passes through)
+test: setup
+	$(PY) -m dvstack test -- $(PYTEST_ARGS)
+
+## demo: bring the stack up and replay a topic into PostgreSQL, with progress
+demo: setup
+	$(PY) -m dvstack.demo
+
+## bench: replay rate versus a bare Kafka consumer, measured in one run
+bench: stack-up
+	$(PY) benchmarks/replay_rate.py
+
+## lint: ruff, mypy (strict), import contracts
+lint: setup
+	$(VENV)/bin/ruff check operator tests spark_templates benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports

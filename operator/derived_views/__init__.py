@@ -1,0 +1,1 @@
+"""Derived views: a Kubernetes operator that replays Kafka topics into derived views."""

@@ -1,0 +1,3 @@
+from dvstack.cli import main
+
+main()

@@ -1,0 +1,121 @@
+"""Build or fetch the stack's expensive artefacts once, into the cache.
+
+Binaries come from the Go module proxy (built by `stack/build-kube.sh`), jars
+from Maven Central (`stack/jars/*/pom.xml`).  A `.complete` marker is written
+only after a fetch succeeds, so an interrupted run is retried, not trusted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from dvstack.settings import KAFKA_VERSION, KUBE_VERSION, SPARK_VERSION, Settings
+
+
+@dataclass(frozen=True)
+class KubeBinaries:
+    etcd: Path
+    apiserver: Path
+    controller_manager: Path
+
+
+def _need(tool: str, package_hint: str) -> str:
+    found = shutil.which(tool)
+    if not found:
+        raise SystemExit(f"'{tool}' was not found on PATH: install {package_hint}")
+    return found
+
+
+def kube_binaries(settings: Settings) -> KubeBinaries:
+    """Honour KUBEBUILDER_ASSETS / TEST_ASSET_* like envtest, else build once."""
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    given = {
+        "etcd": os.environ.get("TEST_ASSET_ETCD") or (assets and f"{assets}/etcd"),
+        "kube-apiserver": os.environ.get("TEST_ASSET_KUBE_APISERVER")
+        or (assets and f"{assets}/kube-apiserver"),
+        "kube-controller-manager": os.environ.get("TEST_ASSET_KUBE_CONTROLLER_MANAGER")
+        or (assets and f"{assets}/kube-controller-manager"),
+    }
+    built = settings.cache_dir / f"kube-{KUBE_VERSION}" / "bin"
+    resolved: dict[str, Path] = {}
+    for name, path in given.items():
+        if path and Path(path).is_file():
+            resolved[name] = Path(path)
+    if len(resolved) < 3:
+        missing = [n for n in given if n not in resolved and not (built / n).is_file()]
+        if missing:
+            _need("go", "Go >= 1.24 (or set KUBEBUILDER_ASSETS to envtest binaries)")
+            print(f"building {', '.join(missing)} {KUBE_VERSION} from the Go module proxy "
+                  "(first run only; takes a while)...", flush=True)
+            subprocess.run(
+                ["bash", str(settings.repo / "stack" / "build-kube.sh")],
+                env={**os.environ, "DV_CACHE_DIR": str(settings.cache_dir),
+                     "KUBE_VERSION": KUBE_VERSION},
+                check=True,
+            )
+        for name in given:
+            resolved.setdefault(name, built / name)
+    return KubeBinaries(
+        etcd=resolved["etcd"],
+        apiserver=resolved["kube-apiserver"],
+        controller_manager=resolved["kube-controller-manager"],
+    )
+
+
+def _maven_copy(settings: Settings, pom_dir: Path, goal: str, out: Path) -> Path:
+    marker = out / ".complete"
+    if marker.is_file():
+        return out
+    _need("mvn", "Maven (Debian package: maven)")
+    print(f"fetching jars into {out} from Maven Central (first run only)...", flush=True)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    proc = subprocess.run(
+        ["mvn", "-q", "-B", "-f", str(pom_dir / "pom.xml"), goal, f"-DoutputDirectory={out}",
+         "-DincludeScope=runtime"],
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"mvn {goal} in {pom_dir.name} failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
+    marker.write_text("ok\n")
+    return out
+
+
+def kafka_libs(settings: Settings) -> Path:
+    return _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "kafka-broker",
+        "dependency:copy-dependencies",
+        settings.cache_dir / f"kafka-{KAFKA_VERSION}" / "libs",
+    )
+
+
+def spark_kafka_jars(settings: Settings) -> list[Path]:
+    out = _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "spark-kafka",
+        "dependency:copy",
+        settings.cache_dir / f"spark-{SPARK_VERSION}-kafka-jars",
+    )
+    return sorted(out.glob("*.jar"))
+
+
+def postgres_bindir() -> Path:
+    """Debian installs server binaries outside PATH, per major version."""
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), reverse=True)
+    if candidates:
+        return candidates[0].parent
+    initdb = shutil.which("initdb")
+    if initdb:
+        return Path(initdb).resolve().parent
+    raise SystemExit("PostgreSQL server binaries (initdb, pg_ctl) not found: "
+                     "install the Debian package 'postgresql'")
+
+
+def java() -> str:
+    return _need("java", "a Java 17+ runtime (Debian package: openjdk-17-jre-headless)")

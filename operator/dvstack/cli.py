@@ -1,0 +1,180 @@
+"""`python -m dvstack up|down|status|env|test`: the local stack's entry points.
+
+`up` is idempotent: a component already running is reused, not restarted.
+`test` brings the stack up, runs pytest, and takes down what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dvstack import artefacts, kafka_broker, kube_api, postgres_server, processes
+from dvstack.settings import Settings, load
+from dvstack.waiting import wait_for
+
+COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
+              "spark-executor")
+SPARK_EXECUTOR = "spark-executor"
+# Where the Spark job image keeps the project; the executor maps it to this checkout.
+IMAGE_APP_ROOT = "/opt/derived-views"
+
+
+def _install_crds(settings: Settings) -> None:
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    api_client = config.new_client_from_config(config_file=str(settings.kubeconfig))
+    ext = client.ApiextensionsV1Api(api_client)
+    crd_files = sorted((settings.repo / "stack" / "crds").glob("*.yaml"))
+    for path in crd_files:
+        body = yaml.safe_load(path.read_text())
+        name = body["metadata"]["name"]
+        try:
+            current = ext.read_custom_resource_definition(name)
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            ext.replace_custom_resource_definition(name, body)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            ext.create_custom_resource_definition(body)
+
+    def established() -> bool:
+        for path in crd_files:
+            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+            conds = ext.read_custom_resource_definition(name).status.conditions or []
+            if not any(c.type == "Established" and c.status == "True" for c in conds):
+                return False
+        return True
+
+    wait_for(established, timeout=60, what="stack CRDs to be established")
+
+
+def _start_executor(settings: Settings, jars: list[Path]) -> None:
+    if processes.running(settings, SPARK_EXECUTOR):
+        return
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    if not spark_submit.is_file():
+        raise SystemExit(f"spark-submit not found next to {sys.executable}: install the project "
+                         "with its dev extras (make setup) so PySpark is present")
+    processes.start(settings, SPARK_EXECUTOR, [
+        sys.executable, "-m", "dvstack.spark_executor",
+        "--kubeconfig", str(settings.kubeconfig),
+        "--spark-submit", str(spark_submit),
+        "--jars", ",".join(str(j) for j in jars),
+        "--logs-dir", str(settings.logs_dir / "spark"),
+        "--work-dir", str(settings.state_dir / "spark"),
+        "--path-map", f"{IMAGE_APP_ROOT}={settings.repo}",
+        "--python", sys.executable,
+    ], env={"PYTHONUNBUFFERED": "1"})
+    log = processes.log_file(settings, SPARK_EXECUTOR)
+    wait_for(lambda: "executor (stand-in for the Spark Operator) started" in log.read_text(),
+             timeout=60, what="the local SparkApplication executor to start",
+             on_timeout=lambda: processes.tail(log))
+
+
+def up(settings: Settings) -> dict[str, Any]:
+    t0 = time.monotonic()
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    bins = artefacts.kube_binaries(settings)
+    kafka_libs = artefacts.kafka_libs(settings)
+    spark_jars = artefacts.spark_kafka_jars(settings)
+    t_artefacts = time.monotonic() - t0
+    t1 = time.monotonic()
+    postgres_server.start(settings)
+    kube_api.start(settings, bins)
+    _install_crds(settings)
+    kafka_broker.start(settings, kafka_libs)
+    _start_executor(settings, spark_jars)
+    info: dict[str, Any] = {
+        "kubeconfig": str(settings.kubeconfig),
+        "apiserver": kube_api.server_url(settings),
+        "kafka_bootstrap": kafka_broker.bootstrap(settings),
+        "pg_dsn": postgres_server.conninfo(settings),
+        "pg": {"host": "127.0.0.1", "port": settings.pg_port,
+               "database": postgres_server.DATABASE, "user": postgres_server.SUPERUSER,
+               "password": postgres_server.password(settings)},
+        "spark_submit": str(Path(sys.executable).parent / "spark-submit"),
+        "spark_jars": [str(j) for j in spark_jars],
+        "image_app_root": IMAGE_APP_ROOT,
+        "repo": str(settings.repo),
+        "state_dir": str(settings.state_dir),
+        "logs_dir": str(settings.logs_dir),
+        "cache_dir": str(settings.cache_dir),
+    }
+    settings.stack_file.write_text(json.dumps(info, indent=2))
+    settings.stack_file.chmod(0o600)
+    print(f"stack is up (artefacts {t_artefacts:.1f}s, services {time.monotonic() - t1:.1f}s); "
+          f"logs in {settings.logs_dir}", flush=True)
+    print(f"  export KUBECONFIG={settings.kubeconfig}")
+    return info
+
+
+def down(settings: Settings) -> None:
+    processes.stop(settings, SPARK_EXECUTOR)
+    kafka_broker.stop(settings)
+    kube_api.stop(settings)
+    postgres_server.stop(settings)
+    settings.stack_file.unlink(missing_ok=True)
+    print("stack is down")
+
+
+def status(settings: Settings) -> int:
+    missing = 0
+    for name in COMPONENTS:
+        if name == "postgres":
+            pid_path = postgres_server.pg_dir(settings) / "data" / "postmaster.pid"
+            pid = int(pid_path.read_text().split()[0]) if pid_path.is_file() else None
+            state = "running" if pid and processes.alive(pid) else "stopped"
+        else:
+            pid = processes.running(settings, name)
+            state = "running" if pid else "stopped"
+        missing += state != "running"
+        print(f"{name:26} {state:8} {pid or ''}")
+    return 1 if missing else 0
+
+
+def run_tests(settings: Settings, pytest_args: list[str]) -> int:
+    was_up = status_quiet(settings)
+    up(settings)
+    try:
+        return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=settings.repo)
+    finally:
+        if not was_up and os.environ.get("KEEP_STACK") != "1":
+            down(settings)
+
+
+def status_quiet(settings: Settings) -> bool:
+    return all(processes.running(settings, n) for n in COMPONENTS if n != "postgres")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="dvstack", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="start (or reuse) every component and wait until ready")
+    sub.add_parser("down", help="stop every component; leaves state and caches")
+    sub.add_parser("status", help="show which components run")
+    sub.add_parser("env", help="print the endpoints JSON written by `up`")
+    t = sub.add_parser("test", help="up, pytest ARGS, then down if this command started it")
+    t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    settings = load()
+    if args.command == "up":
+        up(settings)
+    elif args.command == "down":
+        down(settings)
+    elif args.command == "status":
+        sys.exit(status(settings))
+    elif args.command == "env":
+        print(settings.stack_file.read_text() if settings.stack_file.is_file() else "{}")
+    elif args.command == "test":
+        extra = [a for a in args.pytest_args if a != "--"]
+        sys.exit(run_tests(settings, extra))

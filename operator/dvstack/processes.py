@@ -1,0 +1,135 @@
+"""Start and stop the stack's daemons as detached process groups.
+
+Each daemon gets a pid file in the run directory and a log file in the logs
+directory; `stop` signals the whole process group so nothing is orphaned.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from dvstack.settings import Settings
+
+
+def pid_file(settings: Settings, name: str) -> Path:
+    return settings.run_dir / f"{name}.pid"
+
+
+def log_file(settings: Settings, name: str) -> Path:
+    return settings.logs_dir / f"{name}.log"
+
+
+def read_pid(settings: Settings, name: str) -> int | None:
+    try:
+        return int(pid_file(settings, name).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers kill(0); reap it if it is one.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        done = 0
+    if done == pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def running(settings: Settings, name: str) -> int | None:
+    pid = read_pid(settings, name)
+    return pid if pid is not None and alive(pid) else None
+
+
+def start(
+    settings: Settings,
+    name: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    user: str | None = None,
+) -> int:
+    """Start `argv` in its own session, stdout+stderr appended to its log."""
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    full_argv = list(argv)
+    if user is not None:
+        full_argv = ["runuser", "-u", user, "--", *full_argv]
+    with open(log_file(settings, name), "ab") as log:
+        proc = subprocess.Popen(
+            full_argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    pid_file(settings, name).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def stop(settings: Settings, name: str, *, timeout: float = 30.0) -> bool:
+    """SIGTERM the daemon's process group, SIGKILL it past `timeout`."""
+    pid = read_pid(settings, name)
+    if pid is None:
+        return False
+    was_alive = alive(pid)
+    if was_alive:
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if alive(pid):
+            _signal_group(pid, signal.SIGKILL)
+    # Children that outlived their leader still share its group id.
+    _signal_group(pid, signal.SIGKILL)
+    pid_file(settings, name).unlink(missing_ok=True)
+    return was_alive
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        content = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    return "\n".join([f"--- last lines of {path.name} ---", *content[-lines:]])
+
+
+def run(argv: Sequence[str], *, what: str, env: Mapping[str, str] | None = None,
+        cwd: Path | None = None, user: str | None = None) -> str:
+    """Run a setup command to completion; raise with its output if it fails."""
+    full_argv = list(argv)
+    if user is not None:
+        full_argv = ["runuser", "-u", user, "--", *full_argv]
+    proc = subprocess.run(
+        full_argv, capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})},
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout

@@ -1,0 +1,186 @@
+"""The first real replay on the local stack: topic, events, SparkApplication, progress.
+
+Shared by `make demo`, the e2e test and the replay benchmark so all three
+exercise the same path: events produced with confluent-kafka, a
+SparkApplication created in the API server, the project's PySpark job run by
+the local executor, progress read from the sink's ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ORDER_SCHEMA = "order_id STRING, customer_id STRING, amount DOUBLE, ts TIMESTAMP"
+ORDERS_BY_CUSTOMER_SQL = (
+    "SELECT customer_id, count(*) AS orders, sum(amount) AS revenue "
+    "FROM events GROUP BY customer_id"
+)
+LEDGER = "dv_ledger"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures[topic].result(timeout=30)
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+
+
+def make_orders(count: int, *, customers: int = 500, seed: int = 7,
+                start_ms: int = 1_767_225_600_000) -> list[dict[str, Any]]:
+    """Deterministic order events; amounts are multiples of 0.25 so float sums are exact."""
+    rng = random.Random(seed)
+    orders = []
+    for i in range(count):
+        orders.append({
+            "order_id": f"o-{seed}-{i}",
+            "customer_id": f"c-{rng.randrange(customers):04d}",
+            "amount": rng.randrange(1, 400) * 0.25,
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((start_ms + i * 1000) / 1000)),
+        })
+    return orders
+
+
+def produce(bootstrap: str, topic: str, events: list[dict[str, Any]],
+            key: Callable[[dict[str, Any]], str] | None = None) -> None:
+    """Produce JSON events keyed by `key` (default: customer_id) and wait for every ack."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "batch.num.messages": 10000, "compression.type": "lz4",
+                         "enable.idempotence": True})
+    failures: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    keyfn = key or (lambda e: str(e["customer_id"]))
+    for event in events:
+        while True:
+            try:
+                producer.produce(topic, key=keyfn(event).encode(), value=json.dumps(event).encode(),
+                                 on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    if remaining or failures:
+        raise RuntimeError(f"{remaining} events unacknowledged, {len(failures)} failed: {failures[:3]}")
+
+
+def topic_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """High watermark per partition (the exclusive end of the log)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dv-offsets-probe",
+                         "enable.auto.commit": False})
+    try:
+        md = consumer.list_topics(topic, timeout=10)
+        ends = {}
+        for p in md.topics[topic].partitions:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            ends[p] = high
+        return ends
+    finally:
+        consumer.close()
+
+
+def ledger_end_offsets(dsn: str, revision: str, topic: str, *, schema: str = "public"
+                       ) -> dict[int, int]:
+    """End offsets committed in the index for `revision` (newest ledger row)."""
+    with psycopg.connect(dsn) as conn:
+        exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{LEDGER}",)).fetchone()
+        if not exists or exists[0] is None:
+            return {}
+        row = conn.execute(
+            f'SELECT end_offsets FROM "{schema}"."{LEDGER}" WHERE revision = %s '
+            "ORDER BY batch_id DESC LIMIT 1", (revision,)).fetchone()
+    if row is None:
+        return {}
+    return {int(p): int(o) for p, o in (row[0].get(topic) or {}).items()}
+
+
+def raw_consume_rate(bootstrap: str, topic: str, expected: int) -> float:
+    """Events/s of a bare confluent-kafka consumer reading the topic from offset 0."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"dv-raw-{time.time_ns()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52428800})
+    consumer.subscribe([topic])
+    seen = 0
+    started: float | None = None
+    deadline = time.monotonic() + 300
+    try:
+        while seen < expected:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"raw consumer read {seen}/{expected} events in 300s")
+            batch = consumer.consume(num_messages=10000, timeout=1.0)
+            if batch and started is None:
+                started = time.monotonic()
+            seen += sum(1 for m in batch if m.error() is None)
+        assert started is not None
+        return seen / max(time.monotonic() - started, 1e-9)
+    finally:
+        consumer.close()
+
+
+def sink_secret(name: str, pg: dict[str, Any]) -> dict[str, Any]:
+    """A Secret with the sink's connection (keys host, port, database, user, password)."""
+    return {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
+        "stringData": {"host": str(pg["host"]), "port": str(pg["port"]),
+                       "database": str(pg["database"]), "user": str(pg["user"]),
+                       "password": str(pg["password"])},
+    }
+
+
+def spark_application(*, name: str, namespace: str, revision: str, view: str,
+                      bootstrap: str, topics: list[str], sql: str, table: str,
+                      primary_key: list[str], secret: str, checkpoint: str,
+                      image_app_root: str, available_now: bool = False,
+                      max_offsets_per_trigger: int | None = None,
+                      restart_retries: int = 0) -> dict[str, Any]:
+    """A SparkApplication that runs the project's replay job, credentials via secretKeyRef."""
+    job_config = {
+        "view": view, "revision": revision,
+        "source": {"bootstrapServers": bootstrap, "topics": topics, "format": "json",
+                   "schema": ORDER_SCHEMA, "maxOffsetsPerTrigger": max_offsets_per_trigger,
+                   "kafkaOptions": {}},
+        "transform": {"sql": sql},
+        "sink": {"table": table, "schema": "public", "primaryKey": primary_key,
+                 "ledgerTable": LEDGER},
+        "checkpointLocation": checkpoint,
+        "trigger": {"availableNow": True} if available_now else {"processingTimeSeconds": 1},
+    }
+    env = [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+           for var, key in (("PGHOST", "host"), ("PGPORT", "port"), ("PGDATABASE", "database"),
+                            ("PGUSER", "user"), ("PGPASSWORD", "password"))]
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"derivedviews.io/revision": revision}},
+        "spec": {
+            "type": "Python", "mode": "cluster", "pythonVersion": "3", "sparkVersion": "4.0.0",
+            "mainApplicationFile": f"local://{image_app_root}/spark_templates/derived_view_job.py",
+            "arguments": ["--config-json", json.dumps(job_config)],
+            "sparkConf": {"spark.sql.shuffle.partitions": "4"},
+            "restartPolicy": ({"type": "OnFailure", "onFailureRetries": restart_retries,
+                               "onFailureRetryInterval": 2} if restart_retries
+                              else {"type": "Never"}),
+            "driver": {"cores": 1, "memory": "1g", "env": env},
+            "executor": {"instances": 1, "cores": 2, "memory": "1g", "env": env},
+        },
+    }
+
+
+def lag(ends: dict[int, int], committed: dict[int, int]) -> int:
+    return sum(max(end - committed.get(p, 0), 0) for p, end in ends.items())

@@ -1,0 +1,74 @@
+"""Where the local stack lives and which loopback ports it uses.
+
+Every location and port can be overridden by an environment variable so two
+checkouts (or CI and a developer) can run side by side.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+KUBE_VERSION = "v1.34.4"
+KAFKA_VERSION = "4.1.0"
+SPARK_VERSION = "4.0.0"
+
+
+def _port(name: str, default: int) -> int:
+    raw = os.environ.get(name, str(default))
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r} is not a port number") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved paths and ports of one local stack."""
+
+    repo: Path
+    cache_dir: Path
+    state_dir: Path
+    etcd_port: int
+    etcd_peer_port: int
+    apiserver_port: int
+    controller_manager_port: int
+    kafka_port: int
+    kafka_controller_port: int
+    pg_port: int
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def stack_file(self) -> Path:
+        """JSON written by `up` describing endpoints; read by tests and the demo."""
+        return self.state_dir / "stack.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kube" / "kubeconfig"
+
+
+def load() -> Settings:
+    cache_default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "derived-views"
+    return Settings(
+        repo=REPO_ROOT,
+        cache_dir=Path(os.environ.get("DV_CACHE_DIR", cache_default)).resolve(),
+        state_dir=Path(os.environ.get("DV_STATE_DIR", REPO_ROOT / ".stack")).resolve(),
+        etcd_port=_port("DV_ETCD_PORT", 23790),
+        etcd_peer_port=_port("DV_ETCD_PEER_PORT", 23800),
+        apiserver_port=_port("DV_APISERVER_PORT", 16443),
+        controller_manager_port=_port("DV_KCM_PORT", 16444),
+        kafka_port=_port("DV_KAFKA_PORT", 19092),
+        kafka_controller_port=_port("DV_KAFKA_CONTROLLER_PORT", 19093),
+        pg_port=_port("DV_PG_PORT", 15432),
+    )

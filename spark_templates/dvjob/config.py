@@ -1,0 +1,185 @@
+"""The job's configuration: the contract with the operator, validated on start.
+
+The operator passes one JSON document (camelCase keys) with `--config-json`
+or `--config-file`.  Unknown keys are rejected so that a typo in the operator
+fails the job at once, naming the field, instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from dvjob.errors import ConfigError
+
+# PostgreSQL silently truncates longer identifiers (NAMEDATALEN - 1 bytes), which
+# could make two revisions' tables collide: refuse them instead.
+PG_IDENTIFIER_MAX_BYTES = 63
+
+# Reader options the job owns: letting kafkaOptions override them would break
+# the replay-from-genesis guarantee or the topic list.
+RESERVED_KAFKA_OPTIONS = frozenset(
+    {"subscribe", "subscribepattern", "assign", "startingoffsets", "kafka.bootstrap.servers",
+     "startingtimestamp", "startingoffsetsbytimestamp", "endingoffsets"})
+
+_PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_pg_identifier(name: str) -> str:
+    """A name PostgreSQL stores exactly as given (we always quote it)."""
+    if not name:
+        raise ValueError("must not be empty")
+    if "\x00" in name:
+        raise ValueError("must not contain NUL characters")
+    if len(name.encode()) > PG_IDENTIFIER_MAX_BYTES:
+        raise ValueError(f"{name!r} is longer than PostgreSQL's limit of "
+                         f"{PG_IDENTIFIER_MAX_BYTES} bytes for identifiers")
+    return name
+
+
+PgIdentifier = Annotated[str, AfterValidator(check_pg_identifier)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=False,
+                              validate_by_alias=True, extra="forbid", frozen=True, strict=True)
+
+
+class SourceConfig(_Model):
+    bootstrap_servers: str = Field(min_length=1)
+    topics: list[str] = Field(min_length=1)
+    format: Literal["json"] = "json"
+    schema_ddl: str = Field(alias="schema", min_length=1)
+    max_offsets_per_trigger: int | None = Field(default=None, gt=0)
+    kafka_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("topics")
+    @classmethod
+    def _topics(cls, topics: list[str]) -> list[str]:
+        for topic in topics:
+            if not topic or "," in topic or topic.strip() != topic:
+                raise ValueError(f"{topic!r} is not a valid topic name")
+        if len(set(topics)) != len(topics):
+            raise ValueError("topics must not repeat")
+        return topics
+
+    @field_validator("kafka_options")
+    @classmethod
+    def _kafka_options(cls, options: dict[str, str | int | float | bool]
+                       ) -> dict[str, str | int | float | bool]:
+        reserved = sorted(k for k in options if k.lower() in RESERVED_KAFKA_OPTIONS)
+        if reserved:
+            raise ValueError(f"{', '.join(reserved)} cannot be set here: the job sets it")
+        return options
+
+
+class TransformConfig(_Model):
+    sql: str | None = Field(default=None, min_length=1)
+    python: str | None = None
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, ref: str | None) -> str | None:
+        if ref is not None and not _PYTHON_REF.match(ref):
+            raise ValueError(f"{ref!r} is not of the form 'package.module:function'")
+        return ref
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TransformConfig:
+        if (self.sql is None) == (self.python is None):
+            raise ValueError("give exactly one of 'sql' or 'python'")
+        return self
+
+
+class SinkConfig(_Model):
+    table: PgIdentifier
+    db_schema: PgIdentifier = Field(default="public", alias="schema")
+    primary_key: list[PgIdentifier] = Field(min_length=1)
+    ledger_table: PgIdentifier = "dv_ledger"
+
+    @field_validator("primary_key")
+    @classmethod
+    def _unique(cls, columns: list[str]) -> list[str]:
+        if len(set(columns)) != len(columns):
+            raise ValueError("primary key columns must not repeat")
+        if "_dv_deleted" in columns:
+            raise ValueError("_dv_deleted is the delete flag and cannot be part of the key")
+        return columns
+
+
+class TriggerConfig(_Model):
+    processing_time_seconds: float | None = Field(default=None, gt=0)
+    available_now: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TriggerConfig:
+        if (self.processing_time_seconds is None) == (self.available_now is None):
+            raise ValueError("give exactly one of 'processingTimeSeconds' or 'availableNow'")
+        return self
+
+
+class JobConfig(_Model):
+    view: str = Field(min_length=1)
+    revision: str = Field(min_length=1, max_length=128)
+    source: SourceConfig
+    transform: TransformConfig
+    sink: SinkConfig
+    checkpoint_location: str = Field(min_length=1)
+    trigger: TriggerConfig
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, revision: str) -> str:
+        if not _REVISION.match(revision):
+            raise ValueError(f"{revision!r}: use letters, digits, '.', '_' or '-'")
+        return revision
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per problem, each naming the field by its camelCase path."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(document)"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)
+
+
+def parse_config(text: str, *, origin: str = "--config-json") -> JobConfig:
+    """Validate the JSON document; raise ConfigError naming every bad field."""
+    try:
+        return JobConfig.model_validate_json(text)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid job configuration ({origin}): {_describe(exc)}") from None
+
+
+def config_from_argv(argv: Sequence[str]) -> JobConfig:
+    """`--config-json JSON` or `--config-file PATH`, exactly one of them."""
+    parser = argparse.ArgumentParser(prog="derived_view_job.py",
+                                     description="Replay Kafka topics into a derived view.")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--config-json", metavar="JSON", help="the job configuration")
+    group.add_argument("--config-file", metavar="PATH", help="a file holding the configuration")
+    args = parser.parse_args(list(argv))
+    if args.config_json is not None:
+        return parse_config(args.config_json)
+    path = Path(args.config_file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read --config-file {path}: {exc.strerror}") from None
+    return parse_config(text, origin=f"--config-file {path}")

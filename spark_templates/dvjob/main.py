@@ -1,0 +1,114 @@
+"""Wire the stages into one streaming query and run it until stopped or done.
+
+Everything that can be checked before reading Kafka is checked first (config,
+schema DDL, transform, output columns, PostgreSQL tables), so a broken view
+fails in seconds with one line saying why.  The last line of a failed run
+starts with "dvjob: error:".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+from dvjob.batch_writer import BatchWriter
+from dvjob.config import JobConfig, TriggerConfig, config_from_argv
+from dvjob.errors import JobError
+from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
+from dvjob.parse import parse_events, value_schema
+from dvjob.sink_postgres import PostgresSink, connect_from_environment, describe_target
+from dvjob.sink_schema import table_layout
+from dvjob.transform import apply_transform
+
+# Applied only when the submitter's Spark configuration does not set them.
+DEFAULT_SPARK_CONF = {
+    # A view's batches are small next to Spark's default of 200 shuffle partitions.
+    "spark.sql.shuffle.partitions": "4",
+    # The same revision must build the same index on any machine: parse
+    # zone-less timestamps as UTC, not as the driver's local time.
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def say(message: str) -> None:
+    print(f"dvjob: {message}", flush=True)
+
+
+def build_session(config: JobConfig) -> SparkSession:
+    spark = SparkSession.builder.appName(f"dv-{config.view}-{config.revision}").getOrCreate()
+    given = spark.sparkContext.getConf()
+    for key, value in DEFAULT_SPARK_CONF.items():
+        if not given.contains(key):
+            spark.conf.set(key, value)
+    return spark
+
+
+def with_trigger(writer: DataStreamWriter, trigger: TriggerConfig) -> DataStreamWriter:
+    if trigger.available_now:
+        return writer.trigger(availableNow=True)
+    assert trigger.processing_time_seconds is not None
+    millis = max(1, round(trigger.processing_time_seconds * 1000))
+    return writer.trigger(processingTime=f"{millis} milliseconds")
+
+
+def run(spark: SparkSession, config: JobConfig) -> None:
+    """Start the query and block until it ends (availableNow) or is stopped."""
+    options = kafka_reader_options(config.source, os.environ)
+    say(f"view {config.view} revision {config.revision}: reading "
+        f"{json.dumps(redacted(options), sort_keys=True)}")
+    events = parse_events(load_kafka_stream(spark, options), value_schema(config.source.schema_ddl))
+    output = apply_transform(config.transform, events)
+    layout = table_layout(output.schema, config.sink.primary_key)
+    sink = PostgresSink(connect=connect_from_environment(f"dvjob-{config.revision}"),
+                        schema=config.sink.db_schema, table=config.sink.table,
+                        ledger_table=config.sink.ledger_table, revision=config.revision,
+                        layout=layout)
+    say(f"writing {config.sink.db_schema}.{config.sink.table} (ledger "
+        f"{config.sink.db_schema}.{config.sink.ledger_table}) at {describe_target()}")
+    sink.ensure_tables()
+    writer = BatchWriter(sink=sink, layout=layout,
+                         checkpoint_location=config.checkpoint_location)
+    stream = (output.writeStream.outputMode("update")
+              .option("checkpointLocation", config.checkpoint_location)
+              .foreachBatch(writer))
+    query = with_trigger(stream, config.trigger).start()
+    say(f"query {query.id} started")
+    try:
+        query.awaitTermination()
+    except Exception:
+        if writer.failure is not None:
+            raise writer.failure from None
+        raise
+
+
+def _one_line(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text[:900]}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = config_from_argv(sys.argv[1:] if argv is None else argv)
+    except JobError as exc:
+        say(f"error: {exc}")
+        return 2
+    spark = build_session(config)
+    try:
+        run(spark, config)
+    except JobError as exc:
+        say(f"error: {exc}")
+        return 1
+    except Exception as exc:
+        traceback.print_exc()
+        say(f"error: {_one_line(exc)}")
+        return 1
+    finally:
+        spark.stop()
+    say("done")
+    return 0

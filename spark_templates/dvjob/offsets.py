@@ -1,0 +1,109 @@
+"""A micro-batch's end offsets, read from Spark's offset log in the checkpoint.
+
+foreachBatch hands the function a DataFrame and a batch id, never the Kafka
+offsets the batch covers.  Spark writes `<checkpoint>/offsets/<batchId>` (its
+write-ahead record of the batch's range) *before* running the batch and, on a
+restart, re-runs an uncommitted batch over exactly that range; so the file is
+the authoritative end of the batch we are writing.  Its format (Spark 3.x/4.x):
+
+    v1
+    {"batchWatermarkMs":0,"batchTimestampMs":...,"conf":{...}}
+    {"orders":{"0":1234,"1":99}}          <- one line per source, in query order
+
+Kafka offsets there are exclusive ends (the next offset to read), directly
+comparable with a partition's high watermark.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from dvjob.errors import JobError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EndOffsets = dict[str, dict[str, int]]
+"""topic -> partition (decimal string, as in Kafka JSON) -> exclusive end offset."""
+
+SUPPORTED_VERSION = "v1"
+
+
+class OffsetLogError(JobError):
+    """The offset log is missing or not in a format this job understands."""
+
+
+def offset_log_path(checkpoint_location: str, batch_id: int) -> str:
+    return f"{checkpoint_location.rstrip('/')}/offsets/{batch_id}"
+
+
+def _kafka_offsets(line: str, where: str) -> EndOffsets:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        raise OffsetLogError(f"{where}: source line {line[:200]!r} is not JSON") from None
+    if not isinstance(value, dict) or not value:
+        raise OffsetLogError(f"{where}: source line {line[:200]!r} is not Kafka offsets "
+                             '({"topic": {"partition": offset}}); is the source Kafka?')
+    result: EndOffsets = {}
+    for topic, partitions in value.items():
+        if not isinstance(partitions, dict) or not partitions:
+            raise OffsetLogError(f"{where}: topic {topic!r} has no partition offsets")
+        parsed: dict[str, int] = {}
+        for partition, offset in partitions.items():
+            if not (partition.isascii() and partition.isdigit()):
+                raise OffsetLogError(f"{where}: topic {topic!r}: partition {partition!r} "
+                                     "is not a partition number")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise OffsetLogError(f"{where}: topic {topic!r} partition {partition}: "
+                                     f"offset {offset!r} is not a non-negative integer")
+            parsed[str(int(partition))] = offset
+        result[topic] = parsed
+    return result
+
+
+def parse_offset_log(text: str, *, where: str = "offset log") -> EndOffsets:
+    """The end offsets of every Kafka source in one offset-log file.
+
+    Raises OffsetLogError naming the problem when the file is not a v1 offset
+    log whose source lines are all Kafka offsets.
+    """
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines or lines[0].strip() != SUPPORTED_VERSION:
+        first = lines[0][:40] if lines else ""
+        raise OffsetLogError(f"{where}: expected version line {SUPPORTED_VERSION!r}, found "
+                             f"{first!r} (written by an unsupported Spark version?)")
+    if len(lines) < 3:
+        raise OffsetLogError(f"{where}: no source offsets after the metadata line")
+    try:
+        metadata = json.loads(lines[1])
+    except json.JSONDecodeError:
+        metadata = None
+    if not isinstance(metadata, dict):
+        raise OffsetLogError(f"{where}: second line is not the batch metadata JSON object")
+    offsets: EndOffsets = {}
+    for line in lines[2:]:
+        if line.strip() == "-":
+            raise OffsetLogError(f"{where}: a source has no offset in this batch")
+        for topic, partitions in _kafka_offsets(line, where).items():
+            if topic in offsets:
+                raise OffsetLogError(f"{where}: topic {topic!r} appears in two sources")
+            offsets[topic] = partitions
+    return offsets
+
+
+def read_end_offsets(spark: SparkSession, checkpoint_location: str, batch_id: int) -> EndOffsets:
+    """Read and parse the batch's offset log through Spark (any Hadoop filesystem)."""
+    path = offset_log_path(checkpoint_location, batch_id)
+    try:
+        rows = spark.read.text(path, wholetext=True).collect()
+    except Exception as exc:  # AnalysisException and Py4J errors have no common base
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise OffsetLogError(f"cannot read offset log {path}: {first_line[:300]}") from None
+    if len(rows) != 1:
+        raise OffsetLogError(f"offset log {path}: expected one file, read {len(rows)}")
+    text: str = rows[0][0]
+    return parse_offset_log(text, where=f"offset log {path}")

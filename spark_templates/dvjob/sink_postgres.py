@@ -1,0 +1,247 @@
+"""The PostgreSQL sink: each micro-batch's rows and its ledger row in ONE transaction.
+
+Spark's foreachBatch is at-least-once: after a failure it re-runs the last
+uncommitted batch with the same id and range.  The ledger row, keyed by
+(revision, batch_id) and committed atomically with the batch's effects, turns
+that into exactly-once effects: a batch whose row exists is skipped.  The row
+also records the batch's exclusive end offsets, which is where the operator
+reads lag from (committed in the index, not merely read by Spark).
+
+Per batch: claim the ledger row (INSERT ... ON CONFLICT DO NOTHING, so a
+concurrent duplicate waits on the row lock and then sees the claim), COPY the
+rows into a temporary table, DELETE the keys whose last row is flagged deleted,
+upsert the others, record the counts.  Within a batch the last row of a key
+wins (rows arrive in Kafka order per partition).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from dvjob.errors import JobError
+from dvjob.offsets import EndOffsets
+from dvjob.sink_schema import DELETED_COLUMN, TableLayout
+
+BATCH_TABLE = "_dv_batch"
+ORDINAL_COLUMN = "_dv_ord"
+# Serialises the start-up DDL of jobs sharing a database (CREATE ... IF NOT
+# EXISTS is not safe against a concurrent identical CREATE).
+DDL_LOCK_KEY = 0x64765F6A6F62  # "dv_job"
+
+Connect = Callable[[], psycopg.Connection[Any]]
+
+
+class LedgerMismatchError(JobError):
+    """The ledger already holds this batch id with a different range."""
+
+
+class NullKeyError(JobError):
+    """A row has a NULL primary-key column; PostgreSQL keys cannot be NULL."""
+
+
+class IndexTableMismatchError(JobError):
+    """The index table exists with other columns than this revision produces."""
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    batch_id: int
+    skipped: bool
+    rows_upserted: int
+    rows_deleted: int
+    end_offsets: EndOffsets
+
+
+def _qualified(schema: str, table: str) -> sql.Identifier:
+    return sql.Identifier(schema, table)
+
+
+def _idents(names: Iterable[str]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Identifier(n) for n in names)
+
+
+def ledger_ddl(schema: str, ledger_table: str) -> sql.Composed:
+    return sql.SQL(
+        "CREATE TABLE IF NOT EXISTS {} ("
+        "revision text NOT NULL, batch_id bigint NOT NULL, end_offsets jsonb NOT NULL, "
+        "rows_upserted bigint NOT NULL, rows_deleted bigint NOT NULL, "
+        "committed_at timestamptz NOT NULL DEFAULT now(), "
+        "PRIMARY KEY (revision, batch_id))"
+    ).format(_qualified(schema, ledger_table))
+
+
+def index_ddl(schema: str, table: str, layout: TableLayout) -> sql.Composed:
+    columns = [sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.pg_type))
+               for c in layout.columns]
+    return sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
+        _qualified(schema, table), sql.SQL(", ").join(columns), _idents(layout.primary_key))
+
+
+def batch_table_ddl(layout: TableLayout) -> sql.Composed:
+    """A temporary table for one batch's rows, in arrival order; dropped at commit."""
+    columns = [sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.pg_type))
+               for c in layout.columns]
+    return sql.SQL("CREATE TEMPORARY TABLE {} ({}, {} boolean NOT NULL, {} bigint NOT NULL) "
+                   "ON COMMIT DROP").format(
+        sql.Identifier(BATCH_TABLE), sql.SQL(", ").join(columns),
+        sql.Identifier(DELETED_COLUMN), sql.Identifier(ORDINAL_COLUMN))
+
+
+def copy_statement(layout: TableLayout) -> sql.Composed:
+    return sql.SQL("COPY {} ({}, {}, {}) FROM STDIN").format(
+        sql.Identifier(BATCH_TABLE), _idents(layout.column_names),
+        sql.Identifier(DELETED_COLUMN), sql.Identifier(ORDINAL_COLUMN))
+
+
+def _last_rows(layout: TableLayout, columns: Sequence[str]) -> sql.Composed:
+    """Each key's last row of the batch (highest ordinal): the only one that counts."""
+    return sql.SQL("SELECT DISTINCT ON ({key}) {cols} FROM {batch} ORDER BY {key}, {ord} DESC"
+                   ).format(key=_idents(layout.primary_key), cols=_idents(columns),
+                            batch=sql.Identifier(BATCH_TABLE),
+                            ord=sql.Identifier(ORDINAL_COLUMN))
+
+
+def delete_statement(schema: str, table: str, layout: TableLayout) -> sql.Composed:
+    match = sql.SQL(" AND ").join(
+        sql.SQL("t.{k} = l.{k}").format(k=sql.Identifier(k)) for k in layout.primary_key)
+    return sql.SQL("DELETE FROM {target} AS t USING ({last}) AS l WHERE l.{deleted} AND {match}"
+                   ).format(target=_qualified(schema, table),
+                            last=_last_rows(layout, [*layout.primary_key, DELETED_COLUMN]),
+                            deleted=sql.Identifier(DELETED_COLUMN), match=match)
+
+
+def upsert_statement(schema: str, table: str, layout: TableLayout) -> sql.Composed:
+    others = [n for n in layout.column_names if n not in layout.primary_key]
+    action: sql.Composable
+    if others:
+        action = sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
+            sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(n)) for n in others))
+    else:
+        action = sql.SQL("DO NOTHING")
+    return sql.SQL("INSERT INTO {target} ({cols}) SELECT {cols} FROM ({last}) AS l "
+                   "WHERE NOT l.{deleted} ON CONFLICT ({key}) {action}").format(
+        target=_qualified(schema, table), cols=_idents(layout.column_names),
+        last=_last_rows(layout, [*layout.column_names, DELETED_COLUMN]),
+        deleted=sql.Identifier(DELETED_COLUMN), key=_idents(layout.primary_key), action=action)
+
+
+def claim_statement(schema: str, ledger_table: str) -> sql.Composed:
+    return sql.SQL("INSERT INTO {} (revision, batch_id, end_offsets, rows_upserted, rows_deleted) "
+                   "VALUES (%s, %s, %s, 0, 0) ON CONFLICT (revision, batch_id) DO NOTHING"
+                   ).format(_qualified(schema, ledger_table))
+
+
+def recorded_offsets_statement(schema: str, ledger_table: str) -> sql.Composed:
+    return sql.SQL("SELECT end_offsets FROM {} WHERE revision = %s AND batch_id = %s").format(
+        _qualified(schema, ledger_table))
+
+
+def finish_statement(schema: str, ledger_table: str) -> sql.Composed:
+    # clock_timestamp(): the moment just before commit, not the (maybe long) batch's start.
+    return sql.SQL("UPDATE {} SET rows_upserted = %s, rows_deleted = %s, "
+                   "committed_at = clock_timestamp() "
+                   "WHERE revision = %s AND batch_id = %s").format(
+        _qualified(schema, ledger_table))
+
+
+class PostgresSink:
+    """Writes batches of one revision into its index table, exactly once per batch id."""
+
+    def __init__(self, *, connect: Connect, schema: str, table: str, ledger_table: str,
+                 revision: str, layout: TableLayout) -> None:
+        self._connect = connect
+        self.schema = schema
+        self.table = table
+        self.ledger_table = ledger_table
+        self.revision = revision
+        self.layout = layout
+
+    def ensure_tables(self) -> None:
+        """Create the schema, ledger and index table if missing; check an existing index."""
+        with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK_KEY,))
+            cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
+            if cur.fetchone() is None:
+                cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+            cur.execute(ledger_ddl(self.schema, self.ledger_table))
+            cur.execute(index_ddl(self.schema, self.table, self.layout))
+            cur.execute("SELECT column_name FROM information_schema.columns "
+                        "WHERE table_schema = %s AND table_name = %s", (self.schema, self.table))
+            existing = sorted(str(row[0]) for row in cur.fetchall())
+        expected = sorted(self.layout.column_names)
+        if existing != expected:
+            raise IndexTableMismatchError(
+                f"index table {self.schema}.{self.table} exists with columns {existing}, but this "
+                f"revision writes {expected}; drop it or use another table name")
+
+    def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
+                    end_offsets: EndOffsets) -> BatchOutcome:
+        """Apply one batch, or skip it if the ledger already has it.
+
+        `rows` are the layout's columns in order followed by the delete flag;
+        it is consumed only when the batch is not skipped.  Any exception rolls
+        back everything, ledger row included.
+        """
+        with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(claim_statement(self.schema, self.ledger_table),
+                        (self.revision, batch_id, Jsonb(end_offsets)))
+            if cur.rowcount == 0:
+                cur.execute(recorded_offsets_statement(self.schema, self.ledger_table),
+                            (self.revision, batch_id))
+                found = cur.fetchone()
+                recorded = found[0] if found else None
+                if recorded != end_offsets:
+                    raise LedgerMismatchError(
+                        f"batch {batch_id} of revision {self.revision} is in the ledger with end "
+                        f"offsets {recorded}, but the checkpoint now says {end_offsets}: the "
+                        "checkpoint does not belong to this index (was it reset?); drop the "
+                        "index table and this revision's ledger rows, or restore the checkpoint")
+                return BatchOutcome(batch_id, True, 0, 0, end_offsets)
+            cur.execute(batch_table_ddl(self.layout))
+            self._copy_rows(cur, batch_id, rows)
+            cur.execute(delete_statement(self.schema, self.table, self.layout))
+            deleted = max(cur.rowcount, 0)
+            cur.execute(upsert_statement(self.schema, self.table, self.layout))
+            upserted = max(cur.rowcount, 0)
+            cur.execute(finish_statement(self.schema, self.ledger_table),
+                        (upserted, deleted, self.revision, batch_id))
+        return BatchOutcome(batch_id, False, upserted, deleted, end_offsets)
+
+    def _copy_rows(self, cur: psycopg.Cursor[Any], batch_id: int,
+                   rows: Iterable[Sequence[Any]]) -> None:
+        width = len(self.layout.columns) + 1
+        keys = self.layout.key_positions
+        with cur.copy(copy_statement(self.layout)) as copy:
+            for ordinal, row in enumerate(rows):
+                if len(row) != width:
+                    raise JobError(f"batch {batch_id}: row has {len(row)} values, expected {width}")
+                for position in keys:
+                    if row[position] is None:
+                        raise NullKeyError(
+                            f"batch {batch_id}: a row has NULL in primary-key column "
+                            f"{self.layout.column_names[position]!r}; filter such rows out in "
+                            "the transform (e.g. WHERE ... IS NOT NULL)")
+                copy.write_row((*row[:-1], bool(row[-1]), ordinal))
+
+
+def connect_from_environment(application_name: str) -> Connect:
+    """Connections configured only by libpq's PG* environment variables."""
+    def connect() -> psycopg.Connection[Any]:
+        if os.environ.get("PGAPPNAME"):
+            return psycopg.connect("")
+        return psycopg.connect("", application_name=application_name)
+    return connect
+
+
+def describe_target() -> str:
+    """Where the libpq environment points, for a log line (never the password)."""
+    parts = [f"{name.lower()}={os.environ[name]}" for name in
+             ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSSLMODE") if os.environ.get(name)]
+    return " ".join(parts) or "libpq defaults"

@@ -1,0 +1,75 @@
+"""Shared fixtures: the running local stack, as described by `dvstack up`.
+
+Integration and e2e tests need the real services; when the stack is not up
+they fail with the command to run, rather than skipping silently.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dvstack.settings import load
+
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark tests by folder so `-m "not e2e"` and friends work without boilerplate."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if TESTS / "integration" in path.parents:
+            item.add_marker(pytest.mark.integration)
+        if TESTS / "e2e" in path.parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Endpoints of the local stack (see dvstack.cli.up)."""
+
+    kubeconfig: str
+    apiserver: str
+    kafka_bootstrap: str
+    pg_dsn: str
+    pg: dict[str, Any]
+    spark_jars: list[str]
+    image_app_root: str
+    repo: str
+    logs_dir: str
+    state_dir: str
+
+
+@pytest.fixture(scope="session")
+def stack() -> Stack:
+    stack_file = load().stack_file
+    if not stack_file.is_file():
+        pytest.fail(f"the local stack is not up ({stack_file} is missing): run `make stack-up`, "
+                    "or run the tests with `make test`", pytrace=False)
+    info = json.loads(stack_file.read_text())
+    return Stack(**{k: info[k] for k in Stack.__dataclass_fields__})
+
+
+@pytest.fixture(scope="session")
+def kube_api_client(stack: Stack) -> Any:
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=stack.kubeconfig)
+
+
+@pytest.fixture()
+def namespace(kube_api_client: Any) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (the controller manager empties it)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(kube_api_client)
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
