@@ -6,6 +6,7 @@ directory; `stop` signals the whole process group so nothing is orphaned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -106,10 +107,8 @@ def stop(settings: Settings, name: str, *, timeout: float = 30.0) -> bool:
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def tail(path: Path, lines: int = 30) -> str:

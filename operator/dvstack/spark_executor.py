@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -412,16 +413,14 @@ class Executor:
                 if exc.status != 410:
                     log.warning("watch failed: %s; relisting", exc.reason)
                     self.stopping.wait(1)
-            except Exception as exc:  # noqa: BLE001 - keep the stand-in alive across blips
+            except Exception as exc:
                 log.warning("watch error: %r; relisting", exc)
                 self.stopping.wait(1)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _spark_memory(k8s_memory: str) -> str:

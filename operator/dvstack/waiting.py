@@ -34,7 +34,7 @@ def wait_for(
             value = condition()
             if value:
                 return value
-        except Exception as exc:  # noqa: BLE001 - reported below if it persists
+        except Exception as exc:
             last_error = exc
         if time.monotonic() >= deadline:
             detail = f"; last error: {last_error!r}" if last_error else ""

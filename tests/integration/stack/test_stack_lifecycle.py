@@ -1,0 +1,19 @@
+"""`dvstack up` on a running stack reuses every process instead of restarting it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from dvstack import processes
+from dvstack.settings import load
+
+
+def test_up_again_reuses_running_components() -> None:
+    settings = load()
+    names = ("etcd", "kube-apiserver", "kube-controller-manager", "kafka", "spark-executor")
+    before = {n: processes.running(settings, n) for n in names}
+    assert all(before.values()), f"stack not fully up: {before}"
+    subprocess.run([sys.executable, "-m", "dvstack", "up"], check=True, capture_output=True)
+    after = {n: processes.running(settings, n) for n in names}
+    assert after == before
