@@ -1,0 +1,13 @@
+# The operator image. Built elsewhere (no Docker engine on the dev machines);
+# the Spark job image is spark_templates/Dockerfile.
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator/ operator/
+RUN pip install --no-cache-dir --prefix=/install .
+
+FROM python:3.11-slim
+RUN useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin derived-views
+COPY --from=build /install /usr/local
+USER 10001
+ENTRYPOINT ["derived-views-operator"]

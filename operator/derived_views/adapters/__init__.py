@@ -1,0 +1,1 @@
+"""Adapters: the only modules that talk to Kubernetes, Kafka and PostgreSQL."""

@@ -1,0 +1,76 @@
+"""Kubernetes API adapter: SparkApplications, Secrets, DerivedView status and events."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+DV_GROUP, DV_VERSION, DV_PLURAL = "derivedviews.io", "v1alpha1", "derivedviews"
+VIEW_LABEL = "derivedviews.io/view"
+
+
+class SecretMissing(Exception):
+    """A Secret a view references does not exist or lacks a key."""
+
+
+class Kube:
+    """Thin, idempotent calls; 404 on delete and 409 on create are successes."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+
+    # SparkApplications -------------------------------------------------------
+    def spark_applications(self, namespace: str, view: str) -> list[dict[str, Any]]:
+        listing = self.custom.list_namespaced_custom_object(
+            SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, label_selector=f"{VIEW_LABEL}={view}")
+        return list(listing.get("items", []))
+
+    def create_spark_application(self, namespace: str, manifest: dict[str, Any]) -> None:
+        try:
+            self.custom.create_namespaced_custom_object(SPARK_GROUP, SPARK_VERSION, namespace,
+                                                        SPARK_PLURAL, manifest)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def delete_spark_application(self, namespace: str, name: str) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(SPARK_GROUP, SPARK_VERSION, namespace,
+                                                        SPARK_PLURAL, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    # Secrets -----------------------------------------------------------------
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise SecretMissing(f"secret {namespace}/{name} not found") from None
+            raise
+        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+
+    # DerivedView -------------------------------------------------------------
+    def patch_view_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object_status(
+            DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name, {"status": status})
+
+    def event(self, view: dict[str, Any], *, reason: str, message: str, type_: str = "Normal") -> None:
+        meta = view["metadata"]
+        now = dt.datetime.now(dt.UTC)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{DV_GROUP}/{DV_VERSION}", kind="DerivedView", name=meta["name"],
+                namespace=meta["namespace"], uid=meta.get("uid")),
+            reason=reason, message=message, type=type_, first_timestamp=now, last_timestamp=now,
+            count=1, source=client.V1EventSource(component="derived-views-operator"),
+        )
+        self.core.create_namespaced_event(meta["namespace"], body)

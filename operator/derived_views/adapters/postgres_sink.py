@@ -1,0 +1,153 @@
+"""The PostgreSQL sink as the operator sees it: ledger positions, alias, indexes.
+
+The alias is a VIEW named after the table base; it selects from exactly one
+revision's index table.  Switching it is one transaction (DROP + CREATE VIEW,
+since a new revision may have other columns): readers blocked on the lock
+re-resolve the name and see the new index, so none gets an error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+LEDGER_TABLE = "dv_ledger"
+
+
+@dataclass(frozen=True)
+class PgConnection:
+    """Connection parameters from the view's sink Secret (never logged)."""
+
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str
+    sslmode: str = "prefer"
+
+    @classmethod
+    def from_secret_data(cls, data: Mapping[str, str]) -> PgConnection:
+        missing = [k for k in ("host", "database", "user", "password") if not data.get(k)]
+        if missing:
+            raise ValueError(f"sink secret is missing key(s): {', '.join(missing)}")
+        try:
+            port = int(data.get("port") or 5432)
+        except ValueError:
+            raise ValueError(f"sink secret key 'port' is not a number: {data.get('port')!r}") from None
+        return cls(host=data["host"], port=port, database=data["database"], user=data["user"],
+                   password=data["password"], sslmode=data.get("sslmode") or "prefer")
+
+    def connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+        return psycopg.connect(host=self.host, port=self.port, dbname=self.database,
+                               user=self.user, password=self.password, sslmode=self.sslmode,
+                               connect_timeout=10, autocommit=autocommit)
+
+
+@dataclass(frozen=True)
+class LedgerPosition:
+    """The newest batch a revision committed into its index."""
+
+    batch_id: int
+    end_offsets: dict[tuple[str, int], int]
+    committed_at: dt.datetime
+
+
+def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
+                     ledger: str = LEDGER_TABLE) -> dict[str, LedgerPosition]:
+    """Newest ledger row per revision; revisions with no batch yet are absent."""
+    wanted = sorted(set(revisions))
+    if not wanted or not _relation_exists(conn, schema, ledger):
+        return {}
+    query = sql.SQL(
+        "SELECT DISTINCT ON (revision) revision, batch_id, end_offsets, committed_at "
+        "FROM {}.{} WHERE revision = ANY(%s) ORDER BY revision, batch_id DESC"
+    ).format(sql.Identifier(schema), sql.Identifier(ledger))
+    out: dict[str, LedgerPosition] = {}
+    for revision, batch_id, offsets, committed_at in conn.execute(query, (wanted,)):
+        flat = {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+        out[revision] = LedgerPosition(int(batch_id), flat, committed_at)
+    return out
+
+
+def _relation_exists(conn: psycopg.Connection[Any], schema: str, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s", (schema, name)).fetchone()
+    return row is not None
+
+
+def existing_tables(conn: psycopg.Connection[Any], schema: str, names: Iterable[str]) -> set[str]:
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s)",
+        (schema, sorted(set(names)))).fetchall()
+    return {r[0] for r in rows}
+
+
+def alias_target(conn: psycopg.Connection[Any], schema: str, alias: str) -> str | None:
+    """The index table the alias view selects from, or None if there is no alias."""
+    rows = conn.execute(
+        "SELECT table_name FROM information_schema.view_table_usage "
+        "WHERE view_schema = %s AND view_name = %s", (schema, alias)).fetchall()
+    if not rows:
+        return None
+    if len(rows) > 1:
+        raise RuntimeError(f"alias {schema}.{alias} reads {len(rows)} tables; expected one")
+    return str(rows[0][0])
+
+
+class AliasConflict(Exception):
+    """The alias no longer points where the caller believed: someone else moved it."""
+
+
+def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_index: str,
+                 expected_from: str | None, *, lock_timeout_ms: int = 5000) -> None:
+    """Point the alias at `to_index` atomically, if it still points at `expected_from`.
+
+    Idempotent: if the alias already points at `to_index` nothing changes.
+    """
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{lock_timeout_ms}ms")))
+        current = alias_target(conn, schema, alias)
+        if current == to_index:
+            return
+        if current != expected_from:
+            raise AliasConflict(f"alias {schema}.{alias} points at {current!r}, "
+                                f"expected {expected_from!r}")
+        if not existing_tables(conn, schema, [to_index]):
+            raise RuntimeError(f"index {schema}.{to_index} does not exist; refusing to switch")
+        if current is not None:
+            conn.execute(sql.SQL("DROP VIEW {}.{}").format(sql.Identifier(schema),
+                                                          sql.Identifier(alias)))
+        conn.execute(sql.SQL("CREATE VIEW {}.{} AS SELECT * FROM {}.{}").format(
+            sql.Identifier(schema), sql.Identifier(alias), sql.Identifier(schema),
+            sql.Identifier(to_index)))
+        conn.execute(sql.SQL("COMMENT ON VIEW {}.{} IS {}").format(
+            sql.Identifier(schema), sql.Identifier(alias),
+            sql.Literal(f"derived view alias; serving index {to_index}")))
+
+
+def drop_alias(conn: psycopg.Connection[Any], schema: str, alias: str) -> None:
+    with conn.transaction():
+        conn.execute(sql.SQL("DROP VIEW IF EXISTS {}.{}").format(sql.Identifier(schema),
+                                                                 sql.Identifier(alias)))
+
+
+def drop_index(conn: psycopg.Connection[Any], schema: str, index: str, revision: str,
+               ledger: str = LEDGER_TABLE) -> None:
+    """Drop a revision's index table and its ledger rows; refuses the alias's target."""
+    with conn.transaction():
+        for view in conn.execute(
+                "SELECT view_name FROM information_schema.view_table_usage "
+                "WHERE table_schema = %s AND table_name = %s", (schema, index)).fetchall():
+            raise RuntimeError(f"index {schema}.{index} is served by view {view[0]}; not dropping")
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(schema),
+                                                                  sql.Identifier(index)))
+        if _relation_exists(conn, schema, ledger):
+            conn.execute(sql.SQL("DELETE FROM {}.{} WHERE revision = %s").format(
+                sql.Identifier(schema), sql.Identifier(ledger)), (revision,))
