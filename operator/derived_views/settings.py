@@ -1,0 +1,53 @@
+"""Operator settings, from the environment (the chart sets them).
+
+Read once at start-up; everything downstream receives a `Settings`, so the
+core never reads the environment itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+class SettingsError(ValueError):
+    """An operator setting is malformed; the message names the variable."""
+
+
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    lag_poll_seconds: float
+    """How often lag is refreshed (and end offsets fetched, once per Kafka cluster)."""
+    spark_image: str
+    main_application_file: str
+    spark_jars: tuple[str, ...]
+    checkpoint_base: str
+    spark_service_account: str | None
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Settings:
+    e = os.environ if env is None else env
+    return Settings(
+        lag_poll_seconds=_float(e, "DV_LAG_POLL_SECONDS", 5.0, 0.5),
+        spark_image=e.get("DV_SPARK_IMAGE", "derived-views/spark-job:0.1.0"),
+        main_application_file=e.get(
+            "DV_MAIN_APPLICATION_FILE",
+            "local:///opt/derived-views/spark_templates/derived_view_job.py"),
+        spark_jars=tuple(j for j in e.get("DV_SPARK_JARS", "").split(",") if j),
+        checkpoint_base=e.get("DV_CHECKPOINT_BASE", "/tmp/derived-views/checkpoints"),
+        spark_service_account=e.get("DV_SPARK_SERVICE_ACCOUNT") or None,
+    )

@@ -1,0 +1,80 @@
+"""The generated DerivedView CRD in a real API server: accepted, and bad input rejected early."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from dvstack.waiting import wait_for
+
+CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
+G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
+
+VALID: dict[str, Any] = {
+    "apiVersion": f"{G}/{V}", "kind": "DerivedView", "metadata": {"name": "orders"},
+    "spec": {
+        "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
+                   "format": "json", "schema": "order_id STRING, amount DOUBLE"},
+        "transform": {"sql": "SELECT * FROM events"},
+        "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "orders"},
+                 "primaryKey": ["order_id"]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def crd_installed(kube_api_client: Any) -> None:
+    ext = client.ApiextensionsV1Api(kube_api_client)
+    body = yaml.safe_load(CRD.read_text())
+    try:
+        current = ext.read_custom_resource_definition(body["metadata"]["name"])
+        body["metadata"]["resourceVersion"] = current.metadata.resource_version
+        ext.replace_custom_resource_definition(body["metadata"]["name"], body)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        ext.create_custom_resource_definition(body)
+
+    def established() -> bool:
+        conds = ext.read_custom_resource_definition(body["metadata"]["name"]).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conds)
+
+    wait_for(established, timeout=60, what="the DerivedView CRD to be established")
+
+
+def _create(kube_api_client: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    api = client.CustomObjectsApi(kube_api_client)
+    created: dict[str, Any] = api.create_namespaced_custom_object(G, V, namespace, P, body)
+    return created
+
+
+def test_valid_view_is_accepted(crd_installed: None, kube_api_client: Any, namespace: str) -> None:
+    created = _create(kube_api_client, namespace, copy.deepcopy(VALID))
+    assert created["spec"]["sink"]["primaryKey"] == ["order_id"]
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [
+    (lambda s: s["transform"].update(python={"function": "m:f"}),
+     "set exactly one of transform.sql or transform.python"),
+    (lambda s: s["transform"].pop("sql"), "set exactly one of transform.sql or transform.python"),
+    (lambda s: s.update(cutover={"stableForSeconds": 100, "deadlineSeconds": 50}),
+     "stableForSeconds must be less than cutover.deadlineSeconds"),
+    (lambda s: s["sink"].update(primaryKey=[]), "spec.sink.primaryKey"),
+    (lambda s: s["source"].update(topics=["bad topic!"]), "spec.source.topics[0]"),
+    (lambda s: s["source"].update(format="avro"), "spec.source.format"),
+    (lambda s: s["sink"]["postgres"].update(table="Orders-Table"), "spec.sink.postgres.table"),
+])
+def test_bad_views_are_rejected_with_a_clear_message(
+        crd_installed: None, kube_api_client: Any, namespace: str, mutate: Any, expected: str) -> None:
+    body = copy.deepcopy(VALID)
+    mutate(body["spec"])
+    with pytest.raises(ApiException) as rejected:
+        _create(kube_api_client, namespace, body)
+    assert rejected.value.status == 422
+    assert expected in str(rejected.value.body)
