@@ -1,0 +1,1 @@
+"""The functional core: observation in, status and actions out."""
