@@ -22,7 +22,6 @@ import uuid
 
 import psycopg
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 
 from dvstack import replay
 from dvstack.settings import load
@@ -42,16 +41,7 @@ def main() -> None:
 
     raw = replay.raw_consume_rate(info["kafka_bootstrap"], topic, events_n)
 
-    try:
-        core.create_namespace({"metadata": {"name": ns}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    try:
-        core.create_namespaced_secret(ns, replay.sink_secret("views-db", info["pg"]))
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+    replay.ensure_namespace_and_sink_secret(core, ns, "views-db", info["pg"])
     with tempfile.TemporaryDirectory() as checkpoint:
         app = replay.spark_application(
             name=f"bench-{run}", namespace=ns, revision=revision, view=f"{ns}/bench",

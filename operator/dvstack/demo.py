@@ -47,17 +47,7 @@ def main() -> None:
     ends = replay.topic_end_offsets(info["kafka_bootstrap"], topic)
     print(f"   produced in {time.monotonic() - t0:.1f}s; end offsets {ends}")
 
-    try:
-        core.create_namespace({"metadata": {"name": NAMESPACE}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    try:
-        core.delete_namespaced_secret("views-db", NAMESPACE)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-    core.create_namespaced_secret(NAMESPACE, replay.sink_secret("views-db", info["pg"]))
+    replay.ensure_namespace_and_sink_secret(core, NAMESPACE, "views-db", info["pg"])
     try:
         custom.delete_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", NAMESPACE,
                                                "sparkapplications", APP)

@@ -182,5 +182,23 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
     }
 
 
+def ensure_namespace_and_sink_secret(core: Any, namespace: str, secret: str,
+                                     pg: dict[str, Any]) -> None:
+    """Create the namespace if needed and (re)create the sink Secret with current credentials."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        core.create_namespace({"metadata": {"name": namespace}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    try:
+        core.delete_namespaced_secret(secret, namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    core.create_namespaced_secret(namespace, sink_secret(secret, pg))
+
+
 def lag(ends: dict[int, int], committed: dict[int, int]) -> int:
     return sum(max(end - committed.get(p, 0), 0) for p, end in ends.items())
