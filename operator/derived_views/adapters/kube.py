@@ -58,6 +58,16 @@ class Kube:
         return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
 
     # DerivedView -------------------------------------------------------------
+    def get_view(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            view: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return view
+
     def patch_view_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object_status(
             DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name, {"status": status})
@@ -74,3 +84,14 @@ class Kube:
             count=1, source=client.V1EventSource(component="derived-views-operator"),
         )
         self.core.create_namespaced_event(meta["namespace"], body)
+
+
+def new_api_client() -> Any:
+    """In-cluster credentials when running in a pod, else the KUBECONFIG / default kubeconfig."""
+    from kubernetes import config
+
+    try:
+        config.load_incluster_config()
+        return client.ApiClient()
+    except config.ConfigException:
+        return config.new_client_from_config()

@@ -14,7 +14,7 @@ import yaml
 from derived_views.resource.spec import GROUP, KIND, PLURAL, VERSION, DerivedViewSpec
 from derived_views.resource.status import DerivedViewStatus
 
-_DROP = {"title", "default", "$defs"}
+_DROP = {"title", "$defs"}
 
 
 def _openapi(node: Any, defs: dict[str, Any]) -> Any:
@@ -36,6 +36,8 @@ def _openapi(node: Any, defs: dict[str, Any]) -> Any:
     for key, value in node.items():
         if key in _DROP:
             continue
+        if key == "default" and (value is None or isinstance(value, (dict, list))):
+            continue  # scalar defaults only: the API server fills them before CEL rules run
         if key == "properties":
             out[key] = {k: _openapi(v, defs) for k, v in value.items()}
         elif key in ("items", "additionalProperties"):

@@ -55,8 +55,11 @@ def _create(kube_api_client: Any, namespace: str, body: dict[str, Any]) -> dict[
 
 
 def test_valid_view_is_accepted(crd_installed: None, kube_api_client: Any, namespace: str) -> None:
-    created = _create(kube_api_client, namespace, copy.deepcopy(VALID))
+    body = copy.deepcopy(VALID)
+    body["spec"]["cutover"] = {"stableForSeconds": 5}  # the rest comes from schema defaults
+    created = _create(kube_api_client, namespace, body)
     assert created["spec"]["sink"]["primaryKey"] == ["order_id"]
+    assert created["spec"]["cutover"]["deadlineSeconds"] == 3600
 
 
 @pytest.mark.parametrize(("mutate", "expected"), [

@@ -1,0 +1,79 @@
+"""Kopf handlers: thin; every trigger runs the same observe -> plan -> act pass.
+
+A timer refreshes lag at DV_LAG_POLL_SECONDS; create/update/resume react at
+once.  The on.delete handler makes Kopf keep a finalizer until the plan for a
+deleting view (jobs gone, indexes dropped per deletionPolicy) has run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import defaultdict
+from typing import Any
+
+import kopf
+
+from derived_views.adapters.kafka_offsets import EndOffsetsCache
+from derived_views.adapters.kube import Kube, new_api_client
+from derived_views.reconcile import Deps, reconcile
+from derived_views.resource.spec import GROUP, PLURAL, VERSION
+from derived_views.settings import from_env
+from derived_views.spark_job import load_template
+
+SETTINGS = from_env()
+_deps: Deps | None = None
+
+
+def deps() -> Deps:
+    global _deps
+    if _deps is None:
+        _deps = Deps(kube=Kube(new_api_client()),
+                     offsets=EndOffsetsCache(interval=SETTINGS.lag_poll_seconds),
+                     settings=SETTINGS, template=load_template())
+    return _deps
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+# Kopf may run a view's timer and its change handler at once; passes for one
+# view are serialised and each starts from the latest stored object, so a
+# stale body never replays a decision already recorded in status.
+_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+def _pass(body: kopf.Body) -> bool:
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    with _locks[f"{ns}/{name}"]:
+        fresh = deps().kube.get_view(ns, name)
+        if fresh is None:
+            return True
+        return reconcile(fresh, deps(), _now())
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = "derivedviews.io/finalizer"
+    settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+def on_change(body: kopf.Body, **_: Any) -> None:
+    _pass(body)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.lag_poll_seconds, idle=0)
+def refresh(body: kopf.Body, **_: Any) -> None:
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    _pass(body)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+def on_delete(body: kopf.Body, **_: Any) -> None:
+    if not _pass(body):
+        raise kopf.TemporaryError("deletion not finished yet", delay=2)

@@ -1,0 +1,19 @@
+"""`derived-views-operator`: run the Kopf handlers (arguments are passed to `kopf run`)."""
+
+from __future__ import annotations
+
+import sys
+
+import kopf  # noqa: F401  (the CLI below imports it too; keeps the dependency explicit)
+from kopf.cli import main as kopf_main
+
+
+def main() -> None:
+    sys.argv = ["kopf", "run", "--standalone" if "--peering" not in " ".join(sys.argv) else "",
+                "-m", "derived_views.handlers", *sys.argv[1:]]
+    sys.argv = [a for a in sys.argv if a]
+    kopf_main()
+
+
+if __name__ == "__main__":
+    main()
