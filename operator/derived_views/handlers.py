@@ -16,10 +16,10 @@ import kopf
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
 from derived_views.adapters.kube import Kube, new_api_client
+from derived_views.api.constants import GROUP, PLURAL, VERSION
 from derived_views.reconcile import Deps, reconcile
-from derived_views.resource.spec import GROUP, PLURAL, VERSION
-from derived_views.settings import from_env
-from derived_views.spark_job import load_template
+from derived_views.render.sparkapplication import load_template
+from derived_views.settings import from_env, operator_config
 
 SETTINGS = from_env()
 _deps: Deps | None = None
@@ -30,7 +30,7 @@ def deps() -> Deps:
     if _deps is None:
         _deps = Deps(kube=Kube(new_api_client()),
                      offsets=EndOffsetsCache(interval=SETTINGS.lag_poll_seconds),
-                     settings=SETTINGS, template=load_template())
+                     config=operator_config(SETTINGS, load_template()))
     return _deps
 
 

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from derived_views.core.config import OperatorConfig
+
 
 class SettingsError(ValueError):
     """An operator setting is malformed; the message names the variable."""
@@ -37,6 +39,15 @@ class Settings:
     spark_jars: tuple[str, ...]
     checkpoint_base: str
     spark_service_account: str | None
+
+
+def operator_config(settings: Settings, template: str) -> OperatorConfig:
+    """The planner's view of the installation."""
+    return OperatorConfig(spark_template=template, spark_image=settings.spark_image,
+                          checkpoint_base=settings.checkpoint_base,
+                          main_application_file=settings.main_application_file,
+                          spark_jars=settings.spark_jars,
+                          spark_service_account=settings.spark_service_account)
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:

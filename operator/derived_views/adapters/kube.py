@@ -72,6 +72,26 @@ class Kube:
         self.custom.patch_namespaced_custom_object_status(
             DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name, {"status": status})
 
+    def add_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
+        view = self.get_view(namespace, name)
+        if view is None or finalizer in (view["metadata"].get("finalizers") or []):
+            return
+        finalizers = [*(view["metadata"].get("finalizers") or []), finalizer]
+        self.custom.patch_namespaced_custom_object(
+            DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name,
+            {"metadata": {"finalizers": finalizers,
+                          "resourceVersion": view["metadata"]["resourceVersion"]}})
+
+    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
+        view = self.get_view(namespace, name)
+        if view is None or finalizer not in (view["metadata"].get("finalizers") or []):
+            return
+        finalizers = [f for f in view["metadata"]["finalizers"] if f != finalizer]
+        self.custom.patch_namespaced_custom_object(
+            DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name,
+            {"metadata": {"finalizers": finalizers,
+                          "resourceVersion": view["metadata"]["resourceVersion"]}})
+
     def event(self, view: dict[str, Any], *, reason: str, message: str, type_: str = "Normal") -> None:
         meta = view["metadata"]
         now = dt.datetime.now(dt.UTC)

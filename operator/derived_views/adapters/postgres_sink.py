@@ -19,6 +19,10 @@ from psycopg import sql
 LEDGER_TABLE = "dv_ledger"
 
 
+class SinkUnavailable(Exception):
+    """The sink database cannot be reached (message carries no credentials)."""
+
+
 @dataclass(frozen=True)
 class PgConnection:
     """Connection parameters from the view's sink Secret (never logged)."""
@@ -43,9 +47,13 @@ class PgConnection:
                    password=data["password"], sslmode=data.get("sslmode") or "prefer")
 
     def connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
-        return psycopg.connect(host=self.host, port=self.port, dbname=self.database,
-                               user=self.user, password=self.password, sslmode=self.sslmode,
-                               connect_timeout=10, autocommit=autocommit)
+        try:
+            return psycopg.connect(host=self.host, port=self.port, dbname=self.database,
+                                   user=self.user, password=self.password, sslmode=self.sslmode,
+                                   connect_timeout=10, autocommit=autocommit)
+        except psycopg.OperationalError as exc:
+            raise SinkUnavailable(f"cannot connect to {self.host}:{self.port}/{self.database}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,28 @@
+"""Names of the DerivedView API that the CRD, the planner and the shell must agree on."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "derivedviews.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "DerivedView"
+PLURAL: Final = "derivedviews"
+SINGULAR: Final = "derivedview"
+SHORT_NAMES: Final = ("dv",)
+
+FINALIZER: Final = f"{GROUP}/cleanup"
+"""Held while the view exists so deletion can stop its jobs (and drop indexes with Delete)."""
+
+PROMOTE_ANNOTATION: Final = f"{GROUP}/promote"
+"""`<revision>`: in manual mode, allow the cutover to that revision once its gate holds."""
+PAUSED_ANNOTATION: Final = f"{GROUP}/paused"
+"""`"true"`: plan nothing but status (observations still refresh)."""
+RETRY_ANNOTATION: Final = f"{GROUP}/retry"
+"""Any new value restarts a failed job (once per value)."""
+
+VIEW_LABEL: Final = f"{GROUP}/view"
+REVISION_LABEL: Final = f"{GROUP}/revision"
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "derived-views"

@@ -1,0 +1,275 @@
+"""The DerivedView spec as pydantic models: the one source of the CRD schema.
+
+Every field carries a description so `kubectl explain dv.spec...` documents
+it. Cross-field rules are CEL rules (`x-kubernetes-validations`) that the API
+server enforces, mirrored by pydantic validators with the same message so a
+spec the planner sees has passed the same checks.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+TABLE_PATTERN = r"^[a-z_][a-z0-9_]{0,39}$"
+PG_SCHEMA_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
+COLUMN_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+PYTHON_FUNCTION_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+SPARK_MEMORY_PATTERN = r"^[0-9]+([kmgtpKMGTP][bB]?)?$"
+
+TRANSFORM_RULE = "has(self.sql) != has(self.python)"
+TRANSFORM_MESSAGE = "set exactly one of transform.sql or transform.python"
+PRIMARY_KEY_RULE = "size(self.primaryKey) > 0 && !self.primaryKey.exists(k, k.startsWith('_dv_'))"
+PRIMARY_KEY_MESSAGE = "sink.primaryKey needs at least one column, none starting with _dv_ (reserved)"
+CUTOVER_RULE = "self.stableForSeconds < self.deadlineSeconds"
+CUTOVER_MESSAGE = "cutover.stableForSeconds must be less than cutover.deadlineSeconds"
+IMMUTABLE_RULE = "self == oldSelf"
+
+
+def cel(*rules: tuple[str, str]) -> dict[str, Any]:
+    """`x-kubernetes-validations` for a model's or field's JSON schema."""
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+def object_default() -> dict[str, Any]:
+    """`default: {}` on an object field, so the API server fills its nested defaults."""
+    return {"default": {}}
+
+
+class ApiModel(BaseModel):
+    """camelCase on the wire, snake_case in Python; frozen so a plan cannot alter its input."""
+
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True,
+                              validate_by_alias=True, serialize_by_alias=True,
+                              frozen=True, extra="forbid")
+
+
+class SecretRef(ApiModel):
+    """A Secret in the view's namespace."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_NAME_PATTERN,
+                               description="Name of a Secret in the view's namespace.")]
+
+
+class KafkaConnection(ApiModel):
+    """How to reach the Kafka cluster (connection details: not part of the revision)."""
+
+    bootstrap_servers: Annotated[str, Field(
+        min_length=1, max_length=4096,
+        description="Comma-separated host:port list of the Kafka brokers. A connection detail: "
+                    "changing it does not start a replay.")]
+    secret_ref: Annotated[SecretRef | None, Field(
+        description="Secret with SASL credentials under the keys `username` and `password`; "
+                    "omit for a cluster without authentication.")] = None
+
+
+class Source(ApiModel):
+    """The Kafka topics the view is computed from, and how to read their values."""
+
+    kafka: Annotated[KafkaConnection, Field(description="The Kafka cluster to read from.")]
+    topics: Annotated[list[Annotated[str, Field(pattern=TOPIC_PATTERN)]], Field(
+        min_length=1, max_length=100, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Topics replayed from offset 0 into every revision's index. Part of the "
+                    "revision.")]
+    format: Annotated[Literal["json", "debezium"], Field(
+        description="Encoding of record values: `json` (one JSON object per value) or "
+                    "`debezium` (a Debezium change envelope). Part of the revision.")] = "json"
+    value_schema: Annotated[str, Field(
+        alias="schema", min_length=1, max_length=65536,
+        description="Spark DDL of the event value, e.g. `order_id STRING, amount DOUBLE`. "
+                    "Part of the revision.")]
+    max_offsets_per_trigger: Annotated[int | None, Field(
+        ge=1, description="Upper bound on records per micro-batch across all partitions; bounds "
+                          "the driver's memory during a replay. Not part of the revision.")] = None
+
+
+class PythonTransform(ApiModel):
+    """A Python function from DataFrame to DataFrame, shipped with the job."""
+
+    function: Annotated[str, Field(
+        pattern=PYTHON_FUNCTION_PATTERN, max_length=512,
+        description="`package.module:function`, called once with the events DataFrame; it "
+                    "returns the view's DataFrame.")]
+    py_files: Annotated[list[str], Field(
+        max_length=64,
+        description="Files or archives shipped with the job (spark-submit --py-files). Part of "
+                    "the revision.")] = []
+
+
+class Transform(ApiModel):
+    """How events become rows: Spark SQL or a Python function (exactly one)."""
+
+    model_config = ConfigDict(json_schema_extra=cel((TRANSFORM_RULE, TRANSFORM_MESSAGE)))
+
+    sql: Annotated[str | None, Field(
+        min_length=1, max_length=262144,
+        description="Spark SQL over the parsed events, available as the view `events`.")] = None
+    python: Annotated[PythonTransform | None, Field(
+        description="A Python function instead of SQL.")] = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Transform:
+        if (self.sql is None) == (self.python is None):
+            raise ValueError(TRANSFORM_MESSAGE)
+        return self
+
+
+class PostgresSink(ApiModel):
+    """The PostgreSQL database holding the indexes and the alias readers query."""
+
+    secret_ref: Annotated[SecretRef, Field(
+        description="Secret with the keys host, port, database, user and password (optional "
+                    "sslmode). A connection detail: not part of the revision.")]
+    table: Annotated[str, Field(
+        pattern=TABLE_PATTERN,
+        json_schema_extra=cel((IMMUTABLE_RULE, "sink.postgres.table is immutable: readers query "
+                               "it by this name; create a new view instead")),
+        description="Base name: readers query the alias, a view of this name; each revision's "
+                    "index is the table `<table>__<revision>`. Immutable.")]
+    db_schema: Annotated[str, Field(
+        alias="schema", pattern=PG_SCHEMA_PATTERN,
+        json_schema_extra=cel((IMMUTABLE_RULE, "sink.postgres.schema is immutable: readers query "
+                               "the alias in it; create a new view instead")),
+        description="PostgreSQL schema of the alias and the indexes. Immutable.")] = "public"
+
+
+class Sink(ApiModel):
+    """Where the rows go, and what identifies a row."""
+
+    model_config = ConfigDict(json_schema_extra=cel((PRIMARY_KEY_RULE, PRIMARY_KEY_MESSAGE)))
+
+    postgres: Annotated[PostgresSink, Field(description="The PostgreSQL sink.")]
+    primary_key: Annotated[list[Annotated[str, Field(pattern=COLUMN_PATTERN)]], Field(
+        min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Output columns identifying a row; upserts and deletes go by them. Part of "
+                    "the revision.")]
+
+    @model_validator(mode="after")
+    def _key(self) -> Sink:
+        if not self.primary_key or any(k.startswith("_dv_") for k in self.primary_key):
+            raise ValueError(PRIMARY_KEY_MESSAGE)
+        return self
+
+
+class Cutover(ApiModel):
+    """When readers switch to a new revision. Policy only: not part of the revision."""
+
+    model_config = ConfigDict(json_schema_extra=cel((CUTOVER_RULE, CUTOVER_MESSAGE)))
+
+    max_lag_messages: Annotated[int, Field(
+        ge=0, description="Gate: the candidate's total lag (messages not yet committed into its "
+                          "index) must be at or under this ...")] = 0
+    stable_for_seconds: Annotated[int, Field(
+        ge=0, le=86400, description="... continuously for this many seconds.")] = 10
+    mode: Annotated[Literal["auto", "manual"], Field(
+        description="`auto` switches readers as soon as the gate has held; `manual` waits for "
+                    "the annotation derivedviews.io/promote=<revision>. A view's first revision "
+                    "is promoted when it catches up in both modes.")] = "auto"
+    deadline_seconds: Annotated[int, Field(
+        ge=1, description="A candidate not promoted this long after its job started is torn "
+                          "down (Degraded, reason DeadlineExceeded); the active revision keeps "
+                          "serving. Applies in manual mode too.")] = 3600
+    retain_previous_seconds: Annotated[int, Field(
+        ge=0, description="After a cutover, the previous index is kept this long so that "
+                          "reverting the spec resumes it instead of replaying.")] = 600
+
+    @model_validator(mode="after")
+    def _stable_before_deadline(self) -> Cutover:
+        if self.stable_for_seconds >= self.deadline_seconds:
+            raise ValueError(CUTOVER_MESSAGE)
+        return self
+
+
+class DriverResources(ApiModel):
+    """Resources of the Spark driver (it also writes every row to PostgreSQL)."""
+
+    cores: Annotated[int, Field(ge=1, le=64, description="CPU cores of the driver.")] = 1
+    memory: Annotated[str, Field(pattern=SPARK_MEMORY_PATTERN,
+                                 description="Driver memory in Spark's notation, e.g. 1g or "
+                                             "512m.")] = "1g"
+
+
+class ExecutorResources(ApiModel):
+    """Resources of the Spark executors."""
+
+    instances: Annotated[int, Field(ge=1, le=1000, description="Number of executors.")] = 1
+    cores: Annotated[int, Field(ge=1, le=64, description="CPU cores per executor.")] = 1
+    memory: Annotated[str, Field(pattern=SPARK_MEMORY_PATTERN,
+                                 description="Memory per executor in Spark's notation, e.g. 2g.")
+                      ] = "1g"
+
+
+class RestartPolicy(ApiModel):
+    """The Spark Operator's restart policy; a job is Failed only once these retries are spent."""
+
+    type: Annotated[Literal["Never", "OnFailure", "Always"], Field(
+        description="Never, OnFailure (retry up to onFailureRetries) or Always.")] = "OnFailure"
+    on_failure_retries: Annotated[int, Field(
+        ge=0, le=1000, description="Retries before the job counts as failed (OnFailure).")] = 3
+    on_failure_retry_interval: Annotated[int, Field(
+        ge=1, le=86400, description="Seconds between retries.")] = 10
+
+
+class Spark(ApiModel):
+    """How the replay job runs. Never part of the revision: changing it does not replay.
+
+    A job's SparkApplication is never edited, so changes apply when a job is
+    next created (a new revision, a rollback, or a retry).
+    """
+
+    image: Annotated[str | None, Field(
+        min_length=1, description="Spark job image; defaults to the operator's setting.")] = None
+    main_application_file: Annotated[str | None, Field(
+        min_length=1, description="The job's entry point; defaults to the operator's setting "
+                                  "(local:///opt/derived-views/spark_templates/"
+                                  "derived_view_job.py).")] = None
+    spark_version: Annotated[str, Field(
+        min_length=1, description="Spark version of the image.")] = "4.0.0"
+    driver: Annotated[DriverResources, Field(
+        json_schema_extra=object_default(), description="Driver resources.")] = DriverResources()
+    executor: Annotated[ExecutorResources, Field(
+        json_schema_extra=object_default(), description="Executor resources.")
+                        ] = ExecutorResources()
+    spark_conf: Annotated[dict[str, str], Field(
+        description="Spark configuration, merged over the operator's defaults "
+                    "(spark.sql.shuffle.partitions=4, ...).")] = {}
+    restart_policy: Annotated[RestartPolicy, Field(
+        json_schema_extra=object_default(), description="Retries of a failing job.")
+                              ] = RestartPolicy()
+    service_account: Annotated[str | None, Field(
+        min_length=1, description="Service account of the driver; defaults to the operator's "
+                                  "setting.")] = None
+    checkpoint_base: Annotated[str | None, Field(
+        min_length=1, description="Where jobs keep their checkpoints, e.g. s3a://bucket/dv or a "
+                                  "directory; each revision uses "
+                                  "<checkpointBase>/<namespace>/<view>/<revision>. Defaults to "
+                                  "the operator's setting. A running revision keeps the "
+                                  "location it started with.")] = None
+
+
+class DerivedViewSpec(ApiModel):
+    """Desired state of a derived view.
+
+    The content fields (topics, format, value schema, transform, sink table,
+    sink schema, primary key) define a revision; everything else is policy or
+    connection detail and never triggers a replay.
+    """
+
+    source: Annotated[Source, Field(description="The Kafka topics the view is computed from.")]
+    transform: Annotated[Transform, Field(description="How events become rows.")]
+    sink: Annotated[Sink, Field(description="Where the indexes and the alias live.")]
+    cutover: Annotated[Cutover, Field(
+        # The full default, not {}: the API server checks a default against the CEL rule
+        # without filling the nested defaults first.
+        json_schema_extra={"default": Cutover().model_dump(mode="json")},
+        description="When and how readers switch to a new revision.")] = Cutover()
+    spark: Annotated[Spark, Field(
+        json_schema_extra=object_default(),
+        description="How the replay job runs; changing it never replays.")] = Spark()
+    deletion_policy: Annotated[Literal["Retain", "Delete"], Field(
+        description="On deletion of the view, jobs are always stopped; Retain keeps the alias "
+                    "and the indexes, Delete drops them.")] = "Retain"

@@ -1,0 +1,208 @@
+"""The DerivedView status: the planner's memory and the user's view of progress.
+
+`revisions` is the record the planner works from (phases, builds, deadlines,
+retirement times); `active`, `candidate` and `phase` summarise it for people
+and printer columns. Conditions follow kstatus: Ready, Reconciling, Stalled,
+plus CaughtUp and Degraded. Unknown fields are ignored on read so a newer
+operator's status does not break an older one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+
+class Phase(StrEnum):
+    """Lifecycle of one revision (see DESIGN.md)."""
+
+    Pending = "Pending"
+    Backfilling = "Backfilling"
+    CaughtUp = "CaughtUp"
+    Active = "Active"
+    Retiring = "Retiring"
+    Retired = "Retired"
+    Failed = "Failed"
+    Superseded = "Superseded"
+
+
+class ViewPhase(StrEnum):
+    """One word for the whole view: the candidate's phase, else Active or Pending."""
+
+    Pending = "Pending"
+    Backfilling = "Backfilling"
+    CaughtUp = "CaughtUp"
+    Active = "Active"
+    Failed = "Failed"
+    Deleting = "Deleting"
+
+
+class StatusModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True,
+                              validate_by_alias=True, serialize_by_alias=True,
+                              frozen=True, extra="ignore")
+
+
+class Lag(StatusModel):
+    """How far a revision's index is behind the log."""
+
+    messages: Annotated[int, Field(
+        ge=0, description="Sum over partitions of the topic end offset minus the offset "
+                          "committed in the index.")]
+    seconds: Annotated[int | None, Field(
+        ge=0, description="0 when caught up; otherwise seconds since the index last committed "
+                          "a batch (absent before the first batch).")] = None
+    partitions: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
+        description="Lag per `topic/partition`.")] = {}
+
+
+class RevisionContent(StatusModel):
+    """The content fields of a revision, so its job can be recreated after the spec moved on."""
+
+    topics: Annotated[list[str], Field(description="Topics the revision reads.")]
+    format: Annotated[str, Field(description="Encoding of record values.")]
+    value_schema: Annotated[str, Field(alias="schema", description="Spark DDL of the value.")]
+    sql: Annotated[str | None, Field(description="The SQL transform, if SQL.")] = None
+    python_function: Annotated[str | None, Field(
+        description="The Python transform `package.module:function`, if Python.")] = None
+    py_files: Annotated[list[str], Field(description="Files shipped with a Python transform.")] = []
+    primary_key: Annotated[list[str], Field(description="Primary key columns.")]
+
+
+class RevisionStatus(StatusModel):
+    """Everything the operator remembers about one revision."""
+
+    revision: Annotated[str, Field(description="Content hash of the definition.")]
+    index: Annotated[str, Field(description="The revision's index table.")]
+    phase: Annotated[Phase, Field(description="Lifecycle phase.")]
+    since: Annotated[AwareDatetime, Field(description="When the revision entered its phase.")]
+    spark_application: Annotated[str, Field(description="Name of its SparkApplication.")]
+    checkpoint_location: Annotated[str, Field(
+        description="Checkpoint of its job; kept so a resume uses the same one.")]
+    content: Annotated[RevisionContent | None, Field(
+        description="Its content fields while it may need a job again (absent once torn "
+                    "down): the job of an active revision is recreated from these, not from a "
+                    "spec that has since changed.")] = None
+    build: Annotated[int, Field(
+        ge=0, description="How many times the index was rebuilt from offset 0 after being "
+                          "dropped; a rebuild never reuses a spent checkpoint.")] = 0
+    started_at: Annotated[AwareDatetime, Field(
+        description="When the current attempt started; the cutover deadline counts from here.")]
+    generation: Annotated[int, Field(
+        ge=0, description="The view's generation when the current attempt started.")] = 0
+    retry_token: Annotated[str | None, Field(
+        description="Value of the derivedviews.io/retry annotation when the current attempt "
+                    "started; a new value restarts a failed job.")] = None
+    job_state: Annotated[str | None, Field(
+        description="Last observed state of the SparkApplication.")] = None
+    execution_attempts: Annotated[int | None, Field(
+        ge=0, description="Executions the Spark Operator reported for the current job.")] = None
+    lag: Annotated[Lag | None, Field(description="Latest lag.")] = None
+    caught_up_since: Annotated[AwareDatetime | None, Field(
+        description="Start of the current run of lag at or under the gate.")] = None
+    retire_after: Annotated[AwareDatetime | None, Field(
+        description="When a retiring revision's index is dropped.")] = None
+    reason: Annotated[str | None, Field(
+        pattern=CONDITION_REASON_PATTERN,
+        description="CamelCase reason of the phase or of a problem (e.g. JobFailed).")] = None
+    message: Annotated[str | None, Field(
+        max_length=4096, description="Human-readable detail.")] = None
+
+
+class ActiveStatus(StatusModel):
+    """The revision the alias serves."""
+
+    revision: Annotated[str, Field(description="Revision readers are served from.")]
+    index: Annotated[str, Field(description="Its index table.")]
+    since: Annotated[AwareDatetime, Field(description="When it started serving.")]
+    lag: Annotated[Lag | None, Field(description="How stale the served index is.")] = None
+
+
+class CandidateStatus(StatusModel):
+    """The spec's revision while it is built beside the active one."""
+
+    revision: Annotated[str, Field(description="Revision being built.")]
+    index: Annotated[str, Field(description="Its index table.")]
+    phase: Annotated[Phase, Field(description="Its lifecycle phase.")]
+    since: Annotated[AwareDatetime, Field(description="When it entered its phase.")]
+    lag: Annotated[Lag | None, Field(description="Latest lag.")] = None
+    caught_up_since: Annotated[AwareDatetime | None, Field(
+        description="Start of the current run of lag at or under the gate.")] = None
+    message: Annotated[str | None, Field(max_length=4096, description="Detail.")] = None
+
+
+class Condition(StatusModel):
+    """A kstatus condition (the shape of metav1.Condition)."""
+
+    type: Annotated[str, Field(
+        max_length=316, description="Ready, Reconciling, Stalled, CaughtUp or Degraded.")]
+    status: Annotated[Literal["True", "False", "Unknown"], Field(
+        description="True, False or Unknown.")]
+    reason: Annotated[str, Field(
+        min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN,
+        description="CamelCase reason for the condition's last transition.")]
+    message: Annotated[str, Field(max_length=32768, description="Human-readable detail.")] = ""
+    last_transition_time: Annotated[AwareDatetime, Field(
+        description="When the status last changed.")]
+    observed_generation: Annotated[int | None, Field(
+        ge=0, description="The view generation the condition reflects.")] = None
+
+
+class Intent(StatusModel):
+    """What the operator set out to do, recorded before doing it.
+
+    A restarted operator finds it and finishes the job: for a cutover whose
+    alias switch landed, it completes the bookkeeping instead of deciding
+    afresh. Cleared by the status update that ends a successful pass.
+    """
+
+    steps: Annotated[list[str], Field(description="The actions, in order.")] = []
+    cutover_to: Annotated[str | None, Field(
+        description="Revision the alias is being switched to, when the steps include a "
+                    "cutover.")] = None
+    cutover_from: Annotated[str | None, Field(
+        description="Revision the alias served before that cutover.")] = None
+    recorded_at: Annotated[AwareDatetime, Field(description="When the intent was recorded.")]
+
+
+class DerivedViewStatus(StatusModel):
+    """Observed state, written by the operator only."""
+
+    observed_generation: Annotated[int | None, Field(
+        ge=0, description="The spec generation last reconciled.")] = None
+    phase: Annotated[ViewPhase | None, Field(
+        description="Summary: the candidate's phase, else Active (serving the spec's revision) "
+                    "or Pending; Deleting during deletion.")] = None
+    revision: Annotated[str | None, Field(
+        description="The spec's current revision (content hash).")] = None
+    active: Annotated[ActiveStatus | None, Field(
+        description="The revision the alias serves.")] = None
+    candidate: Annotated[CandidateStatus | None, Field(
+        description="The spec's revision while it is built beside the active one.")] = None
+    revisions: Annotated[list[RevisionStatus], Field(
+        json_schema_extra={"x-kubernetes-list-type": "map",
+                           "x-kubernetes-list-map-keys": ["revision"]},
+        description="Every revision the operator still tracks.")] = []
+    spent_builds: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
+        description="Last build number of revisions dropped from `revisions`, so a rebuild "
+                    "of one of them still gets a fresh checkpoint.")] = {}
+    conditions: Annotated[list[Condition], Field(
+        json_schema_extra={"x-kubernetes-list-type": "map",
+                           "x-kubernetes-list-map-keys": ["type"]},
+        description="kstatus conditions: Ready, Reconciling, Stalled, CaughtUp, Degraded.")] = []
+    intent: Annotated[Intent | None, Field(
+        description="The actions being carried out, recorded before acting.")] = None
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of this type, if recorded."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    def record(self, revision: str) -> RevisionStatus | None:
+        """The tracked record of a revision, if any."""
+        return next((r for r in self.revisions if r.revision == revision), None)
+

@@ -1,0 +1,142 @@
+"""What the planner asks the shell to do.
+
+The shell carries a plan's actions out in order and stops at the first that
+fails (the next reconcile replans from a fresh observation). Each action is
+idempotent when carried out: replanning after a partial run repeats at most
+the steps that did not land. Order within a plan:
+
+    RecordIntent, AddFinalizer, SwitchAlias, DeleteSparkApplication,
+    CreateSparkApplication, DropAlias, DropIndex, UpdateStatus, EmitEvent...,
+    RemoveFinalizer
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from derived_views.api.status import DerivedViewStatus, Intent
+
+
+@dataclass(frozen=True)
+class RecordIntent:
+    """Patch `status.intent` (merge patch `{"intent": ...}`) BEFORE any other action."""
+
+    intent: Intent
+    patch: dict[str, Any]
+    """The status merge patch to send, e.g. `{"intent": {...}}`."""
+
+
+@dataclass(frozen=True)
+class AddFinalizer:
+    """Add `finalizer` to the view's metadata.finalizers (no-op if present)."""
+
+    finalizer: str
+
+
+@dataclass(frozen=True)
+class RemoveFinalizer:
+    """Remove `finalizer` from the view's metadata.finalizers (no-op if absent)."""
+
+    finalizer: str
+
+
+@dataclass(frozen=True)
+class CreateSparkApplication:
+    """Create this manifest as is (409 Already Exists counts as success)."""
+
+    revision: str
+    name: str
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteSparkApplication:
+    """Delete the SparkApplication `name` in the view's namespace (404 counts as success)."""
+
+    revision: str
+    name: str
+
+
+@dataclass(frozen=True)
+class SwitchAlias:
+    """In ONE PostgreSQL transaction: if `schema.alias` still selects from `from_index`
+    (None: there is no alias), make it a VIEW over `to_index`. Already on `to_index`: no-op.
+    Pointing elsewhere: fail (someone else moved it) so the next reconcile replans."""
+
+    schema: str
+    alias: str
+    to_index: str
+    from_index: str | None
+
+
+@dataclass(frozen=True)
+class DropAlias:
+    """DROP VIEW IF EXISTS `schema.alias`."""
+
+    schema: str
+    alias: str
+
+
+@dataclass(frozen=True)
+class DropIndex:
+    """DROP TABLE IF EXISTS `schema.index` and delete the revision's ledger rows, in one
+    transaction; refuse if a view (the alias) still selects from it."""
+
+    schema: str
+    index: str
+    revision: str
+
+
+@dataclass(frozen=True)
+class UpdateStatus:
+    """Send `patch` as a JSON merge patch of the status subresource (`{"status": patch}`).
+
+    `status` is the full result for readers and tests; `patch` is its difference from the
+    observed status, with nulls for fields that must disappear.
+    """
+
+    status: DerivedViewStatus
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    """A Kubernetes Event on the view: CamelCase reason, a past-tense message."""
+
+    reason: str
+    message: str
+    type: Literal["Normal", "Warning"] = "Normal"
+
+
+Action = (RecordIntent | AddFinalizer | RemoveFinalizer | CreateSparkApplication
+          | DeleteSparkApplication | SwitchAlias | DropAlias | DropIndex | UpdateStatus | EmitEvent)
+
+EFFECTS = (AddFinalizer, RemoveFinalizer, CreateSparkApplication, DeleteSparkApplication,
+           SwitchAlias, DropAlias, DropIndex)
+"""Actions that change the world outside the view's status and events."""
+
+
+def describe(action: Action) -> str:
+    """One line per action, for the intent and for logs."""
+    match action:
+        case CreateSparkApplication(revision=rev, name=name):
+            return f"create SparkApplication {name} (revision {rev})"
+        case DeleteSparkApplication(revision=rev, name=name):
+            return f"delete SparkApplication {name} (revision {rev})"
+        case SwitchAlias(schema=schema, alias=alias, to_index=to, from_index=frm):
+            return f"switch alias {schema}.{alias} from {frm or '(none)'} to {to}"
+        case DropAlias(schema=schema, alias=alias):
+            return f"drop alias {schema}.{alias}"
+        case DropIndex(schema=schema, index=index):
+            return f"drop index {schema}.{index}"
+        case AddFinalizer(finalizer=f):
+            return f"add finalizer {f}"
+        case RemoveFinalizer(finalizer=f):
+            return f"remove finalizer {f}"
+        case RecordIntent():
+            return "record intent"
+        case UpdateStatus():
+            return "update status"
+        case EmitEvent(reason=reason, message=message):
+            return f"event {reason}: {message}"

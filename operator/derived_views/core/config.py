@@ -1,0 +1,35 @@
+"""Operator settings the planner needs to write manifests: plain values, read by the shell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from derived_views.core.naming import LEDGER_TABLE
+
+DEFAULT_MAIN_APPLICATION_FILE = "local:///opt/derived-views/spark_templates/derived_view_job.py"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """Everything about the installation (not the view) that shapes a plan.
+
+    The shell builds it once at start-up (environment, the template file);
+    the planner only reads it, so tests pass any values they like.
+    """
+
+    spark_template: str
+    """Text of spark_templates/sparkapplication.yaml (see render.sparkapplication.load_template)."""
+    spark_image: str
+    """Job image when the view does not name one."""
+    checkpoint_base: str
+    """Checkpoint root when the view does not name one."""
+    main_application_file: str = DEFAULT_MAIN_APPLICATION_FILE
+    spark_jars: tuple[str, ...] = ()
+    """`deps.jars`: the Kafka connector jars (and anything else every job needs)."""
+    spark_service_account: str | None = None
+    ledger_table: str = LEDGER_TABLE
+    deletion_sink_grace_seconds: int = 300
+    """With deletionPolicy Delete, how long deletion waits for an unreachable sink before it
+    removes the finalizer anyway (a namespace being deleted may already have lost the Secret)."""
+    history_limit: int = 10
+    """Finished revisions (Superseded, Retired, aborted) kept in status for people to read."""

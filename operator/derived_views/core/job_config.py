@@ -1,0 +1,58 @@
+"""The Spark job's `--config-json`: the contract in spark_templates/README.md.
+
+Built from the revision's effective spec (see `revision.with_content`), so a
+job recreated for an older revision runs that revision's logic, and checked
+against the revision it is labelled with.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.core import naming
+from derived_views.core.revision import revision_of
+
+TRIGGER: dict[str, Any] = {"processingTimeSeconds": 1}
+"""A view's job runs until deleted, one micro-batch per second at most."""
+
+
+def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,
+               checkpoint_location: str, ledger_table: str = naming.LEDGER_TABLE
+               ) -> dict[str, Any]:
+    """The job's configuration document (camelCase keys, in the contract's order)."""
+    if revision_of(spec) != revision:
+        raise ValueError(f"the spec's content is revision {revision_of(spec)}, not {revision}")
+    transform: dict[str, Any]
+    if spec.transform.sql is not None:
+        transform = {"sql": spec.transform.sql}
+    else:
+        assert spec.transform.python is not None  # the model guarantees exactly one
+        transform = {"python": spec.transform.python.function}
+    return {
+        "view": f"{namespace}/{view}",
+        "revision": revision,
+        "source": {
+            "bootstrapServers": spec.source.kafka.bootstrap_servers,
+            "topics": list(spec.source.topics),
+            "format": spec.source.format,
+            "schema": spec.source.value_schema,
+            "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
+            "kafkaOptions": {},
+        },
+        "transform": transform,
+        "sink": {
+            "table": naming.index_table(spec.sink.postgres.table, revision),
+            "schema": spec.sink.postgres.db_schema,
+            "primaryKey": list(spec.sink.primary_key),
+            "ledgerTable": ledger_table,
+        },
+        "checkpointLocation": checkpoint_location,
+        "trigger": dict(TRIGGER),
+    }
+
+
+def job_config_json(config: dict[str, Any]) -> str:
+    """Compact JSON, the single argument after `--config-json`."""
+    return json.dumps(config, separators=(",", ":"), ensure_ascii=False)

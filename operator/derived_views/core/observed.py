@@ -1,0 +1,170 @@
+"""One immutable snapshot of everything the planner may look at.
+
+The shell gathers it through adapters (Kubernetes, Kafka, PostgreSQL) and
+never changes anything while doing so. Mappings are treated as read-only.
+`None` for a whole source (sink, end offsets) means "could not be asked this
+time": the planner then makes no decision that depends on it.
+
+Helpers at the bottom turn API objects into these values and tell the shell
+what to look up, so the shell holds no rules of its own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from derived_views.api.constants import REVISION_LABEL
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core import naming
+from derived_views.core.config import OperatorConfig
+from derived_views.core.revision import revision_of
+
+TopicPartition = tuple[str, int]
+
+RUNNING = "RUNNING"
+FAILED_STATES = frozenset({"FAILED", "SUBMISSION_FAILED"})
+STOPPED_STATES = FAILED_STATES | {"COMPLETED"}
+"""Terminal states of the Spark Operator: the job will not run again unless resubmitted.
+COMPLETED counts as stopped: a view's streaming job is meant to run until deleted."""
+
+
+@dataclass(frozen=True)
+class ViewObserved:
+    """The DerivedView object itself (its spec is passed to `plan` separately)."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()
+    deletion_timestamp: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class SparkApplicationObserved:
+    """A revision's SparkApplication as the Spark Operator reports it."""
+
+    name: str
+    revision: str
+    state: str = ""
+    """`status.applicationState.state`; "" until the Spark Operator has seen it."""
+    error_message: str = ""
+    execution_attempts: int = 0
+    submission_attempts: int = 0
+    deleting: bool = False
+    """Its deletionTimestamp is set: going away, neither to be deleted again nor judged."""
+
+    @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    @property
+    def stopped(self) -> bool:
+        return self.state in STOPPED_STATES
+
+
+@dataclass(frozen=True)
+class LedgerPosition:
+    """A revision's newest committed batch in the sink's ledger."""
+
+    end_offsets: Mapping[TopicPartition, int]
+    """Exclusive end offsets (next offset to read) per partition after that batch."""
+    committed_at: dt.datetime | None = None
+    batch_id: int | None = None
+
+
+@dataclass(frozen=True)
+class SinkObserved:
+    """The PostgreSQL side: which index tables exist, where the alias points, ledger heads."""
+
+    indexes: frozenset[str] = frozenset()
+    """Existing index tables of this view (`<base>__<revision>`) in the sink schema."""
+    alias_target: str | None = None
+    """The table the alias VIEW selects from, or None when there is no alias."""
+    ledger: Mapping[str, LedgerPosition] = field(default_factory=dict)
+    """Newest ledger row per revision; revisions without a committed batch are absent."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Input of `plan` besides the spec and the time."""
+
+    view: ViewObserved
+    status: DerivedViewStatus
+    config: OperatorConfig
+    spark_applications: Mapping[str, SparkApplicationObserved] = field(default_factory=dict)
+    """This view's SparkApplications by revision (label derivedviews.io/revision)."""
+    sink: SinkObserved | None = None
+    end_offsets: Mapping[TopicPartition, int] | None = None
+    """High watermark of every partition of `topics_to_observe`."""
+
+
+# Helpers for the shell ----------------------------------------------------------------------
+
+def _timestamp(value: Any) -> dt.datetime | None:
+    if not value:
+        return None
+    if isinstance(value, dt.datetime):
+        return value
+    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def view_from_object(body: Mapping[str, Any]) -> ViewObserved:
+    """A DerivedView as returned by the API server (or Kopf's body) -> ViewObserved."""
+    meta = body.get("metadata") or {}
+    return ViewObserved(
+        namespace=str(meta.get("namespace", "")), name=str(meta["name"]),
+        uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
+        annotations=dict(meta.get("annotations") or {}),
+        finalizers=tuple(meta.get("finalizers") or ()),
+        deletion_timestamp=_timestamp(meta.get("deletionTimestamp")))
+
+
+def status_from_object(body: Mapping[str, Any]) -> DerivedViewStatus:
+    """The recorded status (empty for a new view); unknown fields are ignored."""
+    return DerivedViewStatus.model_validate(body.get("status") or {})
+
+
+def spark_application_from_object(obj: Mapping[str, Any]) -> SparkApplicationObserved | None:
+    """A SparkApplication object -> SparkApplicationObserved; None if it has no revision label."""
+    meta = obj.get("metadata") or {}
+    revision = (meta.get("labels") or {}).get(REVISION_LABEL)
+    if not revision:
+        return None
+    status = obj.get("status") or {}
+    state = status.get("applicationState") or {}
+    return SparkApplicationObserved(
+        name=str(meta["name"]), revision=str(revision), state=str(state.get("state") or ""),
+        error_message=str(state.get("errorMessage") or ""),
+        execution_attempts=int(status.get("executionAttempts") or 0),
+        submission_attempts=int(status.get("submissionAttempts") or 0),
+        deleting=bool(meta.get("deletionTimestamp")))
+
+
+def revisions_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) -> frozenset[str]:
+    """The spec's revision and every revision the status still tracks."""
+    return frozenset({revision_of(spec), *(r.revision for r in status.revisions)})
+
+
+def index_tables_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) -> frozenset[str]:
+    """Index tables whose existence the planner needs (ask the sink which of these exist).
+
+    On deletion with deletionPolicy Delete, also list the schema's tables for which
+    `naming.index_revision(base, table)` is not None, so forgotten indexes are dropped too.
+    """
+    base = spec.sink.postgres.table
+    return frozenset(naming.index_table(base, r) for r in revisions_to_observe(spec, status))
+
+
+def topics_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) -> frozenset[str]:
+    """Topics whose end offsets the planner needs: the spec's and those of tracked revisions."""
+    topics = set(spec.source.topics)
+    for record in status.revisions:
+        if record.content is not None:
+            topics.update(record.content.topics)
+    return frozenset(topics)

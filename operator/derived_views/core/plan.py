@@ -1,0 +1,691 @@
+"""plan(spec, observed, now) -> actions: every decision the operator makes, as a pure function.
+
+Reads only its arguments: no clock, no environment, no I/O. The shell carries
+the actions out in order and stops at the first failure (see core.actions);
+the intent is recorded first and the status last, so a restarted operator
+replans from the same facts and resumes where the last pass stopped.
+
+Invariants (property-tested): at most one revision is Active; once a view has
+served, the alias only moves to an existing index that passed the lag gate
+(or back to the active index if someone moved it), and an index the alias
+selects from is never dropped; replanning after a plan succeeded repeats no
+effect.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from derived_views.api.constants import (
+    FINALIZER,
+    PAUSED_ANNOTATION,
+    PROMOTE_ANNOTATION,
+    RETRY_ANNOTATION,
+)
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import (
+    ActiveStatus,
+    CandidateStatus,
+    DerivedViewStatus,
+    Intent,
+    Lag,
+    Phase,
+    RevisionStatus,
+    ViewPhase,
+)
+from derived_views.core import conditions as cond
+from derived_views.core import naming
+from derived_views.core.actions import (
+    Action,
+    AddFinalizer,
+    CreateSparkApplication,
+    DeleteSparkApplication,
+    DropAlias,
+    DropIndex,
+    EmitEvent,
+    RecordIntent,
+    RemoveFinalizer,
+    SwitchAlias,
+    UpdateStatus,
+    describe,
+)
+from derived_views.core.lag import compute_lag
+from derived_views.core.observed import Observed
+from derived_views.core.patch import merge_patch
+from derived_views.core.revision import content_of, revision_of, with_content
+from derived_views.core.times import seconds_between, utc
+from derived_views.render.sparkapplication import render_spark_application
+
+BUILDING = frozenset({Phase.Pending, Phase.Backfilling, Phase.CaughtUp})
+FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})
+
+JOB_FAILED = "JobFailed"
+JOB_COMPLETED = "JobCompleted"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+MAX_MESSAGE = 1024
+
+
+def plan(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> list[Action]:
+    """Decide what to do for one view, given one observation and the time."""
+    return _Planner(spec, observed, utc(now)).run()
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
+
+
+def _lag_text(lag: Lag | None, gate: int) -> str:
+    if lag is None:
+        return "lag unknown"
+    behind = f", {lag.seconds}s since its last commit" if lag.seconds else ""
+    return f"lag {lag.messages} messages (gate {gate}){behind}"
+
+
+def is_torn_down(record: RevisionStatus) -> bool:
+    """Records whose job and index are removed: Superseded, Retired, aborted past the deadline.
+
+    A candidate that Failed because its job failed keeps both, for inspection and a
+    resume on retry.
+    """
+    return record.phase in (Phase.Superseded, Phase.Retired) or (
+        record.phase == Phase.Failed and record.reason == DEADLINE_EXCEEDED)
+
+
+class _Planner:
+    def __init__(self, spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> None:
+        self.spec, self.obs, self.now = spec, observed, now
+        self.cfg = observed.config
+        self.view = observed.view
+        self.sink = observed.sink
+        self.apps = observed.spark_applications
+        self.desired = revision_of(spec)
+        self.base = spec.sink.postgres.table
+        self.schema = spec.sink.postgres.db_schema
+        self.alias = naming.alias_name(self.base)
+        self.gate = spec.cutover.max_lag_messages
+        annotations = self.view.annotations
+        # Deleting overrides a pause: the user asked for the jobs to stop.
+        self.paused = (annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
+                       and self.view.deletion_timestamp is None)
+        self.retry_token = annotations.get(RETRY_ANNOTATION)
+        self.promote_to = annotations.get(PROMOTE_ANNOTATION, "").strip()
+
+        status = observed.status
+        self.records: dict[str, RevisionStatus] = {r.revision: r for r in status.revisions}
+        self.spent_builds = dict(status.spent_builds)
+        actives = [r for r in status.revisions if r.phase == Phase.Active]
+        self.active: str | None = None
+        if actives:
+            serving = [r for r in actives if self.sink is not None
+                       and self.sink.alias_target == r.index]
+            self.active = (serving or actives)[0].revision
+            for extra in actives:  # never two Active: a torn status is repaired, not trusted
+                if extra.revision != self.active:
+                    self.set(extra.revision, phase=Phase.Retiring,
+                             retire_after=self.retire_after(), reason="Replaced")
+
+        self.switches: list[SwitchAlias] = []
+        self.deletes: list[DeleteSparkApplication] = []
+        self.creates: list[CreateSparkApplication] = []
+        self.drop_aliases: list[DropAlias] = []
+        self.drops: list[DropIndex] = []
+        self.finalizers_added: list[AddFinalizer] = []
+        self.finalizers_removed: list[RemoveFinalizer] = []
+        self.events: list[EmitEvent] = []
+        self.cutover: tuple[str, str | None] | None = None
+        self.lags: dict[str, Lag | None] = {}
+        self.awaiting_promotion = False
+
+    # small helpers ----------------------------------------------------------------------------
+
+    def index(self, revision: str) -> str:
+        return naming.index_table(self.base, revision)
+
+    def retire_after(self) -> dt.datetime:
+        return self.now + dt.timedelta(seconds=self.spec.cutover.retain_previous_seconds)
+
+    def set(self, revision: str, **changes: Any) -> RevisionStatus:
+        """Update a record; entering a new phase stamps `since`."""
+        current = self.records[revision]
+        if "phase" in changes and changes["phase"] != current.phase:
+            changes.setdefault("since", self.now)
+        updated = current.model_copy(update=changes)
+        self.records[revision] = updated
+        return updated
+
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        if not self.paused:
+            self.events.append(EmitEvent(reason, _clip(message), "Warning" if warning else "Normal"))
+
+    def index_exists(self, revision: str) -> bool | None:
+        """None when the sink could not be asked."""
+        return None if self.sink is None else self.index(revision) in self.sink.indexes
+
+    def retry_requested(self, record: RevisionStatus) -> bool:
+        """A failed job restarts only on a new spec generation or a new retry annotation value."""
+        return (record.retry_token != self.retry_token
+                or record.generation != self.view.generation)
+
+    def checkpoint(self, revision: str, build: int) -> str:
+        base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
+        return naming.checkpoint_location(base, self.view.namespace, self.view.name, revision,
+                                          build)
+
+    # effects (all no-ops while paused) ---------------------------------------------------------
+
+    def delete_app(self, revision: str) -> None:
+        app = self.apps.get(revision)
+        if self.paused or app is None or app.deleting:
+            return
+        if all(d.name != app.name for d in self.deletes):
+            self.deletes.append(DeleteSparkApplication(revision, app.name))
+
+    def create_app(self, revision: str) -> None:
+        if self.paused or revision in self.apps or any(c.revision == revision
+                                                       for c in self.creates):
+            return
+        record = self.records[revision]
+        if revision == self.desired:
+            effective = self.spec
+        elif record.content is not None:
+            effective = with_content(self.spec, record.content)
+        else:
+            return  # a record from before contents were kept: nothing to render it from
+        manifest = render_spark_application(
+            self.cfg.spark_template, config=self.cfg, namespace=self.view.namespace,
+            view=self.view.name, uid=self.view.uid, spec=effective, revision=revision,
+            checkpoint_location=record.checkpoint_location)
+        self.creates.append(CreateSparkApplication(revision, manifest["metadata"]["name"],
+                                                   manifest))
+
+    def drop_index(self, revision: str) -> bool:
+        """Queue the drop unless the alias selects from it (now or after this plan's switch)."""
+        if self.paused or self.sink is None:
+            return False
+        index = self.index(revision)
+        if index not in self.sink.indexes:
+            return False
+        if index == self.sink.alias_target or any(s.to_index == index for s in self.switches):
+            return False
+        if all(d.index != index for d in self.drops):
+            self.drops.append(DropIndex(self.schema, index, revision))
+        return True
+
+    # observation of one revision ---------------------------------------------------------------
+
+    def lag_of(self, revision: str) -> Lag | None:
+        if self.obs.end_offsets is None or self.sink is None:
+            return None
+        record = self.records.get(revision)
+        if record is not None and record.content is not None:
+            topics: list[str] = list(record.content.topics)
+        elif revision == self.desired:
+            topics = list(self.spec.source.topics)
+        else:
+            return None
+        return compute_lag(self.obs.end_offsets, topics, self.sink.ledger.get(revision),
+                           self.now)
+
+    def observe(self, revision: str) -> None:
+        """Refresh job state and lag; for a building candidate, track the gate."""
+        record = self.records[revision]
+        app = self.apps.get(revision)
+        changes: dict[str, Any] = {}
+        replacing = any(d.revision == revision for d in self.deletes)
+        if app is not None and not app.deleting and not replacing:
+            changes.update(job_state=app.state or None, execution_attempts=app.execution_attempts)
+            app_live = True
+        else:
+            changes.update(job_state=None, execution_attempts=None)
+            app_live = False
+        lag = self.lag_of(revision)
+        self.lags[revision] = lag
+        if lag is not None:
+            changes["lag"] = lag
+        if record.phase in BUILDING and revision != self.active:
+            running = app_live and app is not None and app.running
+            committed = self.sink is not None and revision in self.sink.ledger
+            if lag is None:
+                if record.phase == Phase.Pending and running:
+                    changes["phase"] = Phase.Backfilling
+            else:
+                gate = lag.messages <= self.gate and running and bool(self.index_exists(revision))
+                changes["caught_up_since"] = (record.caught_up_since or self.now) if gate else None
+                changes["phase"] = (Phase.CaughtUp if gate else
+                                    Phase.Backfilling if running or committed else Phase.Pending)
+        self.set(revision, **changes)
+
+    # steps --------------------------------------------------------------------------------------
+
+    def resume_cutover(self) -> None:
+        """Finish a cutover whose alias switch landed but whose status update did not."""
+        if self.sink is None or self.sink.alias_target is None:
+            return
+        intent = self.obs.status.intent
+        for revision, record in list(self.records.items()):
+            if revision == self.active or self.sink.alias_target != record.index:
+                continue
+            intended = intent is not None and intent.cutover_to == revision
+            if intended or record.phase == Phase.CaughtUp:
+                self.finish_cutover(revision)
+                return
+
+    def finish_cutover(self, revision: str) -> None:
+        old = self.active
+        self.set(revision, phase=Phase.Active, reason="Promoted", message=None,
+                 caught_up_since=None, retire_after=None)
+        self.active = revision
+        if old is not None and old != revision:
+            self.set(old, phase=Phase.Retiring, retire_after=self.retire_after(),
+                     reason="Replaced", message=f"replaced by revision {revision}",
+                     caught_up_since=None, lag=None, job_state=None, execution_attempts=None)
+            self.delete_app(old)
+            self.event("CutoverCompleted",
+                       f"Switched readers of {self.schema}.{self.alias} from revision {old} "
+                       f"to {revision}.")
+        else:
+            self.event("CutoverCompleted",
+                       f"Started serving revision {revision} as {self.schema}.{self.alias}.")
+
+    def ensure_finalizer(self) -> None:
+        if FINALIZER not in self.view.finalizers:
+            self.finalizers_added.append(AddFinalizer(FINALIZER))
+
+    def supersede_others(self) -> None:
+        for revision, record in list(self.records.items()):
+            if revision in (self.desired, self.active):
+                continue
+            if record.phase in BUILDING or (record.phase == Phase.Failed
+                                            and not is_torn_down(record)):
+                self.set(revision, phase=Phase.Superseded, reason="Superseded",
+                         message=f"superseded by revision {self.desired} before cutover",
+                         caught_up_since=None, lag=None, content=None, job_state=None,
+                         execution_attempts=None)
+                self.event("Superseded", f"Superseded candidate revision {revision} by "
+                                         f"{self.desired} before cutover.")
+
+    def start_desired(self) -> None:
+        """Make sure the spec's revision has a record that is building (or stays Failed)."""
+        revision = self.desired
+        if revision == self.active:
+            return
+        record = self.records.get(revision)
+        if record is None:
+            self.start_new(revision)
+        elif record.phase == Phase.Retiring:
+            self.restart(revision, rollback=True)
+        elif record.phase in (Phase.Superseded, Phase.Retired) or (
+                record.phase == Phase.Failed and self.retry_requested(record)):
+            self.restart(revision, rollback=False)
+
+    def start_new(self, revision: str) -> None:
+        build = self.spent_builds[revision] + 1 if revision in self.spent_builds else 0
+        exists = self.index_exists(revision)
+        if build > 0 and exists is not False:
+            # A rebuild needs a fresh index; an unknown or stale one must go first.
+            self.drop_index(revision)
+            return
+        self.spent_builds.pop(revision, None)  # the record carries the build from now on
+        self.records[revision] = RevisionStatus(
+            revision=revision, index=self.index(revision), phase=Phase.Pending, since=self.now,
+            spark_application=naming.spark_application_name(self.view.name, revision),
+            checkpoint_location=self.checkpoint(revision, build), content=content_of(self.spec),
+            build=build, started_at=self.now, generation=self.view.generation,
+            retry_token=self.retry_token, reason="BackfillStarted")
+        if exists:
+            self.event("BackfillStarted", f"Resumed revision {revision} into its existing index "
+                                          f"{self.index(revision)} from its checkpoint.")
+        else:
+            self.event("BackfillStarted", f"Started replaying revision {revision} from offset 0 "
+                                          f"into index {self.index(revision)}.")
+
+    def restart(self, revision: str, *, rollback: bool) -> None:
+        """Resume a known revision from its checkpoint if its index is still there, else
+        rebuild it from offset 0 with a fresh checkpoint."""
+        record = self.records[revision]
+        exists = self.index_exists(revision)
+        if exists is None:
+            return  # cannot tell resume from rebuild without the sink
+        app = self.apps.get(revision)
+        common: dict[str, Any] = dict(
+            phase=Phase.Pending, started_at=self.now, generation=self.view.generation,
+            retry_token=self.retry_token, content=content_of(self.spec), caught_up_since=None,
+            retire_after=None, lag=None, job_state=None, execution_attempts=None)
+        if exists:
+            if app is not None and app.stopped:
+                self.delete_app(revision)  # a stopped job is resubmitted as a new object
+            if rollback:
+                self.set(revision, reason="RollbackStarted",
+                         message="resuming from its checkpoint; no replay from offset 0",
+                         **common)
+                self.event("RollbackStarted", f"Resumed retained revision {revision} from its "
+                                              "checkpoint to roll back.")
+            else:
+                self.set(revision, reason="Resumed", message="resuming from its checkpoint",
+                         **common)
+                self.event("Resumed", f"Resumed revision {revision} from its checkpoint.")
+            return
+        if app is not None:
+            self.delete_app(revision)  # it runs on the spent checkpoint
+        build = record.build + 1
+        self.set(revision, reason="BackfillStarted", message="rebuilding from offset 0",
+                 build=build, checkpoint_location=self.checkpoint(revision, build), **common)
+        self.event("BackfillStarted", f"Started rebuilding revision {revision} from offset 0 "
+                                      f"into index {self.index(revision)}.")
+
+    def progress_desired(self) -> None:
+        """Job, failure, deadline, lag gate and promotion of the spec's revision."""
+        revision = self.desired
+        record = self.records.get(revision)
+        if revision == self.active or record is None or record.phase not in BUILDING:
+            return
+        app = self.apps.get(revision)
+        replacing = any(d.revision == revision for d in self.deletes)
+        if not replacing and app is not None and not app.deleting and app.stopped:
+            reason = JOB_COMPLETED if app.state == "COMPLETED" else JOB_FAILED
+            detail = app.error_message or f"the job ended in state {app.state}"
+            self.set(revision, phase=Phase.Failed, reason=reason, message=_clip(detail),
+                     caught_up_since=None, job_state=app.state,
+                     execution_attempts=app.execution_attempts,
+                     retry_token=self.retry_token, generation=self.view.generation)
+            self.event(reason, f"Stopped waiting for revision {revision}: its job ended "
+                               f"({app.state}): {detail}", warning=True)
+            return
+        deadline = self.spec.cutover.deadline_seconds
+        if not self.paused and seconds_between(record.started_at, self.now) >= deadline:
+            self.set(revision, phase=Phase.Failed, reason=DEADLINE_EXCEEDED,
+                     message=f"not promoted within {deadline}s of starting; torn down",
+                     caught_up_since=None, lag=None, content=None, job_state=None,
+                     execution_attempts=None, retry_token=self.retry_token,
+                     generation=self.view.generation)
+            self.delete_app(revision)
+            self.event(DEADLINE_EXCEEDED, f"Aborted candidate revision {revision}: not promoted "
+                                          f"within {deadline}s.", warning=True)
+            return
+        if app is None and not replacing:
+            self.create_app(revision)
+        self.observe(revision)
+        record = self.records[revision]
+        lag = self.lags.get(revision)
+        if record.phase != Phase.CaughtUp or lag is None or record.caught_up_since is None:
+            return
+        stable = (seconds_between(record.caught_up_since, self.now)
+                  >= self.spec.cutover.stable_for_seconds)
+        approved = (self.active is None or self.spec.cutover.mode == "auto"
+                    or self.promote_to == revision)
+        if stable and not approved:
+            self.awaiting_promotion = True
+        if stable and approved and not self.paused and self.sink is not None:
+            self.switches.append(SwitchAlias(self.schema, self.alias, self.index(revision),
+                                             self.sink.alias_target))
+            self.cutover = (revision, self.active)
+            self.finish_cutover(revision)
+
+    def maintain_active(self) -> None:
+        """Keep the served index following the log, and the alias on it."""
+        revision = self.active
+        if revision is None:
+            return
+        self.observe(revision)
+        record = self.records[revision]
+        if self.sink is not None and not self.switches and not self.paused:
+            target = self.sink.alias_target
+            if target != record.index and record.index in self.sink.indexes:
+                self.switches.append(SwitchAlias(self.schema, self.alias, record.index, target))
+                self.event("AliasRepaired", f"Pointed {self.schema}.{self.alias} back at index "
+                                            f"{record.index} (it selected from "
+                                            f"{target or 'nothing'}).", warning=True)
+        app = self.apps.get(revision)
+        if app is not None and app.deleting:
+            return
+        failed = record.reason in (JOB_FAILED, JOB_COMPLETED)
+        if failed and self.paused:
+            return
+        if failed and self.retry_requested(record):
+            self.delete_app(revision)
+            self.set(revision, reason="Promoted", message=None, retry_token=self.retry_token,
+                     generation=self.view.generation, job_state=None, execution_attempts=None)
+            self.event("RetryStarted", f"Restarted the job of active revision {revision} from "
+                                       "its checkpoint.")
+            if app is None:
+                self.create_app(revision)
+            return
+        if app is None:
+            if not failed:
+                self.create_app(revision)
+            return
+        if app.stopped and not failed:
+            reason = JOB_COMPLETED if app.state == "COMPLETED" else JOB_FAILED
+            detail = app.error_message or f"the job ended in state {app.state}"
+            self.set(revision, reason=reason, message=_clip(detail),
+                     retry_token=self.retry_token, generation=self.view.generation)
+            self.event(reason, f"The job of active revision {revision} stopped ({app.state}): "
+                               f"{detail}; the index no longer follows the log.", warning=True)
+
+    def retire_and_tear_down(self) -> None:
+        for revision, record in list(self.records.items()):
+            if revision == self.active or (revision == self.desired
+                                           and record.phase in BUILDING):
+                continue
+            if record.phase == Phase.Retiring:
+                self.delete_app(revision)
+                due = record.retire_after is None or record.retire_after <= self.now
+                if not due or self.sink is None or revision in self.apps:
+                    continue
+                if self.index_exists(revision) and not self.drop_index(revision):
+                    continue  # the alias still selects from it: not yet
+                self.set(revision, phase=Phase.Retired, reason="Retired",
+                         message="index dropped after the retention period", content=None)
+                self.event("Retired", f"Dropped index {record.index} of revision {revision} "
+                                      "after its retention period.")
+            elif is_torn_down(record):
+                self.delete_app(revision)
+                if revision not in self.apps:
+                    self.drop_index(revision)
+        for revision in sorted(self.apps):
+            if revision not in self.records and revision != self.desired:
+                self.delete_app(revision)  # an orphan of this view (e.g. a pruned record)
+
+    def prune(self) -> None:
+        """Keep the newest `history_limit` finished records; remember the builds of the rest."""
+        finished = [r for r in self.records.values()
+                    if r.phase in FINISHED and r.revision not in (self.desired, self.active)
+                    and is_torn_down(r)]
+        finished.sort(key=lambda r: (r.since, r.revision), reverse=True)
+        for record in finished[self.cfg.history_limit:]:
+            gone = (record.revision not in self.apps and self.sink is not None
+                    and self.index(record.revision) not in self.sink.indexes)
+            if gone:
+                previous = self.spent_builds.get(record.revision, -1)
+                self.spent_builds[record.revision] = max(previous, record.build)
+                del self.records[record.revision]
+
+    # deletion ------------------------------------------------------------------------------------
+
+    def deletion(self) -> list[Action]:
+        if FINALIZER not in self.view.finalizers:
+            return []  # nothing of ours holds the object
+        for revision in sorted(self.apps):
+            self.delete_app(revision)
+        done = False
+        if self.spec.deletion_policy == "Retain":
+            done = True
+            message = (f"Stopped the view's jobs; kept {self.schema}.{self.alias} and its "
+                       "indexes (deletionPolicy Retain).")
+        elif self.sink is not None:
+            if not self.apps:
+                if self.sink.alias_target is not None:
+                    self.drop_aliases.append(DropAlias(self.schema, self.alias))
+                for index in sorted(self.sink.indexes):
+                    owner = naming.index_revision(self.base, index)
+                    if owner is not None:
+                        self.drops.append(DropIndex(self.schema, index, owner))
+                done = True
+            message = (f"Stopped the view's jobs and dropped {self.schema}.{self.alias} and "
+                       f"{len(self.sink.indexes)} index(es) (deletionPolicy Delete).")
+        else:
+            assert self.view.deletion_timestamp is not None
+            waited = seconds_between(self.view.deletion_timestamp, self.now)
+            if waited >= self.cfg.deletion_sink_grace_seconds and not self.apps:
+                done = True
+                self.event("SinkUnreachable", "Removed the finalizer without dropping the alias "
+                                              "and indexes: the sink was unreachable for "
+                                              f"{waited}s.", warning=True)
+            message = "Stopped the view's jobs."
+        if done:
+            self.event("Deleted", message)
+            self.finalizers_removed.append(RemoveFinalizer(FINALIZER))
+        return self.assemble(deleting=True)
+
+    # result -----------------------------------------------------------------------------------
+
+    def run(self) -> list[Action]:
+        if self.view.deletion_timestamp is not None:
+            return self.deletion()
+        self.resume_cutover()
+        if not self.paused:
+            self.ensure_finalizer()
+            self.supersede_others()
+            self.start_desired()
+        self.progress_desired()
+        self.maintain_active()
+        self.retire_and_tear_down()
+        self.prune()
+        return self.assemble(deleting=False)
+
+    def verdicts(self, deleting: bool) -> dict[str, cond.Verdict]:
+        desired, active = self.desired, self.active
+        record = self.records.get(desired)
+        candidate = record if desired != active else None
+        active_record = self.records.get(active) if active else None
+        lag = self.lags.get(desired)
+        lag_text = _lag_text(lag, self.gate)
+        V = cond.Verdict
+
+        problem: cond.Verdict | None = None
+        if candidate is not None and candidate.phase == Phase.Failed:
+            problem = V("True", candidate.reason or JOB_FAILED,
+                        f"revision {desired}: {candidate.message or 'failed'}; "
+                        + (f"revision {active} keeps serving" if active else "nothing serves")
+                        + f"; set a new value of {RETRY_ANNOTATION} or change the spec to retry")
+        elif active_record is not None and active_record.reason in (JOB_FAILED, JOB_COMPLETED):
+            problem = V("True", active_record.reason,
+                        f"the job of active revision {active} stopped: {active_record.message}; "
+                        "the index no longer follows the log")
+        elif (active_record is not None and self.sink is not None
+              and active_record.index not in self.sink.indexes):
+            problem = V("True", "IndexMissing",
+                        f"index {active_record.index} of active revision {active} is missing")
+
+        building = candidate is not None and candidate.phase in BUILDING
+        if deleting:
+            reconciling = V("True", "Deleting", "the view is being deleted")
+        elif self.paused:
+            reconciling = V("False", "Paused", f"{PAUSED_ANNOTATION} is true: no actions are taken")
+        elif building and candidate is not None:
+            reason = ("AwaitingPromotion" if self.awaiting_promotion else
+                      "CaughtUp" if candidate.phase == Phase.CaughtUp else "Backfilling")
+            message = f"revision {desired} is {candidate.phase.value.lower()}: {lag_text}"
+            if self.awaiting_promotion:
+                message += f"; annotate {PROMOTE_ANNOTATION}={desired} to switch readers"
+            reconciling = V("True", reason, message)
+        elif desired != active and candidate is None:
+            reconciling = V("True", "Starting", f"revision {desired} is about to start")
+        elif self.cutover is not None:
+            reconciling = V("True", "CuttingOver", f"switching readers to revision {desired}")
+        else:
+            reconciling = V("False", "Reconciled", "")
+
+        switched = self.switches[-1].to_index if self.switches else (
+            self.sink.alias_target if self.sink is not None else None)
+        if deleting:
+            ready = V("False", "Deleting", "the view is being deleted")
+        elif problem is not None:
+            ready = V("False", problem.reason, problem.message)
+        elif self.sink is None:
+            ready = V("Unknown", "SinkUnreachable", "could not ask the sink where the alias points")
+        elif active is None:
+            ready = V("False", reconciling.reason if building else "Pending",
+                      f"nothing serves yet: {reconciling.message or 'waiting'}")
+        elif switched != self.index(active):
+            ready = V("False", "AliasMisdirected",
+                      f"{self.schema}.{self.alias} does not select from {self.index(active)}")
+        elif active != desired:
+            ready = V("False", reconciling.reason,
+                      f"revision {active} serves while {reconciling.message}")
+        else:
+            ready = V("True", "Serving", f"{self.schema}.{self.alias} serves revision {active} "
+                                         f"from {self.index(active)}")
+
+        gate_lag = lag if lag is not None else None
+        if gate_lag is None:
+            caught_up = V("Unknown", "LagUnknown", f"revision {desired}: lag unknown")
+        elif gate_lag.messages <= self.gate:
+            caught_up = V("True", "LagWithinGate", f"revision {desired}: {lag_text}")
+        else:
+            caught_up = V("False", "LagAboveGate", f"revision {desired}: {lag_text}")
+
+        calm = V("False", "AsExpected", "")
+        return {cond.READY: ready, cond.RECONCILING: reconciling,
+                cond.STALLED: problem or calm, cond.CAUGHT_UP: caught_up,
+                cond.DEGRADED: problem or calm}
+
+    def summary(self, deleting: bool) -> tuple[ViewPhase, ActiveStatus | None,
+                                               CandidateStatus | None]:
+        active_record = self.records.get(self.active) if self.active else None
+        active = None if active_record is None else ActiveStatus(
+            revision=active_record.revision, index=active_record.index,
+            since=active_record.since, lag=active_record.lag)
+        record = self.records.get(self.desired)
+        candidate = None
+        if record is not None and self.desired != self.active and (
+                record.phase in BUILDING or record.phase == Phase.Failed):
+            candidate = CandidateStatus(
+                revision=record.revision, index=record.index, phase=record.phase,
+                since=record.since, lag=record.lag, caught_up_since=record.caught_up_since,
+                message=record.message)
+        if deleting:
+            phase = ViewPhase.Deleting
+        elif candidate is not None:
+            phase = ViewPhase(candidate.phase.value)
+        elif active is not None and self.active == self.desired:
+            phase = ViewPhase.Active
+        else:
+            phase = ViewPhase.Pending
+        return phase, active, candidate
+
+    def assemble(self, deleting: bool) -> list[Action]:
+        previous = self.obs.status
+        phase, active, candidate = self.summary(deleting)
+        status = DerivedViewStatus(
+            observed_generation=self.view.generation, phase=phase, revision=self.desired,
+            active=active, candidate=candidate, revisions=list(self.records.values()),
+            spent_builds=self.spent_builds,
+            conditions=cond.build_conditions(self.verdicts(deleting), previous.conditions,
+                                             self.now, self.view.generation),
+            intent=None)
+        effects: list[Action] = [*self.finalizers_added, *self.switches, *self.deletes,
+                                 *self.creates, *self.drop_aliases, *self.drops]
+        actions: list[Action] = []
+        if effects:
+            intent = Intent(steps=[describe(a) for a in [*effects, *self.finalizers_removed]],
+                            cutover_to=self.cutover[0] if self.cutover else None,
+                            cutover_from=self.cutover[1] if self.cutover else None,
+                            recorded_at=self.now)
+            actions.append(RecordIntent(intent, {"intent": _dump(intent)}))
+            actions.extend(effects)
+        patch = merge_patch(_dump(previous), _dump(status))
+        if effects:
+            patch["intent"] = None  # RecordIntent wrote one; this pass has carried it out
+        if patch and not self.finalizers_removed:
+            actions.append(UpdateStatus(status, patch))
+        actions.extend(self.events)
+        actions.extend(self.finalizers_removed)
+        return actions
+
+
+def _dump(model: DerivedViewStatus | Intent) -> dict[str, Any]:
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped

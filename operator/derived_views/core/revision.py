@@ -1,0 +1,97 @@
+"""A revision is the content hash of the spec fields that decide the view's rows.
+
+Included: topics (as a set), value format and schema, the transform (SQL or
+Python function and its files), the sink table base name and PostgreSQL
+schema, and the primary key. Change any of them and the index must be rebuilt
+from offset 0, so the hash changes and a candidate is built.
+
+Excluded, deliberately:
+- `source.kafka.bootstrapServers` and both `secretRef`s: connection details
+  say *where* to reach the log and the database, not *which* rows the view
+  holds. Renaming a listener or rotating a credential Secret must not cost a
+  full replay. (Pointing the view at a different cluster that merely reuses
+  the topic names is a content change this hash cannot see: change a content
+  field, e.g. the table base name, to force a rebuild.)
+- `source.maxOffsetsPerTrigger`: batch sizing; the rows converge to the same.
+- `cutover`, `spark`, `deletionPolicy`, labels and annotations: policy and
+  resources.
+
+Text is compared after stripping only its outer whitespace (YAML block
+scalars add a trailing newline): any other edit counts as new content, which
+costs a replay at worst but never serves stale logic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import RevisionContent
+
+REVISION_LENGTH = 10
+"""Hex characters: 40 bits, so two revisions of one view colliding is not a practical concern,
+and `<table>__<revision>` stays within PostgreSQL's 63 bytes (table base <= 40)."""
+
+HASH_SCHEME = 1
+"""Part of the hashed document, so a future change of what is hashed is explicit."""
+
+
+def content_of(spec: DerivedViewSpec) -> RevisionContent:
+    """The spec's content fields, as the status keeps them per revision."""
+    python = spec.transform.python
+    return RevisionContent(
+        topics=list(spec.source.topics), format=spec.source.format,
+        value_schema=spec.source.value_schema, sql=spec.transform.sql,
+        python_function=python.function if python else None,
+        py_files=list(python.py_files) if python else [],
+        primary_key=list(spec.sink.primary_key))
+
+
+def with_content(spec: DerivedViewSpec, content: RevisionContent) -> DerivedViewSpec:
+    """`spec` with another revision's content: how an older revision's job is rendered.
+
+    Connection details, resources and policies come from the current spec (they
+    are not content); the table base and schema are immutable, so they match.
+    """
+    body = spec.model_dump(mode="json", exclude_none=True)
+    body["source"].update(topics=list(content.topics), format=content.format,
+                          schema=content.value_schema)
+    if content.python_function is not None:
+        body["transform"] = {"python": {"function": content.python_function,
+                                        "pyFiles": list(content.py_files)}}
+    else:
+        body["transform"] = {"sql": content.sql}
+    body["sink"]["primaryKey"] = list(content.primary_key)
+    return DerivedViewSpec.model_validate(body)
+
+
+def revision_document(spec: DerivedViewSpec) -> dict[str, Any]:
+    """The content fields as a JSON-ready document: the input of the hash."""
+    transform: dict[str, Any]
+    if spec.transform.sql is not None:
+        transform = {"sql": spec.transform.sql.strip()}
+    else:
+        assert spec.transform.python is not None  # the model guarantees exactly one
+        transform = {"python": {"function": spec.transform.python.function,
+                                "pyFiles": list(spec.transform.python.py_files)}}
+    return {
+        "scheme": HASH_SCHEME,
+        "source": {"topics": sorted(set(spec.source.topics)), "format": spec.source.format,
+                   "schema": spec.source.value_schema.strip()},
+        "transform": transform,
+        "sink": {"table": spec.sink.postgres.table, "schema": spec.sink.postgres.db_schema,
+                 "primaryKey": list(spec.sink.primary_key)},
+    }
+
+
+def canonical_json(document: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 as is: one text per document."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def revision_of(spec: DerivedViewSpec) -> str:
+    """First REVISION_LENGTH hex characters of sha256 over the canonical content document."""
+    digest = hashlib.sha256(canonical_json(revision_document(spec)).encode("utf-8")).hexdigest()
+    return digest[:REVISION_LENGTH]

@@ -1,1 +1,0 @@
-"""The functional core: observation in, status and actions out."""

@@ -1,0 +1,1 @@
+"""Pure renderers of the Kubernetes objects the operator creates."""

@@ -1,1 +1,0 @@
-"""The DerivedView custom resource: spec and status models, and the CRD generated from them."""

@@ -1,0 +1,121 @@
+"""The generated CRD: committed file up to date, structural, documented, with its CEL rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from derived_views.api import crd
+
+COMMITTED = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
+REGENERATE = "python -m derived_views.api.crd --output crds/derivedviews.io_derivedviews.yaml"
+
+
+def version() -> dict[str, Any]:
+    versions: list[dict[str, Any]] = crd.crd()["spec"]["versions"]
+    assert len(versions) == 1
+    return versions[0]
+
+
+def schema() -> dict[str, Any]:
+    root: dict[str, Any] = version()["schema"]["openAPIV3Schema"]
+    return root
+
+
+def walk(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from walk(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from walk(node["additionalProperties"], f"{path}{{}}")
+
+
+def test_committed_crd_matches_the_generator() -> None:
+    assert COMMITTED.read_text() == crd.render(), f"the CRD drifted: run `{REGENERATE}`"
+
+
+def test_cli_writes_the_same_text(tmp_path: Path) -> None:
+    out = tmp_path / "crd.yaml"
+    assert crd.main(["--output", str(out)]) == 0
+    assert out.read_text() == crd.render()
+
+
+def test_identity_and_versions() -> None:
+    body = crd.crd()
+    assert body["metadata"]["name"] == "derivedviews.derivedviews.io"
+    names = body["spec"]["names"]
+    assert (names["kind"], names["plural"], names["shortNames"]) == (
+        "DerivedView", "derivedviews", ["dv"])
+    assert body["spec"]["scope"] == "Namespaced"
+    v = version()
+    assert (v["name"], v["served"], v["storage"]) == ("v1alpha1", True, True)
+    assert v["subresources"] == {"status": {}}
+
+
+def test_printer_columns() -> None:
+    columns = {c["name"]: c["jsonPath"] for c in version()["additionalPrinterColumns"]}
+    assert columns == {"Active": ".status.active.revision",
+                       "Candidate": ".status.candidate.revision", "Phase": ".status.phase",
+                       "Lag": ".status.candidate.lag.messages",
+                       "Age": ".metadata.creationTimestamp"}
+
+
+def test_schema_is_structural() -> None:
+    for path, node in walk(schema()):
+        assert "type" in node, f"{path} has no type"
+        for keyword in ("anyOf", "oneOf", "allOf", "not", "$ref", "nullable", "uniqueItems",
+                        "title", "exclusiveMinimum", "exclusiveMaximum"):
+            assert keyword not in node, f"{path} uses {keyword}"
+        assert not ("properties" in node and "additionalProperties" in node), path
+        if node["type"] == "object" and path not in ("", ".metadata"):
+            assert "properties" in node or "additionalProperties" in node, path
+
+
+def test_every_spec_and_status_field_is_described() -> None:
+    for path, node in walk(schema()):
+        if path.startswith((".spec", ".status")) and not path.endswith(("[]", "{}")):
+            assert node.get("description"), f"{path} has no description"
+
+
+def test_cel_rules_are_where_they_belong() -> None:
+    spec = schema()["properties"]["spec"]["properties"]
+    rules = {path: [r["rule"] for r in node.get("x-kubernetes-validations", [])]
+             for path, node in walk(schema()) if node.get("x-kubernetes-validations")}
+    assert rules == {
+        "": ["self.metadata.name.size() <= 63"],
+        ".spec.transform": ["has(self.sql) != has(self.python)"],
+        ".spec.sink": ["size(self.primaryKey) > 0 && "
+                       "!self.primaryKey.exists(k, k.startsWith('_dv_'))"],
+        ".spec.sink.postgres.table": ["self == oldSelf"],
+        ".spec.sink.postgres.schema": ["self == oldSelf"],
+        ".spec.cutover": ["self.stableForSeconds < self.deadlineSeconds"],
+    }
+    assert spec["sink"]["properties"]["primaryKey"]["minItems"] == 1
+    assert spec["source"]["properties"]["topics"]["x-kubernetes-list-type"] == "set"
+
+
+def test_defaults_let_the_api_server_fill_a_minimal_view() -> None:
+    spec = schema()["properties"]["spec"]["properties"]
+    # The cutover default is written out in full: the API server checks a default against
+    # the CEL rule before filling nested defaults.
+    assert spec["cutover"]["default"] == {"maxLagMessages": 0, "stableForSeconds": 10,
+                                          "mode": "auto", "deadlineSeconds": 3600,
+                                          "retainPreviousSeconds": 600}
+    assert spec["spark"]["default"] == {}
+    assert spec["spark"]["properties"]["driver"]["default"] == {}
+    assert spec["deletionPolicy"]["default"] == "Retain"
+    assert spec["sink"]["properties"]["postgres"]["properties"]["schema"]["default"] == "public"
+    assert "default" not in yaml.safe_dump(schema()["properties"]["status"])
+
+
+def test_status_lists_are_maps_keyed_by_their_names() -> None:
+    status = schema()["properties"]["status"]["properties"]
+    assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
+    assert status["revisions"]["x-kubernetes-list-map-keys"] == ["revision"]
+    assert status["conditions"]["items"]["properties"]["status"]["enum"] == [
+        "True", "False", "Unknown"]

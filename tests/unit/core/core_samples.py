@@ -1,0 +1,59 @@
+"""Sample specs and settings for the core's unit tests (values written by hand)."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.core.config import OperatorConfig
+from derived_views.render.sparkapplication import load_template
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+NAMESPACE = "shop"
+VIEW = "orders-by-customer"
+UID = "0d4b7c1e-5f2a-4c8e-9a71-3f9c2b6d8e10"
+
+SQL_V1 = "SELECT customer_id, count(*) AS orders FROM events GROUP BY customer_id"
+SQL_V2 = "SELECT customer_id, sum(amount) AS revenue FROM events GROUP BY customer_id"
+SQL_V3 = "SELECT customer_id, max(amount) AS biggest FROM events GROUP BY customer_id"
+SQLS = (SQL_V1, SQL_V2, SQL_V3)
+
+BASE: dict[str, Any] = {
+    "source": {
+        "kafka": {"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-creds"}},
+        "topics": ["orders"],
+        "format": "json",
+        "schema": "order_id STRING, customer_id STRING, amount DOUBLE",
+    },
+    "transform": {"sql": SQL_V1},
+    "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": "orders_by_customer"},
+             "primaryKey": ["customer_id"]},
+    "cutover": {"maxLagMessages": 0, "stableForSeconds": 10, "deadlineSeconds": 600,
+                "retainPreviousSeconds": 60},
+}
+
+
+def spec_body(sql: str = SQL_V1, **overrides: Any) -> dict[str, Any]:
+    """A spec document; `overrides` replace top-level sections (merged one level deep)."""
+    body = copy.deepcopy(BASE)
+    body["transform"] = {"sql": sql}
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(body.get(key), dict):
+            body[key] = {**body[key], **value}
+        else:
+            body[key] = value
+    return body
+
+
+def make_spec(sql: str = SQL_V1, **overrides: Any) -> DerivedViewSpec:
+    return DerivedViewSpec.model_validate(spec_body(sql, **overrides))
+
+
+def make_config(**changes: Any) -> OperatorConfig:
+    values: dict[str, Any] = dict(
+        spark_template=load_template(), spark_image="registry.example/dv-job:1.0",
+        checkpoint_base="s3a://checkpoints/dv", spark_jars=("local:///opt/jars/kafka.jar",))
+    values.update(changes)
+    return OperatorConfig(**values)

@@ -1,0 +1,284 @@
+"""A simulated world for driving the planner over time, written independently of it.
+
+Kafka, the Spark Operator with the replay job, PostgreSQL (indexes, ledger,
+alias) and the API server (the view's metadata and status) as far as the
+planner can see them. Actions are applied the way the adapters described in
+core.actions apply them; jobs read their configuration from the manifest's
+arguments, like the real job. The world also records what would be a real
+corruption (a job resuming from a checkpoint whose index was dropped, a table
+dropped under a running job) so tests can assert it never happens.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from core_samples import NAMESPACE, T0, UID, VIEW, make_config
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core import actions as A
+from derived_views.core.config import OperatorConfig
+from derived_views.core.observed import (
+    LedgerPosition,
+    Observed,
+    SinkObserved,
+    ViewObserved,
+    spark_application_from_object,
+)
+from derived_views.core.patch import apply_merge_patch
+from derived_views.core.plan import plan
+
+SECRET_VALUES = ("pg-password-value", "kafka-password-value")
+PARTITIONS = {("orders", 0): 0, ("orders", 1): 0, ("payments", 0): 0}
+
+
+class ActionFailed(Exception):
+    """An adapter refused (alias moved, table in use): the shell stops the plan there."""
+
+
+@dataclass
+class App:
+    """A SparkApplication object plus the job it runs."""
+
+    obj: dict[str, Any]
+    config: dict[str, Any]
+    state: str = ""
+    error: str = ""
+    attempts: int = 0
+    deleting: bool = False
+    started: bool = False
+    position: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    def as_object(self) -> dict[str, Any]:
+        obj = copy.deepcopy(self.obj)
+        obj["status"] = {"applicationState": {"state": self.state, "errorMessage": self.error},
+                         "executionAttempts": self.attempts}
+        if self.deleting:
+            obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return obj
+
+
+@dataclass
+class World:
+    spec_body: dict[str, Any]
+    config: OperatorConfig = field(default_factory=make_config)
+    now: dt.datetime = T0
+    ends: dict[tuple[str, int], int] = field(default_factory=lambda: {
+        ("orders", 0): 120, ("orders", 1): 80, ("payments", 0): 40})
+    rate: int = 50
+    """Messages per partition a running job commits per tick."""
+    apps: dict[str, App] = field(default_factory=dict)
+    tables: set[str] = field(default_factory=set)
+    ledger: dict[str, tuple[dict[tuple[str, int], int], dt.datetime]] = field(default_factory=dict)
+    checkpoints: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    spent_checkpoints: set[str] = field(default_factory=set)
+    alias: str | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+    generation: int = 1
+    annotations: dict[str, str] = field(default_factory=dict)
+    finalizers: list[str] = field(default_factory=list)
+    deletion_timestamp: dt.datetime | None = None
+    gone: bool = False
+    sink_up: bool = True
+    kafka_up: bool = True
+    events: list[A.EmitEvent] = field(default_factory=list)
+    plans: list[list[A.Action]] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    ever_served: bool = False
+    rng: random.Random = field(default_factory=lambda: random.Random(7))
+    delete_lingers: bool = False
+    """Deleted SparkApplications stay (deleting) until the next tick, like a slow GC."""
+
+    # the spec ----------------------------------------------------------------------------------
+
+    @property
+    def spec(self) -> DerivedViewSpec:
+        return DerivedViewSpec.model_validate(self.spec_body)
+
+    def edit(self, body: dict[str, Any]) -> None:
+        if body != self.spec_body:
+            self.spec_body = copy.deepcopy(body)
+            self.generation += 1
+
+    # time --------------------------------------------------------------------------------------
+
+    def tick(self, seconds: int = 5, growth: int = 0) -> None:
+        """Time passes: the log grows, jobs start, commit batches, finish deleting."""
+        self.now += dt.timedelta(seconds=seconds)
+        for tp in self.ends:
+            self.ends[tp] += growth
+        for name in list(self.apps):
+            app = self.apps[name]
+            if app.deleting:
+                del self.apps[name]
+                continue
+            if app.state == "":
+                app.state = "SUBMITTED"
+            elif app.state == "SUBMITTED":
+                app.state, app.attempts = "RUNNING", app.attempts + 1
+                self.start_job(app)
+            elif app.state == "RUNNING":
+                self.run_batch(app)
+
+    def start_job(self, app: App) -> None:
+        cfg = app.config
+        revision, location = cfg["revision"], cfg["checkpointLocation"]
+        table = cfg["sink"]["table"]
+        if location in self.checkpoints:
+            if location in self.spent_checkpoints or revision not in self.ledger:
+                self.violations.append(f"{app.name} resumed from spent checkpoint {location}")
+            app.position = dict(self.checkpoints[location])
+        else:
+            if revision in self.ledger:
+                app.state, app.error = "FAILED", "LedgerMismatchError: checkpoint is new"
+                self.violations.append(f"{app.name} started a fresh checkpoint over a ledger")
+                return
+            app.position = {tp: 0 for tp in self.ends if tp[0] in cfg["source"]["topics"]}
+        self.tables.add(table)
+        app.started = True
+
+    def run_batch(self, app: App) -> None:
+        cfg = app.config
+        table = cfg["sink"]["table"]
+        if table not in self.tables:
+            self.violations.append(f"{table} was dropped under running job {app.name}")
+            app.state, app.error = "FAILED", f"relation {table} does not exist"
+            return
+        moved = False
+        for tp in self.ends:
+            if tp[0] not in cfg["source"]["topics"]:
+                continue
+            new = min(self.ends[tp], app.position.get(tp, 0) + self.rate)
+            moved = moved or new != app.position.get(tp, 0)
+            app.position[tp] = new
+        if moved:
+            self.ledger[cfg["revision"]] = (dict(app.position), self.now)
+            self.checkpoints[cfg["checkpointLocation"]] = dict(app.position)
+
+    def fail_job(self, revision: str | None = None, message: str = "OOMKilled") -> bool:
+        for app in self.apps.values():
+            if app.state == "RUNNING" and revision in (None, app.config["revision"]):
+                app.state, app.error = "FAILED", message
+                return True
+        return False
+
+    # observation --------------------------------------------------------------------------------
+
+    def observe(self) -> Observed:
+        base = self.spec.sink.postgres.table
+        sink = None
+        if self.sink_up:
+            sink = SinkObserved(
+                indexes=frozenset(t for t in self.tables if t.startswith(base + "__")),
+                alias_target=self.alias,
+                ledger={rev: LedgerPosition(dict(pos), at)
+                        for rev, (pos, at) in self.ledger.items()})
+        apps = {}
+        for app in self.apps.values():
+            seen = spark_application_from_object(app.as_object())
+            assert seen is not None
+            apps[seen.revision] = seen
+        return Observed(
+            view=ViewObserved(namespace=NAMESPACE, name=VIEW, uid=UID, generation=self.generation,
+                              annotations=dict(self.annotations),
+                              finalizers=tuple(self.finalizers),
+                              deletion_timestamp=self.deletion_timestamp),
+            status=DerivedViewStatus.model_validate(self.status),
+            config=self.config, spark_applications=apps, sink=sink,
+            end_offsets=dict(self.ends) if self.kafka_up else None)
+
+    def parsed_status(self) -> DerivedViewStatus:
+        return DerivedViewStatus.model_validate(self.status)
+
+    # acting ---------------------------------------------------------------------------------------
+
+    def apply(self, action: A.Action) -> None:
+        match action:
+            case A.RecordIntent(patch=patch) | A.UpdateStatus(patch=patch):
+                self.status = apply_merge_patch(self.status, patch)
+            case A.AddFinalizer(finalizer=f):
+                if f not in self.finalizers:
+                    self.finalizers.append(f)
+            case A.RemoveFinalizer(finalizer=f):
+                if f in self.finalizers:
+                    self.finalizers.remove(f)
+                if self.deletion_timestamp is not None and not self.finalizers:
+                    self.gone = True
+            case A.CreateSparkApplication(manifest=manifest, name=name):
+                if name not in self.apps:
+                    args = manifest["spec"]["arguments"]
+                    assert args[0] == "--config-json"
+                    self.apps[name] = App(copy.deepcopy(manifest), json.loads(args[1]))
+            case A.DeleteSparkApplication(name=name):
+                if name in self.apps:
+                    if self.delete_lingers:
+                        self.apps[name].deleting = True
+                    else:
+                        del self.apps[name]
+            case A.SwitchAlias(to_index=to, from_index=frm):
+                if self.alias == to:
+                    return
+                if self.alias != frm:
+                    raise ActionFailed(f"alias points at {self.alias}, expected {frm}")
+                if to not in self.tables:
+                    raise ActionFailed(f"{to} does not exist")
+                self.alias = to
+                self.ever_served = True
+            case A.DropAlias():
+                self.alias = None
+            case A.DropIndex(index=index, revision=revision):
+                if self.alias == index:
+                    raise ActionFailed(f"{index} is served by the alias")
+                if any(a.config["sink"]["table"] == index for a in self.apps.values()):
+                    self.violations.append(f"dropped {index} while a job object for it exists")
+                if index in self.tables:
+                    self.tables.discard(index)
+                    self.ledger.pop(revision, None)
+                    for app_location, _ in list(self.checkpoints.items()):
+                        if app_location.split("/")[-1].split(".")[0] == revision:
+                            self.spent_checkpoints.add(app_location)
+            case A.EmitEvent():
+                self.events.append(action)
+
+    def reconcile(self, *, stop_after: int | None = None) -> list[A.Action]:
+        """Observe, plan, act (optionally stopping after `stop_after` actions, like a crash)."""
+        if self.gone:
+            return []
+        actions = plan(self.spec, self.observe(), self.now)
+        self.plans.append(actions)
+        for i, action in enumerate(actions):
+            if stop_after is not None and i >= stop_after:
+                break
+            try:
+                self.apply(action)
+            except ActionFailed:
+                break
+        return actions
+
+    def settle(self, ticks: int = 40, seconds: int = 5, growth: int = 0) -> None:
+        for _ in range(ticks):
+            self.reconcile()
+            self.tick(seconds, growth)
+        self.reconcile()
+
+    # conveniences for assertions ---------------------------------------------------------------
+
+    def condition(self, type_: str) -> tuple[str, str] | None:
+        c = self.parsed_status().condition(type_)
+        return None if c is None else (c.status, c.reason)
+
+    def phases(self) -> dict[str, str]:
+        return {r.revision: r.phase.value for r in self.parsed_status().revisions}
+
+    def event_reasons(self) -> list[str]:
+        return [e.reason for e in self.events]
