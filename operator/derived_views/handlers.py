@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -18,7 +19,7 @@ from derived_views.adapters.kafka_offsets import EndOffsetsCache
 from derived_views.adapters.kube import Kube, new_api_client
 from derived_views.api.constants import GROUP, PLURAL, VERSION
 from derived_views.reconcile import Deps, reconcile
-from derived_views.render.sparkapplication import load_template
+from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
 
 SETTINGS = from_env()
@@ -30,7 +31,9 @@ def deps() -> Deps:
     if _deps is None:
         _deps = Deps(kube=Kube(new_api_client()),
                      offsets=EndOffsetsCache(interval=SETTINGS.lag_poll_seconds),
-                     config=operator_config(SETTINGS, load_template()))
+                     config=operator_config(SETTINGS, load_template(
+                         Path(SETTINGS.spark_template) if SETTINGS.spark_template
+                         else TEMPLATE_PATH)))
     return _deps
 
 

@@ -39,6 +39,8 @@ class Settings:
     spark_jars: tuple[str, ...]
     checkpoint_base: str
     spark_service_account: str | None
+    spark_template: str | None
+    """Path of the SparkApplication template; None means the checkout's spark_templates/."""
 
 
 def operator_config(settings: Settings, template: str) -> OperatorConfig:
@@ -61,4 +63,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         spark_jars=tuple(j for j in e.get("DV_SPARK_JARS", "").split(",") if j),
         checkpoint_base=e.get("DV_CHECKPOINT_BASE", "/tmp/derived-views/checkpoints"),
         spark_service_account=e.get("DV_SPARK_SERVICE_ACCOUNT") or None,
+        spark_template=e.get("DV_SPARK_TEMPLATE") or None,
     )
