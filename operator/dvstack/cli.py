@@ -29,15 +29,23 @@ IMAGE_APP_ROOT = "/opt/derived-views"
 
 
 def _install_crds(settings: Settings) -> None:
-    from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
+    from kubernetes import config
 
     api_client = config.new_client_from_config(config_file=str(settings.kubeconfig))
+    apply_crds(api_client, sorted((settings.repo / "stack" / "crds").glob("*.yaml")))
+
+
+def apply_crds(api_client: Any, paths: list[Path]) -> None:
+    """Create or replace CRDs from YAML files and wait until the API server serves them."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
     ext = client.ApiextensionsV1Api(api_client)
-    crd_files = sorted((settings.repo / "stack" / "crds").glob("*.yaml"))
-    for path in crd_files:
+    names = []
+    for path in paths:
         body = yaml.safe_load(path.read_text())
         name = body["metadata"]["name"]
+        names.append(name)
         try:
             current = ext.read_custom_resource_definition(name)
             body["metadata"]["resourceVersion"] = current.metadata.resource_version
@@ -48,14 +56,13 @@ def _install_crds(settings: Settings) -> None:
             ext.create_custom_resource_definition(body)
 
     def established() -> bool:
-        for path in crd_files:
-            name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        for name in names:
             conds = ext.read_custom_resource_definition(name).status.conditions or []
             if not any(c.type == "Established" and c.status == "True" for c in conds):
                 return False
         return True
 
-    wait_for(established, timeout=60, what="stack CRDs to be established")
+    wait_for(established, timeout=60, what=f"CRDs {', '.join(names)} to be established")
 
 
 def _start_executor(settings: Settings, jars: list[Path]) -> None:
@@ -81,6 +88,30 @@ def _start_executor(settings: Settings, jars: list[Path]) -> None:
              on_timeout=lambda: processes.tail(log))
 
 
+def _check_ports(settings: Settings) -> None:
+    """A port taken by something else gives a clear error, not a daemon's log line."""
+    import socket
+
+    wanted = {"postgres": [settings.pg_port], "etcd": [settings.etcd_port, settings.etcd_peer_port],
+              "kube-apiserver": [settings.apiserver_port],
+              "kube-controller-manager": [settings.controller_manager_port],
+              "kafka": [settings.kafka_port, settings.kafka_controller_port]}
+    pg_pid = postgres_server.pg_dir(settings) / "data" / "postmaster.pid"
+    for name, ports in wanted.items():
+        ours = pg_pid.is_file() if name == "postgres" else processes.running(settings, name)
+        if ours:
+            continue
+        for port in ports:
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    raise SystemExit(
+                        f"port {port} (for {name}) is already in use by another process: stop it "
+                        "or choose other ports with DV_*_PORT (see README)") from None
+
+
 def up(settings: Settings) -> dict[str, Any]:
     t0 = time.monotonic()
     settings.state_dir.mkdir(parents=True, exist_ok=True)
@@ -89,6 +120,7 @@ def up(settings: Settings) -> dict[str, Any]:
     spark_jars = artefacts.spark_kafka_jars(settings)
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
+    _check_ports(settings)
     postgres_server.start(settings)
     kube_api.start(settings, bins)
     _install_crds(settings)

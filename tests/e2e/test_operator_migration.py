@@ -21,11 +21,11 @@ from typing import Any
 
 import psycopg
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dvstack import replay
+from dvstack.cli import apply_crds
 from dvstack.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,16 +36,7 @@ SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(a
 
 @pytest.fixture()
 def operator_process(stack: Any, kube_api_client: Any, tmp_path: Path) -> Iterator[None]:
-    ext = client.ApiextensionsV1Api(kube_api_client)
-    body = yaml.safe_load((REPO / "crds" / "derivedviews.io_derivedviews.yaml").read_text())
-    try:
-        current = ext.read_custom_resource_definition(body["metadata"]["name"])
-        body["metadata"]["resourceVersion"] = current.metadata.resource_version
-        ext.replace_custom_resource_definition(body["metadata"]["name"], body)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        ext.create_custom_resource_definition(body)
+    apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
     log = open(Path(stack.logs_dir) / "operator-e2e.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "derived_views.main", "-A"], stdout=log, stderr=subprocess.STDOUT,

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack.waiting import wait_for
+from dvstack.cli import apply_crds
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
@@ -30,22 +29,7 @@ VALID: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def crd_installed(kube_api_client: Any) -> None:
-    ext = client.ApiextensionsV1Api(kube_api_client)
-    body = yaml.safe_load(CRD.read_text())
-    try:
-        current = ext.read_custom_resource_definition(body["metadata"]["name"])
-        body["metadata"]["resourceVersion"] = current.metadata.resource_version
-        ext.replace_custom_resource_definition(body["metadata"]["name"], body)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        ext.create_custom_resource_definition(body)
-
-    def established() -> bool:
-        conds = ext.read_custom_resource_definition(body["metadata"]["name"]).status.conditions or []
-        return any(c.type == "Established" and c.status == "True" for c in conds)
-
-    wait_for(established, timeout=60, what="the DerivedView CRD to be established")
+    apply_crds(kube_api_client, [CRD])
 
 
 def _create(kube_api_client: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
