@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test stack-up stack-down stack-status lint crds bench
+.PHONY: setup demo test stack-up stack-down stack-status lint crds rbac-doc bench
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -37,12 +37,24 @@ test: setup
 demo: setup
 	$(PY) -m dvstack.demo
 
+## crds: regenerate the DerivedView CRD from the models and copy it into the chart
+crds: setup
+	$(PY) -m derived_views.api.crd > crds/derivedviews.io_derivedviews.yaml
+	bash stack/sync-chart-crds.sh
+
+## rbac-doc: regenerate docs/rbac-can-i.md from a real install on the local stack
+rbac-doc: stack-up
+	$(PY) stack/can-i-matrix.py
+
 ## bench: replay rate versus a bare Kafka consumer, measured in one run
 bench: stack-up
 	$(PY) benchmarks/replay_rate.py
 
 ## lint: ruff, mypy (strict), import contracts
 lint: setup
-	$(VENV)/bin/ruff check operator tests spark_templates benchmarks
+	$(VENV)/bin/ruff check operator tests spark_templates benchmarks stack
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	H=$$($(PY) -c 'from dvstack.helm import helm_binary; from dvstack.settings import load; print(helm_binary(load()))') && \
+	  $$H lint --strict charts/derived-views && \
+	  $$H lint --strict charts/derived-views --set watch.mode=namespaces --set 'watch.namespaces={a,b}'

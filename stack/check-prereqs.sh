@@ -20,8 +20,13 @@ if command -v java >/dev/null 2>&1; then
 fi
 need mvn "Maven (Debian package: maven)"
 need openssl "OpenSSL (Debian package: openssl)"
+need kubectl "kubectl (the chart tests run kubectl auth can-i)"
 if [[ -z "${KUBEBUILDER_ASSETS:-}" ]]; then
-  need go "Go >= 1.24 to build kube-apiserver and etcd once (or set KUBEBUILDER_ASSETS to envtest binaries)"
+  need go "Go >= 1.26 to build kube-apiserver, etcd and helm once (or set KUBEBUILDER_ASSETS to envtest binaries)"
+fi
+if command -v go >/dev/null 2>&1; then
+  gv="$(go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')"
+  if [[ -n "$gv" && "$gv" -lt 26 ]]; then echo "missing: Go >= 1.26 (found 1.$gv) — helm v3.22 needs it" >&2; missing=1; fi
 fi
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   echo "missing: PostgreSQL server binaries (initdb, pg_ctl) — install the Debian package postgresql" >&2; missing=1

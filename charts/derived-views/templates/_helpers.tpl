@@ -1,0 +1,146 @@
+{{/* Chart name, overridable. */}}
+{{- define "dv.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Namespaced objects: the release's full name. */}}
+{{- define "dv.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Cluster-scoped objects (ClusterRoles, bindings, the ClusterKopfPeering) and
+objects the chart puts into namespaces it shares with other releases (Roles,
+KopfPeerings in watched namespaces): release names are only unique per
+namespace, so prefix the release namespace.
+*/}}
+{{- define "dv.uniqueName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "dv.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "dv.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "dv.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dv.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "dv.labels" -}}
+helm.sh/chart: {{ include "dv.chart" . }}
+{{ include "dv.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: derived-views
+{{- end -}}
+
+{{/* Labels for objects outside the release namespace: say which release owns them. */}}
+{{- define "dv.ownerLabels" -}}
+{{ include "dv.labels" . }}
+derivedviews.io/release-namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+{{- define "dv.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "dv.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dv.peeringName" -}}
+{{- default (include "dv.uniqueName" .) .Values.peering.name -}}
+{{- end -}}
+
+{{/* Watched namespaces as a JSON list; fails on a mode/namespaces mismatch. */}}
+{{- define "dv.watchNamespaces" -}}
+{{- if eq .Values.watch.mode "namespaces" -}}
+{{- if not .Values.watch.namespaces -}}
+{{- fail "watch.namespaces must list at least one namespace when watch.mode is namespaces" -}}
+{{- end -}}
+{{- toJson .Values.watch.namespaces -}}
+{{- else if eq .Values.watch.mode "cluster" -}}
+{{- if .Values.watch.namespaces -}}
+{{- fail "watch.namespaces is only used with watch.mode: namespaces (cluster mode watches every namespace)" -}}
+{{- end -}}
+{{- toJson (list) -}}
+{{- else -}}
+{{- fail (printf "watch.mode must be cluster or namespaces, not %q" .Values.watch.mode) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dv.sparkServiceAccountName" -}}
+{{- default (printf "%s-spark" (include "dv.uniqueName" .)) .Values.sparkOperator.serviceAccountName -}}
+{{- end -}}
+
+{{/* Namespaces where Spark drivers get a ServiceAccount, as a JSON list. */}}
+{{- define "dv.sparkJobNamespaces" -}}
+{{- if .Values.sparkOperator.jobNamespaces -}}
+{{- toJson .Values.sparkOperator.jobNamespaces -}}
+{{- else if eq .Values.watch.mode "namespaces" -}}
+{{- toJson .Values.watch.namespaces -}}
+{{- else -}}
+{{- fail "sparkOperator.jobNamespaces must list the namespaces where DerivedViews (and so their SparkApplications) live when watch.mode is cluster" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the operator does to the objects of the namespaces it serves. In cluster
+mode these rules are in the ClusterRole; in namespaces mode, in a Role per
+watched namespace. Secrets: `get` by name only (the Kafka and PostgreSQL
+credentials a view references); never list or watch.
+*/}}
+{{- define "dv.servedNamespaceRules" -}}
+- apiGroups: ["derivedviews.io"]
+  resources: ["derivedviews"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["derivedviews.io"]
+  resources: ["derivedviews/status"]
+  verbs: ["patch", "update"]
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{/*
+What Kopf itself reads cluster-wide in either mode: CRDs (to discover and
+follow the resources it serves) and namespaces.
+*/}}
+{{- define "dv.frameworkClusterRules" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["list", "watch"]
+{{- end -}}
+
+{{/*
+Kopf peering: watch all peering objects of the kind (Kopf lists them), but
+write only this release's one. Call with (dict "root" $ "resource" "...").
+*/}}
+{{- define "dv.peeringRules" -}}
+- apiGroups: ["kopf.dev"]
+  resources: [{{ .resource | quote }}]
+  verbs: ["list", "watch"]
+- apiGroups: ["kopf.dev"]
+  resources: [{{ .resource | quote }}]
+  resourceNames: [{{ include "dv.peeringName" .root | quote }}]
+  verbs: ["get", "patch"]
+{{- end -}}

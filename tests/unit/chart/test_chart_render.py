@@ -1,0 +1,361 @@
+"""The Helm chart renders what the operator needs and nothing more (helm lint/template only)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from derived_views.settings import from_env
+from dvstack.chart import CHART
+
+NAMESPACED = {"watch": {"mode": "namespaces", "namespaces": ["team-a", "team-b"]}}
+MODES = {"cluster": {}, "namespaces": NAMESPACED}
+RBAC_KINDS = {"Role", "ClusterRole"}
+
+
+def kinds(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def one(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = kinds(objs, kind)
+    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def container(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    pod = one(objs, "StatefulSet")["spec"]["template"]["spec"]
+    assert len(pod["containers"]) == 1
+    c: dict[str, Any] = pod["containers"][0]
+    return c
+
+
+def env_of(c: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+
+
+def rules(objs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    for o in objs:
+        if o["kind"] in RBAC_KINDS:
+            for r in o.get("rules", []):
+                yield o, r
+
+
+# --- lint --------------------------------------------------------------------
+
+@pytest.mark.parametrize("values", [
+    {},
+    NAMESPACED,
+    {**NAMESPACED, "sparkOperator": {"enabled": True}},
+    {"sparkOperator": {"enabled": True, "jobNamespaces": ["jobs"]}, "replicaCount": 3},
+], ids=["cluster", "namespaces", "namespaces+spark", "cluster+spark"])
+def test_helm_lint_strict_passes(helm: Path, values: dict[str, Any], tmp_path: Path) -> None:
+    values_file = tmp_path / "values.json"
+    values_file.write_text(json.dumps(values))
+    proc = subprocess.run([str(helm), "lint", "--strict", str(CHART), "--values", str(values_file)],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+# --- both modes render -------------------------------------------------------
+
+def test_cluster_mode_renders_cluster_role_and_cluster_peering(render: Any) -> None:
+    objs = render()
+    assert sorted(o["kind"] for o in objs) == sorted([
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "StatefulSet",
+        "ClusterKopfPeering"])
+    args = container(objs)["args"]
+    assert "--all-namespaces" in args
+    assert not [a for a in args if a.startswith("--namespace")]
+
+
+def test_namespaces_mode_renders_roles_in_exactly_the_listed_namespaces(render: Any) -> None:
+    watched = ["team-a", "team-b", "team-c"]
+    objs = render({"watch": {"mode": "namespaces", "namespaces": watched}})
+    for kind in ("Role", "RoleBinding", "KopfPeering"):
+        assert sorted(o["metadata"]["namespace"] for o in kinds(objs, kind)) == watched, kind
+    assert not kinds(objs, "ClusterKopfPeering")
+    args = container(objs)["args"]
+    assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in watched]
+    assert "--all-namespaces" not in args
+    # Nothing namespaced is granted cluster-wide in this mode: only Kopf's own reads.
+    cluster_role = one(objs, "ClusterRole")
+    granted = {(g, res) for r in cluster_role["rules"] for g in r["apiGroups"]
+               for res in r["resources"]}
+    assert granted == {("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
+    for r in cluster_role["rules"]:
+        assert set(r["verbs"]) <= {"get", "list", "watch"}
+
+
+def test_bindings_point_at_the_release_service_account(render: Any) -> None:
+    for values in MODES.values():
+        objs = render(values, release="rel", namespace="ops")
+        sa = one(objs, "ServiceAccount")["metadata"]
+        assert sa["namespace"] == "ops"
+        assert one(objs, "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"] == sa["name"]
+        role_names = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in RBAC_KINDS}
+        for binding in kinds(objs, "ClusterRoleBinding") + kinds(objs, "RoleBinding"):
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],
+                                            "namespace": "ops"}]
+            ref = binding["roleRef"]
+            assert (ref["kind"], ref["name"]) in role_names
+            if binding["kind"] == "RoleBinding":
+                role = next(o for o in kinds(objs, "Role") if o["metadata"]["name"] == ref["name"]
+                            and o["metadata"]["namespace"] == binding["metadata"]["namespace"])
+                assert role
+
+
+def test_mode_and_namespaces_must_agree(render_error: Any) -> None:
+    assert "namespaces" in render_error({"watch": {"mode": "namespaces"}})
+    assert "namespaces" in render_error({"watch": {"mode": "namespaces", "namespaces": []}})
+    assert "namespaces" in render_error({"watch": {"mode": "cluster", "namespaces": ["a"]}})
+    assert "mode" in render_error({"watch": {"mode": "everywhere"}})
+
+
+# --- the operator pods -------------------------------------------------------
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pod_runs_non_root_read_only_without_capabilities(render: Any, mode: str) -> None:
+    objs = render(MODES[mode])
+    pod = one(objs, "StatefulSet")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container(objs)["securityContext"]
+    assert sc["runAsNonRoot"] is True
+    assert sc["runAsUser"] == 10001
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    # The read-only root needs a writable /tmp.
+    assert {"name": "tmp", "mountPath": "/tmp"} in container(objs)["volumeMounts"]
+
+
+def test_resources_have_requests_and_limits(render: Any) -> None:
+    res = container(render())["resources"]
+    for kind in ("requests", "limits"):
+        assert set(res[kind]) == {"cpu", "memory"}, kind
+
+
+def test_probes_hit_kopf_liveness_endpoint(render: Any) -> None:
+    c = container(render())
+    assert "--liveness=http://0.0.0.0:8080/healthz" in c["args"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = c[probe]["httpGet"]
+        assert get["path"] == "/healthz", probe
+        assert ports[get["port"]] == 8080, probe
+    assert "command" not in c, "the image's entrypoint (derived-views-operator) must be kept"
+
+
+def test_two_replicas_with_distinct_peering_priorities(render: Any) -> None:
+    """Kopf pauses *every* peer of equal priority, so each pod takes its ordinal as priority."""
+    objs = render()
+    sts = one(objs, "StatefulSet")
+    assert sts["spec"]["replicas"] == 2
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    c = container(objs)
+    assert "--priority=$(DV_PEERING_PRIORITY)" in c["args"]
+    env = env_of(c)
+    assert env["DV_PEERING_PRIORITY"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}}
+    assert env["POD_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert one(render({"replicaCount": 3}), "StatefulSet")["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_peering_argument_names_the_rendered_peering_objects(render: Any, mode: str) -> None:
+    objs = render(MODES[mode])
+    peerings = kinds(objs, "ClusterKopfPeering") + kinds(objs, "KopfPeering")
+    assert peerings
+    names = {p["metadata"]["name"] for p in peerings}
+    assert len(names) == 1
+    assert f"--peering={names.pop()}" in container(objs)["args"]
+
+
+def test_operator_settings_reach_the_operator(render: Any) -> None:
+    """The env the chart sets parses, through the operator's own reader, into the values given."""
+    objs = render({
+        "operator": {"lagPollSeconds": 2.5},
+        "spark": {"image": "registry.example/spark-job:9", "mainApplicationFile": "local:///job.py",
+                  "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/"},
+        "sparkOperator": {"enabled": True, "serviceAccountName": "spark-driver",
+                          "jobNamespaces": ["jobs"]},
+    })
+    env = {k: v for k, v in env_of(container(objs)).items() if isinstance(v, str)}
+    settings = from_env(env)
+    assert settings.lag_poll_seconds == 2.5
+    assert settings.spark_image == "registry.example/spark-job:9"
+    assert settings.main_application_file == "local:///job.py"
+    assert settings.spark_jars == ("local:///a.jar", "local:///b.jar")
+    assert settings.checkpoint_base == "s3a://ck/"
+    assert settings.spark_service_account == "spark-driver"
+
+
+def test_default_settings_match_the_operator_defaults(render: Any) -> None:
+    env = {k: v for k, v in env_of(container(render())).items() if isinstance(v, str)}
+    assert from_env(env) == from_env({})
+
+
+# --- RBAC --------------------------------------------------------------------
+
+ALL_VALUE_SETS = [
+    {}, NAMESPACED, {**NAMESPACED, "sparkOperator": {"enabled": True}},
+    {"sparkOperator": {"enabled": True, "jobNamespaces": ["jobs"]}},
+]
+
+
+@pytest.mark.parametrize("values", ALL_VALUE_SETS)
+def test_no_wildcard_verbs_resources_or_groups(render: Any, values: dict[str, Any]) -> None:
+    seen = 0
+    for obj, rule in rules(render(values)):
+        seen += 1
+        where = f"{obj['kind']} {obj['metadata']['name']}: {rule}"
+        assert "*" not in rule["verbs"], where
+        assert "*" not in rule["resources"], where
+        assert "*" not in rule["apiGroups"], where
+        assert not any("*" in r for r in rule["resources"]), where
+        assert "nonResourceURLs" not in rule, where
+    assert seen, "no RBAC rules rendered"
+
+
+@pytest.mark.parametrize("values", ALL_VALUE_SETS)
+def test_secrets_are_only_ever_get(render: Any, values: dict[str, Any]) -> None:
+    secret_rules = [(o, r) for o, r in rules(render(values))
+                    if "" in r["apiGroups"] and "secrets" in r["resources"]]
+    assert secret_rules, "the operator must be able to read the Secrets a view references"
+    for obj, rule in secret_rules:
+        assert rule["verbs"] == ["get"], f"{obj['kind']} {obj['metadata']['name']}: {rule}"
+
+
+def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
+    """The served-namespace rules, as (group, resource) -> verbs, in both modes."""
+    expected = {
+        ("derivedviews.io", "derivedviews"): {"get", "list", "watch", "patch", "update"},
+        ("derivedviews.io", "derivedviews/status"): {"patch", "update"},
+        ("sparkoperator.k8s.io", "sparkapplications"): {"get", "list", "watch", "create", "delete"},
+        ("", "secrets"): {"get"},
+        ("", "events"): {"create", "patch"},
+    }
+    cluster = one(render(), "ClusterRole")
+    roles = kinds(render(NAMESPACED), "Role")
+    for obj in [cluster, *roles]:
+        granted: dict[tuple[str, str], set[str]] = {}
+        for rule in obj["rules"]:
+            if rule.get("resourceNames"):
+                continue
+            for group in rule["apiGroups"]:
+                for res in rule["resources"]:
+                    granted.setdefault((group, res), set()).update(rule["verbs"])
+        for key, verbs in expected.items():
+            assert granted.pop(key) == verbs, (obj["kind"], key)
+        leftover = {k for k in granted if k[0] not in ("apiextensions.k8s.io", "kopf.dev")
+                    and k != ("", "namespaces")}
+        assert not leftover, (obj["kind"], leftover)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_peering_writes_are_limited_to_the_release_peering_object(render: Any, mode: str) -> None:
+    objs = render(MODES[mode])
+    peering = next(iter(kinds(objs, "ClusterKopfPeering") + kinds(objs, "KopfPeering")))
+    plural = "clusterkopfpeerings" if mode == "cluster" else "kopfpeerings"
+    for obj, rule in rules(objs):
+        if "kopf.dev" not in rule["apiGroups"]:
+            continue
+        assert rule["resources"] == [plural], obj["kind"]
+        if {"patch", "update", "get"} & set(rule["verbs"]):
+            assert rule["resourceNames"] == [peering["metadata"]["name"]]
+            assert set(rule["verbs"]) == {"get", "patch"}
+
+
+def test_cluster_scoped_names_are_unique_per_release(render: Any) -> None:
+    """Release names are unique per namespace only: cluster-scoped names carry the namespace."""
+    def cluster_scoped(**kw: str) -> set[tuple[str, str]]:
+        return {(o["kind"], o["metadata"]["name"]) for o in render(**kw)
+                if "namespace" not in o["metadata"]}
+
+    a = cluster_scoped(release="dv", namespace="one")
+    b = cluster_scoped(release="dv", namespace="two")
+    c = cluster_scoped(release="other", namespace="one")
+    assert {k for k, _ in a} == {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"}
+    assert not a & b
+    assert not a & c
+    # Shared watched namespaces: two releases watching one namespace do not clash either.
+    ra = render(NAMESPACED, release="dv", namespace="one")
+    rb = render(NAMESPACED, release="dv", namespace="two")
+    names_a = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in ra
+               if o["metadata"].get("namespace") in ("team-a", "team-b")}
+    names_b = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in rb
+               if o["metadata"].get("namespace") in ("team-a", "team-b")}
+    assert names_a and not names_a & names_b
+
+
+def test_spark_operator_wiring(render: Any, render_error: Any) -> None:
+    objs = render({**NAMESPACED, "sparkOperator": {"enabled": True}})
+    sa_name = env_of(container(objs))["DV_SPARK_SERVICE_ACCOUNT"]
+    driver_sas = [o for o in kinds(objs, "ServiceAccount") if o["metadata"]["name"] == sa_name]
+    assert sorted(o["metadata"]["namespace"] for o in driver_sas) == ["team-a", "team-b"]
+    driver_roles = [o for o in kinds(objs, "Role") if o["metadata"]["name"] == sa_name]
+    assert sorted(o["metadata"]["namespace"] for o in driver_roles) == ["team-a", "team-b"]
+    for binding in kinds(objs, "RoleBinding"):
+        if binding["metadata"]["name"] == sa_name:
+            assert binding["subjects"][0]["name"] == sa_name
+            assert binding["subjects"][0]["namespace"] == binding["metadata"]["namespace"]
+    # Disabled: no driver account, and the operator is not told to use one.
+    off = render(NAMESPACED)
+    assert "DV_SPARK_SERVICE_ACCOUNT" not in env_of(container(off))
+    assert len(kinds(off, "ServiceAccount")) == 1
+    # Cluster mode cannot guess where views live.
+    assert "jobNamespaces" in render_error({"sparkOperator": {"enabled": True}})
+
+
+# --- values.schema.json ------------------------------------------------------
+
+@pytest.mark.parametrize(("values", "key"), [
+    ({"replicas": 2}, "replicas"),
+    ({"watch": {"mode": "cluster", "namespace": ["a"]}}, "namespace"),
+    ({"operator": {"lagPollSecs": 3}}, "lagPollSecs"),
+    ({"spark": {"imgae": "x"}}, "imgae"),
+    ({"resources": {"limits": {"gpu": 1}}}, "gpu"),
+])
+def test_schema_rejects_unknown_keys(render_error: Any, values: dict[str, Any], key: str) -> None:
+    message = render_error(values)
+    assert "additional properties" in message and f"'{key}'" in message, message
+
+
+def test_schema_rejects_bad_values(render_error: Any) -> None:
+    assert "lagPollSeconds" in render_error({"operator": {"lagPollSeconds": 0.1}})
+    assert "replicaCount" in render_error({"replicaCount": 0})
+    assert "watch" in render_error({"watch": {"mode": "namespaces", "namespaces": ["Bad_Name"]}})
+
+
+def test_schema_forbids_additional_properties_everywhere() -> None:
+    """Every object in the schema either lists its keys (and forbids others) or types a map."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    problems: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            is_object = node.get("type") == "object" or "properties" in node
+            if is_object and "additionalProperties" not in node:
+                problems.append(path or "/")
+            if "additionalProperties" in node and node["additionalProperties"] is True:
+                problems.append(path or "/")
+            for key, child in node.items():
+                walk(child, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                walk(child, f"{path}/{i}")
+
+    walk(schema, "")
+    # if/then/else fragments only narrow an object already closed by its parent.
+    problems = [p for p in problems if not any(s in p for s in ("/if", "/then", "/else"))]
+    assert not problems, f"objects open to unknown keys: {problems}"
+
