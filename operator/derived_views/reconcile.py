@@ -19,10 +19,10 @@ from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kube import Kube, SecretMissing
 from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
 from derived_views.core.observed import (
-    LedgerPosition,
     Observed,
     SinkObserved,
     index_tables_to_observe,
@@ -53,10 +53,10 @@ def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -
         for t, s in (("Ready", "False"), ("Stalled", "True"), ("Reconciling", "False"))]}
 
 
-def _sink(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps) -> tuple[Any, SinkObserved] | None:
+def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
+          ) -> tuple[Any, SinkObserved] | None:
     """Connect to the sink and observe it; None when it cannot be reached this time."""
     meta = body["metadata"]
-    status = status_from_object(body)
     try:
         creds = pg.PgConnection.from_secret_data(
             deps.kube.secret_data(meta["namespace"], spec.sink.postgres.secret_ref.name))
@@ -71,13 +71,12 @@ def _sink(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps) -> tuple[Any,
     return conn, SinkObserved(
         indexes=frozenset(indexes),
         alias_target=pg.alias_target(conn, schema, spec.sink.postgres.table),
-        ledger={r: LedgerPosition(end_offsets=p.end_offsets, committed_at=p.committed_at,
-                                  batch_id=p.batch_id) for r, p in ledger.items()})
+        ledger=ledger)
 
 
-def _end_offsets(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps
-                 ) -> dict[tuple[str, int], int] | None:
-    topics = topics_to_observe(spec, status_from_object(body))
+def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any],
+                 deps: Deps) -> dict[tuple[str, int], int] | None:
+    topics = topics_to_observe(spec, status)
     bootstrap = spec.source.kafka.bootstrap_servers
     deps.offsets.register(bootstrap, topics)
     try:
@@ -103,13 +102,14 @@ def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
         observed_app = spark_application_from_object(obj)
         if observed_app is not None:
             apps[observed_app.revision] = observed_app
-    sink = _sink(spec, body, deps)
+    status = status_from_object(body)
+    sink = _sink(spec, status, body, deps)
     conn = sink[0] if sink else None
     try:
-        observed = Observed(view=view_from_object(body), status=status_from_object(body),
+        observed = Observed(view=view_from_object(body), status=status,
                             config=deps.config, spark_applications=apps,
                             sink=sink[1] if sink else None,
-                            end_offsets=_end_offsets(spec, body, deps))
+                            end_offsets=_end_offsets(spec, status, body, deps))
         released = False
         for action in plan(spec, observed, now):
             released = _act(action, body, deps, conn) or released

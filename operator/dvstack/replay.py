@@ -15,8 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from derived_views.adapters.kafka_offsets import fetch_end_offsets
+from derived_views.adapters.postgres_sink import ledger_positions
 
 ORDER_SCHEMA = "order_id STRING, customer_id STRING, amount DOUBLE, ts TIMESTAMP"
 ORDERS_BY_CUSTOMER_SQL = (
@@ -80,33 +83,18 @@ def produce(bootstrap: str, topic: str, events: list[dict[str, Any]],
 
 
 def topic_end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    """High watermark per partition (the exclusive end of the log)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dv-offsets-probe",
-                         "enable.auto.commit": False})
-    try:
-        md = consumer.list_topics(topic, timeout=10)
-        ends = {}
-        for p in md.topics[topic].partitions:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            ends[p] = high
-        return ends
-    finally:
-        consumer.close()
+    """High watermark per partition (the exclusive end of the log), via the operator's adapter."""
+    return {p: end for (_t, p), end in fetch_end_offsets(bootstrap, [topic]).items()}
 
 
 def ledger_end_offsets(dsn: str, revision: str, topic: str, *, schema: str = "public"
                        ) -> dict[int, int]:
-    """End offsets committed in the index for `revision` (newest ledger row)."""
+    """End offsets committed in the index for `revision` (newest ledger row), via the adapter."""
     with psycopg.connect(dsn) as conn:
-        exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{LEDGER}",)).fetchone()
-        if not exists or exists[0] is None:
-            return {}
-        row = conn.execute(
-            f'SELECT end_offsets FROM "{schema}"."{LEDGER}" WHERE revision = %s '
-            "ORDER BY batch_id DESC LIMIT 1", (revision,)).fetchone()
-    if row is None:
+        position = ledger_positions(conn, schema, [revision], ledger=LEDGER).get(revision)
+    if position is None:
         return {}
-    return {int(p): int(o) for p, o in (row[0].get(topic) or {}).items()}
+    return {p: o for (t, p), o in position.end_offsets.items() if t == topic}
 
 
 def raw_consume_rate(bootstrap: str, topic: str, expected: int) -> float:

@@ -136,33 +136,23 @@ class Executor:
                 return target.rstrip("/") + path[len(prefix.rstrip("/")):]
         return path
 
-    def _secret_value(self, namespace: str, name: str, key: str, optional: bool) -> str | None:
+    def _ref_value(self, kind: str, namespace: str, name: str, key: str,
+                   optional: bool) -> str | None:
+        """One key of a Secret (base64-decoded) or ConfigMap, as a kubelet resolves env refs."""
+        read = (self.core.read_namespaced_secret if kind == "secret"
+                else self.core.read_namespaced_config_map)
         try:
-            secret = self.core.read_namespaced_secret(name, namespace)
+            obj = read(name, namespace)
         except ApiException as exc:
             if exc.status == 404 and optional:
                 return None
-            raise SubmissionError(f"secret {namespace}/{name}: {exc.reason}") from None
-        data = secret.data or {}
+            raise SubmissionError(f"{kind} {namespace}/{name}: {exc.reason}") from None
+        data = obj.data or {}
         if key not in data:
             if optional:
                 return None
-            raise SubmissionError(f"secret {namespace}/{name} has no key {key!r}")
-        return base64.b64decode(data[key]).decode()
-
-    def _configmap_value(self, namespace: str, name: str, key: str, optional: bool) -> str | None:
-        try:
-            cm = self.core.read_namespaced_config_map(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404 and optional:
-                return None
-            raise SubmissionError(f"configmap {namespace}/{name}: {exc.reason}") from None
-        data = cm.data or {}
-        if key not in data:
-            if optional:
-                return None
-            raise SubmissionError(f"configmap {namespace}/{name} has no key {key!r}")
-        return str(data[key])
+            raise SubmissionError(f"{kind} {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(data[key]).decode() if kind == "secret" else str(data[key])
 
     def _env(self, namespace: str, spec: dict[str, Any]) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -191,12 +181,12 @@ class Executor:
                 value: str | None = None
                 if "secretKeyRef" in value_from:
                     ref = value_from["secretKeyRef"]
-                    value = self._secret_value(namespace, ref["name"], ref["key"],
-                                               bool(ref.get("optional")))
+                    value = self._ref_value("secret", namespace, ref["name"], ref["key"],
+                                            bool(ref.get("optional")))
                 elif "configMapKeyRef" in value_from:
                     ref = value_from["configMapKeyRef"]
-                    value = self._configmap_value(namespace, ref["name"], ref["key"],
-                                                  bool(ref.get("optional")))
+                    value = self._ref_value("configmap", namespace, ref["name"], ref["key"],
+                                            bool(ref.get("optional")))
                 else:
                     raise SubmissionError(f"env {name}: only value, secretKeyRef and "
                                           "configMapKeyRef are supported by the local executor")

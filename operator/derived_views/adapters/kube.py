@@ -73,23 +73,23 @@ class Kube:
             DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name, {"status": status})
 
     def add_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
-        view = self.get_view(namespace, name)
-        if view is None or finalizer in (view["metadata"].get("finalizers") or []):
-            return
-        finalizers = [*(view["metadata"].get("finalizers") or []), finalizer]
-        self.custom.patch_namespaced_custom_object(
-            DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name,
-            {"metadata": {"finalizers": finalizers,
-                          "resourceVersion": view["metadata"]["resourceVersion"]}})
+        self._set_finalizer(namespace, name, finalizer, present=True)
 
     def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
+        self._set_finalizer(namespace, name, finalizer, present=False)
+
+    def _set_finalizer(self, namespace: str, name: str, finalizer: str, *, present: bool) -> None:
+        """Add or remove one finalizer, guarded by resourceVersion so others' edits survive."""
         view = self.get_view(namespace, name)
-        if view is None or finalizer not in (view["metadata"].get("finalizers") or []):
+        if view is None:
             return
-        finalizers = [f for f in view["metadata"]["finalizers"] if f != finalizer]
+        current = list(view["metadata"].get("finalizers") or [])
+        if (finalizer in current) == present:
+            return
+        wanted = [*current, finalizer] if present else [f for f in current if f != finalizer]
         self.custom.patch_namespaced_custom_object(
             DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name,
-            {"metadata": {"finalizers": finalizers,
+            {"metadata": {"finalizers": wanted,
                           "resourceVersion": view["metadata"]["resourceVersion"]}})
 
     def event(self, view: dict[str, Any], *, reason: str, message: str, type_: str = "Normal") -> None:

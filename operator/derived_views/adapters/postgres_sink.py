@@ -8,13 +8,14 @@ re-resolve the name and see the new index, so none gets an error.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
+
+from derived_views.core.observed import LedgerPosition
 
 LEDGER_TABLE = "dv_ledger"
 
@@ -56,15 +57,6 @@ class PgConnection:
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
 
 
-@dataclass(frozen=True)
-class LedgerPosition:
-    """The newest batch a revision committed into its index."""
-
-    batch_id: int
-    end_offsets: dict[tuple[str, int], int]
-    committed_at: dt.datetime
-
-
 def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
                      ledger: str = LEDGER_TABLE) -> dict[str, LedgerPosition]:
     """Newest ledger row per revision; revisions with no batch yet are absent."""
@@ -78,7 +70,8 @@ def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iter
     out: dict[str, LedgerPosition] = {}
     for revision, batch_id, offsets, committed_at in conn.execute(query, (wanted,)):
         flat = {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
-        out[revision] = LedgerPosition(int(batch_id), flat, committed_at)
+        out[revision] = LedgerPosition(end_offsets=flat, committed_at=committed_at,
+                                       batch_id=int(batch_id))
     return out
 
 
