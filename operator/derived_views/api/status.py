@@ -59,6 +59,9 @@ class Lag(StatusModel):
                           "a batch (absent before the first batch).")] = None
     partitions: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
         description="Lag per `topic/partition`.")] = {}
+    end_offsets: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
+        description="Topic end offset per `topic/partition` when the lag was measured, so "
+                    "progress is `endOffsets - partitions` out of `endOffsets`.")] = {}
 
 
 class RevisionContent(StatusModel):
@@ -136,6 +139,28 @@ class CandidateStatus(StatusModel):
     message: Annotated[str | None, Field(max_length=4096, description="Detail.")] = None
 
 
+class LagSample(StatusModel):
+    """One point of a revision's lag over time, kept so people can plot a migration."""
+
+    time: Annotated[AwareDatetime, Field(description="When the lag was measured.")]
+    revision: Annotated[str, Field(description="The revision measured.")]
+    messages: Annotated[int, Field(ge=0, description="Lag in messages.")]
+    seconds: Annotated[int | None, Field(ge=0, description="Lag in seconds, if known.")] = None
+
+
+class CutoverRecord(StatusModel):
+    """The last alias switch, for people, dashboards and the metrics endpoint."""
+
+    from_revision: Annotated[str | None, Field(
+        alias="from", description="Revision the alias served before (absent for the first).")] = None
+    to_revision: Annotated[str, Field(alias="to", description="Revision the alias serves since.")]
+    gate_held_at: Annotated[AwareDatetime | None, Field(
+        description="When the lag gate was first satisfied (caught up plus stableForSeconds; "
+                    "absent for a rollback, which needs no gate).")] = None
+    switched_at: Annotated[AwareDatetime, Field(
+        description="When the pass that switched the alias observed the view.")]
+
+
 class Condition(StatusModel):
     """A kstatus condition (the shape of metav1.Condition)."""
 
@@ -197,6 +222,11 @@ class DerivedViewStatus(StatusModel):
         description="kstatus conditions: Ready, Reconciling, Stalled, CaughtUp, Degraded.")] = []
     intent: Annotated[Intent | None, Field(
         description="The actions being carried out, recorded before acting.")] = None
+    last_cutover: Annotated[CutoverRecord | None, Field(
+        description="The last alias switch.")] = None
+    lag_history: Annotated[list[LagSample], Field(
+        description="Bounded history of the active's and the candidate's lag, oldest first "
+                    "(sampled at most every DV_LAG_HISTORY_SECONDS per revision).")] = []
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of this type, if recorded."""

@@ -33,3 +33,7 @@ class OperatorConfig:
     removes the finalizer anyway (a namespace being deleted may already have lost the Secret)."""
     history_limit: int = 10
     """Finished revisions (Superseded, Retired, aborted) kept in status for people to read."""
+    lag_history_seconds: int = 10
+    """Minimum spacing of `status.lagHistory` samples of one revision."""
+    lag_history_limit: int = 360
+    """Samples kept in `status.lagHistory` (oldest dropped first)."""

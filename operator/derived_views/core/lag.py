@@ -36,8 +36,10 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
         return None
     committed = position.end_offsets if position is not None else {}
     partitions: dict[str, int] = {}
+    ends: dict[str, int] = {}
     for tp in sorted(tp for tp in end_offsets if tp[0] in topics):
         partitions[partition_key(tp)] = max(end_offsets[tp] - committed.get(tp, 0), 0)
+        ends[partition_key(tp)] = end_offsets[tp]
     messages = sum(partitions.values())
     seconds: int | None
     if messages == 0:
@@ -46,4 +48,4 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
         seconds = max(seconds_between(position.committed_at, now), 0)
     else:
         seconds = None
-    return Lag(messages=messages, seconds=seconds, partitions=partitions)
+    return Lag(messages=messages, seconds=seconds, partitions=partitions, end_offsets=ends)

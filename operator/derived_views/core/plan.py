@@ -27,9 +27,11 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import (
     ActiveStatus,
     CandidateStatus,
+    CutoverRecord,
     DerivedViewStatus,
     Intent,
     Lag,
+    LagSample,
     Phase,
     RevisionStatus,
     ViewPhase,
@@ -135,6 +137,7 @@ class _Planner:
         self.finalizers_removed: list[RemoveFinalizer] = []
         self.events: list[EmitEvent] = []
         self.cutover: tuple[str, str | None] | None = None
+        self.last_cutover: CutoverRecord | None = None
         self.lags: dict[str, Lag | None] = {}
         self.awaiting_promotion = False
 
@@ -269,6 +272,8 @@ class _Planner:
                 continue
             intended = intent is not None and intent.cutover_to == revision
             if intended or record.phase == Phase.CaughtUp:
+                self.last_cutover = CutoverRecord(
+                    from_revision=self.active, to_revision=revision, switched_at=self.now)
                 self.finish_cutover(revision)
                 return
 
@@ -421,6 +426,10 @@ class _Planner:
             self.switches.append(SwitchAlias(self.schema, self.alias, self.index(revision),
                                              self.sink.alias_target))
             self.cutover = (revision, self.active)
+            self.last_cutover = CutoverRecord(
+                from_revision=self.active, to_revision=revision, switched_at=self.now,
+                gate_held_at=record.caught_up_since + dt.timedelta(
+                    seconds=self.spec.cutover.stable_for_seconds))
             self.finish_cutover(revision)
 
     def maintain_active(self) -> None:
@@ -656,6 +665,21 @@ class _Planner:
             phase = ViewPhase.Pending
         return phase, active, candidate
 
+    def lag_history(self, history: list[LagSample], active: ActiveStatus | None,
+                    candidate: CandidateStatus | None) -> list[LagSample]:
+        """Append the served and the building revision's lag, spaced and bounded by config."""
+        samples = list(history)
+        for shown in (active, candidate):
+            if shown is None or shown.lag is None:
+                continue
+            last = next((s for s in reversed(samples) if s.revision == shown.revision), None)
+            if last is not None and (seconds_between(last.time, self.now)
+                                     < self.cfg.lag_history_seconds):
+                continue
+            samples.append(LagSample(time=self.now, revision=shown.revision,
+                                     messages=shown.lag.messages, seconds=shown.lag.seconds))
+        return samples[-self.cfg.lag_history_limit:] if self.cfg.lag_history_limit else []
+
     def assemble(self, deleting: bool) -> list[Action]:
         previous = self.obs.status
         phase, active, candidate = self.summary(deleting)
@@ -665,7 +689,8 @@ class _Planner:
             spent_builds=self.spent_builds,
             conditions=cond.build_conditions(self.verdicts(deleting), previous.conditions,
                                              self.now, self.view.generation),
-            intent=None)
+            intent=None, last_cutover=self.last_cutover or previous.last_cutover,
+            lag_history=self.lag_history(previous.lag_history, active, candidate))
         effects: list[Action] = [*self.finalizers_added, *self.switches, *self.deletes,
                                  *self.creates, *self.drop_aliases, *self.drops]
         actions: list[Action] = []
