@@ -1,8 +1,11 @@
 """Kopf handlers: thin; every trigger runs the same observe -> plan -> act pass.
 
 A timer refreshes lag at DV_LAG_POLL_SECONDS; create/update/resume react at
-once.  The on.delete handler makes Kopf keep a finalizer until the plan for a
-deleting view (jobs gone, indexes dropped per deletionPolicy) has run.
+once.  Deletion is held by ONE finalizer, `derivedviews.io/cleanup`: Kopf needs
+a finalizer of its own for the timer and on.delete, so it is told to use the
+planner's name instead of adding a second; on.delete reruns the deletion plan
+(jobs gone, indexes dropped per deletionPolicy) until the planner releases the
+view by removing it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import kopf
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
 from derived_views.adapters.kube import Kube, new_api_client
-from derived_views.api.constants import GROUP, PLURAL, VERSION
+from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
 from derived_views.reconcile import Deps, reconcile
 from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
@@ -58,7 +61,7 @@ def _pass(body: kopf.Body) -> bool:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.finalizer = "derivedviews.io/finalizer"
+    settings.persistence.finalizer = FINALIZER
     settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
 
 

@@ -41,6 +41,10 @@ class Settings:
     spark_service_account: str | None
     spark_template: str | None
     """Path of the SparkApplication template; None means the checkout's spark_templates/."""
+    lag_history_seconds: int = 10
+    """Spacing of `status.lagHistory` samples per revision (what `dv plot` draws)."""
+    metrics_port: int = 0
+    """Port of the Prometheus endpoint; 0 turns it off."""
 
 
 def operator_config(settings: Settings, template: str) -> OperatorConfig:
@@ -49,7 +53,8 @@ def operator_config(settings: Settings, template: str) -> OperatorConfig:
                           checkpoint_base=settings.checkpoint_base,
                           main_application_file=settings.main_application_file,
                           spark_jars=settings.spark_jars,
-                          spark_service_account=settings.spark_service_account)
+                          spark_service_account=settings.spark_service_account,
+                          lag_history_seconds=settings.lag_history_seconds)
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -64,4 +69,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         checkpoint_base=e.get("DV_CHECKPOINT_BASE", "/tmp/derived-views/checkpoints"),
         spark_service_account=e.get("DV_SPARK_SERVICE_ACCOUNT") or None,
         spark_template=e.get("DV_SPARK_TEMPLATE") or None,
+        lag_history_seconds=int(_float(e, "DV_LAG_HISTORY_SECONDS", 10, 1)),
+        metrics_port=_port(e, "DV_METRICS_PORT"),
     )
+
+
+def _port(env: Mapping[str, str], name: str) -> int:
+    value = _float(env, name, 0, 0)
+    if value != int(value) or value > 65535:
+        raise SettingsError(f"{name}={env.get(name)!r} is not a port number (0 turns it off)")
+    return int(value)

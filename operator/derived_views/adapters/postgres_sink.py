@@ -82,12 +82,20 @@ def _relation_exists(conn: psycopg.Connection[Any], schema: str, name: str) -> b
     return row is not None
 
 
-def existing_tables(conn: psycopg.Connection[Any], schema: str, names: Iterable[str]) -> set[str]:
+def existing_tables(conn: psycopg.Connection[Any], schema: str, names: Iterable[str]
+                    ) -> dict[str, int]:
+    """Which of `names` exist, each with PostgreSQL's estimate of its live rows.
+
+    The estimate (statistics, refreshed by autovacuum/analyze) costs nothing on a big
+    index, unlike count(*); it feeds the rows gauge, never a decision.
+    """
     rows = conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "SELECT c.relname, GREATEST(COALESCE(s.n_live_tup, 0), c.reltuples::bigint, 0) "
+        "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
         "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s)",
         (schema, sorted(set(names)))).fetchall()
-    return {r[0] for r in rows}
+    return {str(r[0]): int(r[1]) for r in rows}
 
 
 def alias_target(conn: psycopg.Connection[Any], schema: str, alias: str) -> str | None:

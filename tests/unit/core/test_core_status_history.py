@@ -1,0 +1,95 @@
+"""What the status tells people about progress: end offsets, the last cutover, lag history.
+
+Expected values come from the simulated world's own bookkeeping (its log ends,
+its clock, the tick at which the status first showed CaughtUp), not from the
+planner's arithmetic.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+
+from core_samples import SQL_V1, SQL_V2, make_config, spec_body
+from core_world import World
+from test_core_plan_scenarios import I1, I2, R1, R2, served_world
+
+from derived_views.core.config import OperatorConfig
+
+
+def test_lag_carries_the_end_offsets_it_was_measured_against() -> None:
+    world = World(spec_body(SQL_V1))
+    seen = []
+    for _ in range(6):
+        world.reconcile()
+        record = world.parsed_status().record(R1)
+        if record is not None and record.lag is not None:
+            seen.append(record.lag)
+        world.tick()
+    assert seen and all(lag.end_offsets == {"orders/0": 120, "orders/1": 80} for lag in seen)
+    # before the job commits, every message is behind; the world's job then commits 50 per
+    # partition per tick
+    assert seen[0].partitions == {"orders/0": 120, "orders/1": 80}
+    assert {"orders/0": 70, "orders/1": 30} in [lag.partitions for lag in seen]
+
+
+def test_last_cutover_records_gate_and_switch_times() -> None:
+    world = served_world()
+    first = world.parsed_status().last_cutover
+    assert first is not None and first.from_revision is None and first.to_revision == R1
+    world.edit(spec_body(SQL_V2))
+    caught_up_at: dt.datetime | None = None
+    for _ in range(60):
+        world.reconcile()
+        candidate = world.parsed_status().candidate
+        if caught_up_at is None and candidate is not None and candidate.phase.value == "CaughtUp":
+            caught_up_at = world.now
+        if world.alias == I2:
+            break
+        world.tick()
+    assert world.alias == I2 and caught_up_at is not None
+    last = world.parsed_status().last_cutover
+    assert last is not None
+    assert (last.from_revision, last.to_revision) == (R1, R2)
+    assert last.switched_at == world.now
+    assert last.gate_held_at == caught_up_at + dt.timedelta(seconds=10)  # stableForSeconds
+    assert last.gate_held_at <= last.switched_at
+
+
+def test_lag_history_samples_active_and_candidate_spaced_and_bounded() -> None:
+    config: OperatorConfig = make_config(lag_history_seconds=10, lag_history_limit=12)
+    world = World(spec_body(SQL_V1), config=config)
+    world.settle(ticks=8)
+    assert world.alias == I1
+    world.edit(spec_body(SQL_V2))
+    for _ in range(30):  # 5 s ticks: twice the sample spacing
+        world.reconcile()
+        world.tick()
+    history = world.parsed_status().lag_history
+    assert len(history) == 12
+    times = [s.time for s in history]
+    assert times == sorted(times)
+    for revision in (R1, R2):
+        own = [s.time for s in history if s.revision == revision]
+        assert all((b - a) >= dt.timedelta(seconds=10) for a, b in itertools.pairwise(own))
+    # the last pass ran at now-5s; a sample at most one spacing older is the newest kept
+    assert world.now - dt.timedelta(seconds=15) <= history[-1].time <= world.now
+
+
+def test_lag_history_shows_both_revisions_during_a_migration() -> None:
+    world = World(spec_body(SQL_V1), config=make_config(lag_history_limit=100))
+    world.settle(ticks=8)
+    world.edit(spec_body(SQL_V2))
+    for _ in range(30):
+        world.reconcile()
+        world.tick()
+    history = world.parsed_status().lag_history
+    assert {s.revision for s in history} == {R1, R2}
+    r2 = [s.messages for s in history if s.revision == R2]
+    assert r2[0] > 0 and r2[-1] == 0  # the candidate's lag fell to nothing
+
+
+def test_lag_history_is_off_with_a_zero_limit() -> None:
+    world = World(spec_body(SQL_V1), config=make_config(lag_history_limit=0))
+    world.settle(ticks=8)
+    assert world.parsed_status().lag_history == []
