@@ -22,6 +22,10 @@ PAUSED_ANNOTATION: Final = f"{GROUP}/paused"
 RETRY_ANNOTATION: Final = f"{GROUP}/retry"
 """Any new value restarts a failed job (once per value)."""
 
+JOB_SETTINGS_ANNOTATION: Final = f"{GROUP}/job-settings"
+"""On a SparkApplication: hash of the view's job settings (`spec.spark`, the Kafka connection)
+it was created with; when the spec's hash differs, the job is restarted from its checkpoint."""
+
 VIEW_LABEL: Final = f"{GROUP}/view"
 REVISION_LABEL: Final = f"{GROUP}/revision"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"

@@ -217,8 +217,8 @@ class RestartPolicy(ApiModel):
 class Spark(ApiModel):
     """How the replay job runs. Never part of the revision: changing it does not replay.
 
-    A job's SparkApplication is never edited, so changes apply when a job is
-    next created (a new revision, a rollback, or a retry).
+    A job's SparkApplication is never edited: a change here (or to the Kafka
+    connection) deletes the running jobs and recreates them from their checkpoints.
     """
 
     image: Annotated[str | None, Field(

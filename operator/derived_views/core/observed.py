@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from derived_views.api.constants import REVISION_LABEL
+from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import naming
@@ -58,6 +58,8 @@ class SparkApplicationObserved:
     submission_attempts: int = 0
     deleting: bool = False
     """Its deletionTimestamp is set: going away, neither to be deleted again nor judged."""
+    job_settings: str = ""
+    """The spec.spark hash it was created with ("" for objects from before it was stamped)."""
 
     @property
     def running(self) -> bool:
@@ -143,7 +145,8 @@ def spark_application_from_object(obj: Mapping[str, Any]) -> SparkApplicationObs
         error_message=str(state.get("errorMessage") or ""),
         execution_attempts=int(status.get("executionAttempts") or 0),
         submission_attempts=int(status.get("submissionAttempts") or 0),
-        deleting=bool(meta.get("deletionTimestamp")))
+        deleting=bool(meta.get("deletionTimestamp")),
+        job_settings=str((meta.get("annotations") or {}).get(JOB_SETTINGS_ANNOTATION, "")))
 
 
 def revisions_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) -> frozenset[str]:

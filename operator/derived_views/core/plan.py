@@ -55,7 +55,7 @@ from derived_views.core.actions import (
 from derived_views.core.lag import compute_lag
 from derived_views.core.observed import Observed
 from derived_views.core.patch import merge_patch
-from derived_views.core.revision import content_of, revision_of, with_content
+from derived_views.core.revision import content_of, job_settings_of, revision_of, with_content
 from derived_views.core.times import seconds_between, utc
 from derived_views.render.sparkapplication import render_spark_application
 
@@ -432,6 +432,21 @@ class _Planner:
                     seconds=self.spec.cutover.stable_for_seconds))
             self.finish_cutover(revision)
 
+    def apply_job_settings(self) -> None:
+        """Restart running jobs whose job settings changed, from their checkpoints: no replay."""
+        wanted = job_settings_of(self.spec)
+        for revision in {self.active, self.desired} - {None}:
+            assert revision is not None
+            record, app = self.records.get(revision), self.apps.get(revision)
+            if (record is None or app is None or app.deleting or app.stopped
+                    or not app.job_settings or app.job_settings == wanted
+                    or not (record.phase in BUILDING or revision == self.active)):
+                continue
+            self.delete_app(revision)
+            self.event("JobRestarted", f"Restarted the job of revision {revision} from its "
+                                       "checkpoint to apply changed job settings (spec.spark or "
+                                       "the Kafka connection).")
+
     def maintain_active(self) -> None:
         """Keep the served index following the log, and the alias on it."""
         revision = self.active
@@ -558,6 +573,7 @@ class _Planner:
             self.ensure_finalizer()
             self.supersede_others()
             self.start_desired()
+            self.apply_job_settings()
         self.progress_desired()
         self.maintain_active()
         self.retire_and_tear_down()

@@ -95,3 +95,18 @@ def revision_of(spec: DerivedViewSpec) -> str:
     """First REVISION_LENGTH hex characters of sha256 over the canonical content document."""
     digest = hashlib.sha256(canonical_json(revision_document(spec)).encode("utf-8")).hexdigest()
     return digest[:REVISION_LENGTH]
+
+
+def job_settings_of(spec: DerivedViewSpec) -> str:
+    """Hash of what a running job uses but the revision does not: `spec.spark` (except
+    checkpointBase: a revision keeps its checkpoint) and the Kafka connection.
+
+    Stamped on each SparkApplication; a different value means the job must be
+    recreated to apply it, from the same checkpoint (never a replay).
+    """
+    document = {
+        "spark": spec.spark.model_dump(mode="json", by_alias=True, exclude={"checkpoint_base"}),
+        "kafka": spec.source.kafka.model_dump(mode="json", by_alias=True),
+    }
+    digest = hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
+    return digest[:REVISION_LENGTH]

@@ -15,6 +15,7 @@ import yaml
 
 from derived_views.api.constants import (
     API_VERSION,
+    JOB_SETTINGS_ANNOTATION,
     KIND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -25,6 +26,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import naming
 from derived_views.core.config import OperatorConfig
 from derived_views.core.job_config import job_config, job_config_json
+from derived_views.core.revision import job_settings_of
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[3] / "spark_templates" / "sparkapplication.yaml"
 SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -87,6 +89,8 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     meta["name"] = naming.spark_application_name(view, revision)
     meta["namespace"] = namespace
     meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY, **labels}
+    meta["annotations"] = {**(meta.get("annotations") or {}),
+                           JOB_SETTINGS_ANNOTATION: job_settings_of(spec)}
     meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": view,
                                 "uid": uid, "controller": True, "blockOwnerDeletion": True}]
 

@@ -157,7 +157,10 @@ def test_non_content_changes_never_start_a_replay(edit: dict[str, object]) -> No
     world = served_world()
     world.edit(spec_body(SQL_V1, **edit))
     actions = world.reconcile()
-    assert effects(actions) == []
+    # job settings (spark, Kafka connection) restart the job from its checkpoint; policy
+    # changes touch nothing; nothing starts a new revision
+    restart = "spark" in edit or "source" in edit
+    assert effects(actions) == ([A.DeleteSparkApplication(R1, APP1)] if restart else [])
     status = world.parsed_status()
     assert status.observed_generation == 2
     assert [r.revision for r in status.revisions] == [R1]
@@ -414,7 +417,9 @@ def test_a_spec_change_retries_a_failed_job_once() -> None:
     world.fail_job(R2)
     world.reconcile()
     world.edit(spec_body(SQL_V2, spark={"driver": {"memory": "4g"}}))
-    assert effects(world.reconcile()) == [A.DeleteSparkApplication(R2, APP2)]
+    # the failed candidate is retried; the active's job restarts to take the new settings
+    assert sorted(effects(world.reconcile()), key=repr) == [
+        A.DeleteSparkApplication(R2, APP2), A.DeleteSparkApplication(R1, APP1)]
     actions = world.reconcile()
     create = next(a for a in actions if isinstance(a, A.CreateSparkApplication))
     assert create.manifest["spec"]["driver"]["memory"] == "4g"
@@ -654,3 +659,27 @@ def test_an_index_is_not_dropped_while_its_job_object_still_exists() -> None:
     actions = world.reconcile()
     assert A.DropIndex("public", I1, R1) in actions
     assert world.violations == []
+
+
+def test_a_spark_settings_change_restarts_the_job_from_its_checkpoint_without_replay() -> None:
+    world = served_world()
+    old_manifest = world.apps[APP1].obj
+    world.edit(spec_body(SQL_V1, spark={"driver": {"cores": 2, "memory": "3g"}}))
+    actions = world.reconcile()
+    assert effects(actions) == [A.DeleteSparkApplication(R1, APP1)]
+    assert ("Normal", "JobRestarted") in [(e.type, e.reason) for e in world.events]
+    run_until(world, lambda w: APP1 in w.apps and w.apps[APP1].obj is not old_manifest)
+    new = world.apps[APP1].obj
+    assert new["spec"]["driver"]["cores"] == 2 and new["spec"]["driver"]["memory"] == "3g"
+    config = json.loads(new["spec"]["arguments"][1])
+    assert config["checkpointLocation"] == f"{CKPT}/{R1}"  # same checkpoint: no replay
+    assert world.alias == I1 and world.phases() == {R1: "Active"}
+    world.settle(ticks=4)
+    assert all(not isinstance(a, A.DeleteSparkApplication) for p in world.plans[-4:] for a in p)
+
+
+def test_a_job_without_the_settings_stamp_is_left_alone() -> None:
+    world = served_world()
+    world.apps[APP1].obj["metadata"]["annotations"] = {}  # created by an older operator
+    world.edit(spec_body(SQL_V1, spark={"driver": {"cores": 2}}))
+    assert effects(world.reconcile()) == []
