@@ -71,7 +71,7 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
     return conn, SinkObserved(
         indexes=frozenset(indexes),
         alias_target=pg.alias_target(conn, schema, spec.sink.postgres.table),
-        ledger=ledger)
+        ledger=ledger, alias_owner=pg.alias_owner(conn, schema, spec.sink.postgres.table))
 
 
 def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any],
@@ -133,7 +133,8 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any) -> bool:
     elif isinstance(action, A.DeleteSparkApplication):
         deps.kube.delete_spark_application(ns, action.name)
     elif isinstance(action, A.SwitchAlias):
-        pg.switch_alias(conn, action.schema, action.alias, action.to_index, action.from_index)
+        pg.switch_alias(conn, action.schema, action.alias, action.to_index, action.from_index,
+                        owner=f"{ns}/{name}")
     elif isinstance(action, A.DropAlias):
         pg.drop_alias(conn, action.schema, action.alias)
     elif isinstance(action, A.DropIndex):

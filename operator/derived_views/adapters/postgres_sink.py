@@ -8,6 +8,7 @@ re-resolve the name and see the new index, so none gets an error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -114,31 +115,52 @@ class AliasConflict(Exception):
     """The alias no longer points where the caller believed: someone else moved it."""
 
 
+_OWNER = re.compile(r"derivedviews\.io owner=(\S+?);")
+
+
+def alias_owner(conn: psycopg.Connection[Any], schema: str, alias: str) -> str | None:
+    """`namespace/name` of the DerivedView whose alias this is (from the view's comment).
+
+    None when there is no alias or it predates ownership comments. Two views
+    naming the same sink table would otherwise take turns switching one alias.
+    """
+    row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')",
+                       (sql.Identifier(schema, alias).as_string(conn),)).fetchone()
+    found = _OWNER.search(str(row[0] or "")) if row else None
+    return found.group(1) if found else None
+
+
 def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_index: str,
-                 expected_from: str | None, *, lock_timeout_ms: int = 5000) -> None:
+                 expected_from: str | None, *, owner: str, lock_timeout_ms: int = 5000) -> None:
     """Point the alias at `to_index` atomically, if it still points at `expected_from`.
 
     Idempotent: if the alias already points at `to_index` nothing changes.
+    `owner` (`namespace/name` of the view) is recorded in the alias's comment;
+    an alias recorded for another view is never touched.
     """
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{lock_timeout_ms}ms")))
+        claimed = alias_owner(conn, schema, alias)
+        if claimed not in (None, owner):
+            raise AliasConflict(f"alias {schema}.{alias} belongs to DerivedView {claimed}")
         current = alias_target(conn, schema, alias)
-        if current == to_index:
+        if current == to_index and claimed == owner:
             return
-        if current != expected_from:
+        if current not in (expected_from, to_index):
             raise AliasConflict(f"alias {schema}.{alias} points at {current!r}, "
                                 f"expected {expected_from!r}")
         if not existing_tables(conn, schema, [to_index]):
             raise RuntimeError(f"index {schema}.{to_index} does not exist; refusing to switch")
-        if current is not None:
-            conn.execute(sql.SQL("DROP VIEW {}.{}").format(sql.Identifier(schema),
-                                                          sql.Identifier(alias)))
-        conn.execute(sql.SQL("CREATE VIEW {}.{} AS SELECT * FROM {}.{}").format(
-            sql.Identifier(schema), sql.Identifier(alias), sql.Identifier(schema),
-            sql.Identifier(to_index)))
+        if current != to_index:
+            if current is not None:
+                conn.execute(sql.SQL("DROP VIEW {}.{}").format(sql.Identifier(schema),
+                                                              sql.Identifier(alias)))
+            conn.execute(sql.SQL("CREATE VIEW {}.{} AS SELECT * FROM {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(alias), sql.Identifier(schema),
+                sql.Identifier(to_index)))
         conn.execute(sql.SQL("COMMENT ON VIEW {}.{} IS {}").format(
             sql.Identifier(schema), sql.Identifier(alias),
-            sql.Literal(f"derived view alias; serving index {to_index}")))
+            sql.Literal(f"derivedviews.io owner={owner}; serving index {to_index}")))
 
 
 def drop_alias(conn: psycopg.Connection[Any], schema: str, alias: str) -> None:

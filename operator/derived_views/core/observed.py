@@ -90,6 +90,8 @@ class SinkObserved:
     """The table the alias VIEW selects from, or None when there is no alias."""
     ledger: Mapping[str, LedgerPosition] = field(default_factory=dict)
     """Newest ledger row per revision; revisions without a committed batch are absent."""
+    alias_owner: str | None = None
+    """`namespace/name` of the view the alias was created for (None: no alias, or unmarked)."""
 
 
 @dataclass(frozen=True)

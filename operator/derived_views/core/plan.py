@@ -139,6 +139,10 @@ class _Planner:
         self.cutover: tuple[str, str | None] | None = None
         self.last_cutover: CutoverRecord | None = None
         self.lags: dict[str, Lag | None] = {}
+        me = f"{self.view.namespace}/{self.view.name}"
+        owner = self.sink.alias_owner if self.sink is not None else None
+        self.claimed_by = owner if owner not in (None, me) else None
+        """Another view owns the alias of this sink table: touch nothing of the sink's."""
         self.awaiting_promotion = False
 
     # small helpers ----------------------------------------------------------------------------
@@ -538,6 +542,10 @@ class _Planner:
             done = True
             message = (f"Stopped the view's jobs; kept {self.schema}.{self.alias} and its "
                        "indexes (deletionPolicy Retain).")
+        elif self.claimed_by is not None:
+            done = not self.apps
+            message = (f"Stopped the view's jobs; left {self.schema}.{self.alias} and its "
+                       f"indexes to DerivedView {self.claimed_by}, which owns them.")
         elif self.sink is not None:
             if not self.apps:
                 if self.sink.alias_target is not None:
@@ -568,6 +576,10 @@ class _Planner:
     def run(self) -> list[Action]:
         if self.view.deletion_timestamp is not None:
             return self.deletion()
+        if self.claimed_by is not None:
+            for revision in sorted(self.apps):
+                self.delete_app(revision)  # they would write into the other view's tables
+            return self.assemble(deleting=False)
         self.resume_cutover()
         if not self.paused:
             self.ensure_finalizer()
@@ -590,7 +602,12 @@ class _Planner:
         V = cond.Verdict
 
         problem: cond.Verdict | None = None
-        if candidate is not None and candidate.phase == Phase.Failed:
+        if self.claimed_by is not None:
+            problem = V("True", "SinkTableClaimed",
+                        f"{self.schema}.{self.alias} belongs to DerivedView {self.claimed_by}; "
+                        "two views cannot share a sink table: choose another "
+                        "spec.sink.postgres.table")
+        elif candidate is not None and candidate.phase == Phase.Failed:
             problem = V("True", candidate.reason or JOB_FAILED,
                         f"revision {desired}: {candidate.message or 'failed'}; "
                         + (f"revision {active} keeps serving" if active else "nothing serves")

@@ -59,14 +59,14 @@ def test_switch_alias_is_guarded_and_idempotent(conn: Any, schema: str) -> None:
     conn.execute(f"INSERT INTO \"{schema}\".v__r2 VALUES ('a', 2, 'x')")
     assert pg.alias_target(conn, schema, "v") is None
     with pytest.raises(RuntimeError, match="does not exist"):
-        pg.switch_alias(conn, schema, "v", "v__missing", None)
-    pg.switch_alias(conn, schema, "v", "v__r1", None)
+        pg.switch_alias(conn, schema, "v", "v__missing", None, owner="ns/a")
+    pg.switch_alias(conn, schema, "v", "v__r1", None, owner="ns/a")
     assert pg.alias_target(conn, schema, "v") == "v__r1"
     assert conn.execute(f'SELECT n FROM "{schema}".v').fetchall() == [(1,)]
     with pytest.raises(pg.AliasConflict):
-        pg.switch_alias(conn, schema, "v", "v__r2", "v__other")
-    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1")  # new columns are fine
-    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1")  # already there: no-op
+        pg.switch_alias(conn, schema, "v", "v__r2", "v__other", owner="ns/a")
+    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner="ns/a")  # new columns are fine
+    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner="ns/a")  # already there: no-op
     assert conn.execute(f'SELECT n, extra FROM "{schema}".v').fetchall() == [(2, "x")]
     with pytest.raises(RuntimeError, match="served by view"):
         pg.drop_index(conn, schema, "v__r2", "r2")
@@ -78,7 +78,7 @@ def test_readers_see_no_error_while_the_alias_switches(stack: Any, conn: Any, sc
     for rev in ("r1", "r2"):
         conn.execute(f'CREATE TABLE "{schema}"."v__{rev}" (k int PRIMARY KEY, rev text)')
         conn.execute(f"INSERT INTO \"{schema}\".\"v__{rev}\" SELECT g, '{rev}' FROM generate_series(1, 1000) g")
-    pg.switch_alias(conn, schema, "v", "v__r1", None)
+    pg.switch_alias(conn, schema, "v", "v__r1", None, owner="ns/a")
     errors: list[str] = []
     stalls: list[float] = []
     seen: set[str] = set()
@@ -104,7 +104,7 @@ def test_readers_see_no_error_while_the_alias_switches(stack: Any, conn: Any, sc
     for _ in range(40):
         target = "v__r2" if current == "v__r1" else "v__r1"
         with psycopg.connect(stack.pg_dsn, autocommit=True) as sc:
-            pg.switch_alias(sc, schema, "v", target, current)
+            pg.switch_alias(sc, schema, "v", target, current, owner="ns/a")
         current = target
     stop.set()
     for th in threads:
@@ -119,3 +119,18 @@ def test_existing_tables_report_the_row_estimate_after_analyze(conn: Any, schema
     conn.execute(f'INSERT INTO "{schema}"."est__r1" SELECT g FROM generate_series(1, 1234) g')
     conn.execute(f'ANALYZE "{schema}"."est__r1"')
     assert pg.existing_tables(conn, schema, ["est__r1", "est__r2"]) == {"est__r1": 1234}
+
+
+def test_an_alias_owned_by_another_view_is_never_switched(conn: Any, schema: str) -> None:
+    for rev in ("r1", "r2"):
+        conn.execute(f'CREATE TABLE "{schema}"."own__{rev}" (k int)')
+    assert pg.alias_owner(conn, schema, "own") is None  # no alias yet
+    pg.switch_alias(conn, schema, "own", "own__r1", None, owner="shop/orders")
+    assert pg.alias_owner(conn, schema, "own") == "shop/orders"
+    with pytest.raises(pg.AliasConflict, match="belongs to DerivedView shop/orders"):
+        pg.switch_alias(conn, schema, "own", "own__r2", "own__r1", owner="billing/orders")
+    assert pg.alias_target(conn, schema, "own") == "own__r1"
+    conn.execute(f'COMMENT ON VIEW "{schema}"."own" IS \'made by hand\'')
+    assert pg.alias_owner(conn, schema, "own") is None  # unmarked: the next switch claims it
+    pg.switch_alias(conn, schema, "own", "own__r1", "own__r1", owner="billing/orders")
+    assert pg.alias_owner(conn, schema, "own") == "billing/orders"

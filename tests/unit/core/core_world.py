@@ -83,6 +83,8 @@ class World:
     checkpoints: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     spent_checkpoints: set[str] = field(default_factory=set)
     alias: str | None = None
+    alias_owner: str | None = None
+    """The view named in the alias's ownership comment (None: unmarked)."""
     status: dict[str, Any] = field(default_factory=dict)
     generation: int = 1
     annotations: dict[str, str] = field(default_factory=dict)
@@ -182,7 +184,8 @@ class World:
                 indexes=frozenset(t for t in self.tables if t.startswith(base + "__")),
                 alias_target=self.alias,
                 ledger={rev: LedgerPosition(dict(pos), at)
-                        for rev, (pos, at) in self.ledger.items()})
+                        for rev, (pos, at) in self.ledger.items()},
+                alias_owner=self.alias_owner)
         apps = {}
         for app in self.apps.values():
             seen = spark_application_from_object(app.as_object())

@@ -683,3 +683,25 @@ def test_a_job_without_the_settings_stamp_is_left_alone() -> None:
     world.apps[APP1].obj["metadata"]["annotations"] = {}  # created by an older operator
     world.edit(spec_body(SQL_V1, spark={"driver": {"cores": 2}}))
     assert effects(world.reconcile()) == []
+
+
+def test_a_sink_table_owned_by_another_view_stalls_without_touching_it() -> None:
+    world = World(spec_body(SQL_V1))
+    world.alias_owner = "billing/orders-by-customer"  # another namespace's view got there first
+    actions = world.reconcile()
+    assert effects(actions) == []
+    assert world.condition("Stalled") == ("True", "SinkTableClaimed")
+    assert world.condition("Ready") == ("False", "SinkTableClaimed")
+    stalled = world.parsed_status().condition("Stalled")
+    assert stalled is not None and "billing/orders-by-customer" in stalled.message
+
+
+def test_a_view_that_lost_its_table_to_another_stops_its_jobs_and_deletes_nothing() -> None:
+    world = served_world(alias_owner="shop/orders-by-customer")
+    world.edit(spec_body(SQL_V1, deletionPolicy="Delete"))
+    world.alias_owner = "billing/orders-by-customer"
+    assert effects(world.reconcile()) == [A.DeleteSparkApplication(R1, APP1)]
+    world.tick()
+    world.deletion_timestamp = world.now
+    world.settle(ticks=3)
+    assert world.gone and world.alias == I1 and I1 in world.tables
