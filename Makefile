@@ -58,3 +58,4 @@ lint: setup
 	H=$$($(PY) -c 'from dvstack.helm import helm_binary; from dvstack.settings import load; print(helm_binary(load()))') && \
 	  $$H lint --strict charts/derived-views && \
 	  $$H lint --strict charts/derived-views --set watch.mode=namespaces --set 'watch.namespaces={a,b}'
+	bash stack/lint-dockerfiles.sh
