@@ -139,10 +139,10 @@ class _Planner:
         self.cutover: tuple[str, str | None] | None = None
         self.last_cutover: CutoverRecord | None = None
         self.lags: dict[str, Lag | None] = {}
+        # Another view owns the alias of this sink table: touch nothing of the sink's.
         me = f"{self.view.namespace}/{self.view.name}"
         owner = self.sink.alias_owner if self.sink is not None else None
         self.claimed_by = owner if owner not in (None, me) else None
-        """Another view owns the alias of this sink table: touch nothing of the sink's."""
         self.awaiting_promotion = False
 
     # small helpers ----------------------------------------------------------------------------
@@ -439,8 +439,8 @@ class _Planner:
     def apply_job_settings(self) -> None:
         """Restart running jobs whose job settings changed, from their checkpoints: no replay."""
         wanted = job_settings_of(self.spec)
-        for revision in {self.active, self.desired} - {None}:
-            assert revision is not None
+        # the active first, then the candidate: a plan's actions come in a fixed order
+        for revision in dict.fromkeys(r for r in (self.active, self.desired) if r is not None):
             record, app = self.records.get(revision), self.apps.get(revision)
             if (record is None or app is None or app.deleting or app.stopped
                     or not app.job_settings or app.job_settings == wanted
