@@ -63,7 +63,7 @@ class _Model(BaseModel):
 class SourceConfig(_Model):
     bootstrap_servers: str = Field(min_length=1)
     topics: list[str] = Field(min_length=1)
-    format: Literal["json"] = "json"
+    format: Literal["json", "debezium"] = "json"
     schema_ddl: str = Field(alias="schema", min_length=1)
     max_offsets_per_trigger: int | None = Field(default=None, gt=0)
     kafka_options: dict[str, str | int | float | bool] = Field(default_factory=dict)

@@ -8,6 +8,7 @@ starts with "dvjob: error:".
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
@@ -18,8 +19,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from dvjob.batch_writer import BatchWriter
+from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
 from dvjob.config import JobConfig, TriggerConfig, config_from_argv
-from dvjob.errors import JobError
+from dvjob.errors import JobError, one_line
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
 from dvjob.sink_postgres import PostgresSink, connect_from_environment, describe_target
@@ -62,7 +64,8 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     options = kafka_reader_options(config.source, os.environ)
     say(f"view {config.view} revision {config.revision}: reading "
         f"{json.dumps(redacted(options), sort_keys=True)}")
-    events = parse_events(load_kafka_stream(spark, options), value_schema(config.source.schema_ddl))
+    events = parse_events(load_kafka_stream(spark, options), value_schema(config.source.schema_ddl),
+                          config.source.format)
     output = apply_transform(config.transform, events)
     layout = table_layout(output.schema, config.sink.primary_key)
     sink = PostgresSink(connect=connect_from_environment(f"dvjob-{config.revision}"),
@@ -72,6 +75,12 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     say(f"writing {config.sink.db_schema}.{config.sink.table} (ledger "
         f"{config.sink.db_schema}.{config.sink.ledger_table}) at {describe_target()}")
     sink.ensure_tables()
+    moved = set_aside_if_stale(HadoopPaths(spark), config.checkpoint_location,
+                               sink.ledger_batches(), dt.datetime.now(dt.UTC))
+    if moved is not None:
+        say(f"checkpoint {config.checkpoint_location} has committed batches but the ledger has "
+            f"none for revision {config.revision} (index dropped or database reset): moved it "
+            f"to {moved}; replaying from offset 0")
     writer = BatchWriter(sink=sink, layout=layout,
                          checkpoint_location=config.checkpoint_location)
     stream = (output.writeStream.outputMode("update")
@@ -85,11 +94,6 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         if writer.failure is not None:
             raise writer.failure from None
         raise
-
-
-def _one_line(exc: BaseException) -> str:
-    text = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {text[:900]}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as exc:
         traceback.print_exc()
-        say(f"error: {_one_line(exc)}")
+        say(f"error: {one_line(exc)}")
         return 1
     finally:
         spark.stop()

@@ -181,6 +181,14 @@ class PostgresSink:
                 f"index table {self.schema}.{self.table} exists with columns {existing}, but this "
                 f"revision writes {expected}; drop it or use another table name")
 
+    def ledger_batches(self) -> int:
+        """How many batches the ledger holds for this revision (after ensure_tables)."""
+        with self._connect() as conn, conn.cursor() as cur:
+            cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE revision = %s").format(
+                _qualified(self.schema, self.ledger_table)), (self.revision,))
+            found = cur.fetchone()
+        return int(found[0]) if found else 0
+
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
                     end_offsets: EndOffsets) -> BatchOutcome:
         """Apply one batch, or skip it if the ledger already has it.

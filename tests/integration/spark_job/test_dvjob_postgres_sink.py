@@ -69,14 +69,6 @@ def connect(stack: Any) -> Connect:
     return lambda: psycopg.connect(dsn)
 
 
-@pytest.fixture
-def schema(stack: Any) -> Iterator[str]:
-    name = f"dvjob_it_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
 def make_sink(connect: Connect, schema: str, layout: TableLayout = ORDERS,
               table: str = TABLE) -> PostgresSink:
     sink = PostgresSink(connect=connect, schema=schema, table=table, ledger_table="dv_ledger",

@@ -44,7 +44,7 @@ def test_value_schema_from_ddl(spark: SparkSession) -> None:
 @pytest.mark.parametrize(("ddl", "expected"), [
     ("order_id STRNG", "source.schema: cannot parse 'order_id STRNG'"),
     ("STRING", "source.schema: 'STRING' must list one or more 'name TYPE' fields"),
-    ("_kafka_key STRING, a INT", "_kafka_key: names starting with '_kafka_' are reserved"),
+    ("_kafka_key STRING, a INT", "_kafka_key: names starting with '_kafka_' or '_debezium_' are reserved"),
 ])
 def test_bad_schema_ddl(spark: SparkSession, ddl: str, expected: str) -> None:
     with pytest.raises(ConfigError, match=expected):
