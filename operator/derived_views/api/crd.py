@@ -118,8 +118,8 @@ def crd() -> dict[str, Any]:
                      "description": "Revision being built beside the active one."},
                     {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
                      "description": "The candidate's phase, else Active or Pending."},
-                    {"name": "Lag", "type": "integer", "jsonPath": ".status.candidate.lag.messages",
-                     "description": "Messages the candidate's index is behind the log."},
+                    {"name": "Lag", "type": "integer", "jsonPath": ".status.lagMessages",
+                     "description": "Messages behind the log: the candidate's index while one is built, else the served index."},
                     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                 ],
                 "schema": {"openAPIV3Schema": {

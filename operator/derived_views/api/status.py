@@ -209,6 +209,9 @@ class DerivedViewStatus(StatusModel):
         description="The revision the alias serves.")] = None
     candidate: Annotated[CandidateStatus | None, Field(
         description="The spec's revision while it is built beside the active one.")] = None
+    lag_messages: Annotated[int | None, Field(
+        ge=0, description="The lag the phase is about: the candidate's while one is built, "
+                          "else the served revision's (the LAG printer column).")] = None
     revisions: Annotated[list[RevisionStatus], Field(
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["revision"]},

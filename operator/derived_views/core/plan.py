@@ -718,7 +718,8 @@ class _Planner:
         phase, active, candidate = self.summary(deleting)
         status = DerivedViewStatus(
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
-            active=active, candidate=candidate, revisions=list(self.records.values()),
+            active=active, candidate=candidate, lag_messages=_shown_lag(active, candidate),
+            revisions=list(self.records.values()),
             spent_builds=self.spent_builds,
             conditions=cond.build_conditions(self.verdicts(deleting), previous.conditions,
                                              self.now, self.view.generation),
@@ -747,3 +748,9 @@ class _Planner:
 def _dump(model: DerivedViewStatus | Intent) -> dict[str, Any]:
     dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped
+
+
+def _shown_lag(active: ActiveStatus | None, candidate: CandidateStatus | None) -> int | None:
+    """The candidate's lag while one is built (what a migration waits on), else the active's."""
+    shown = candidate if candidate is not None else active
+    return shown.lag.messages if shown is not None and shown.lag is not None else None

@@ -61,7 +61,7 @@ def test_printer_columns() -> None:
     columns = {c["name"]: c["jsonPath"] for c in version()["additionalPrinterColumns"]}
     assert columns == {"Active": ".status.active.revision",
                        "Candidate": ".status.candidate.revision", "Phase": ".status.phase",
-                       "Lag": ".status.candidate.lag.messages",
+                       "Lag": ".status.lagMessages",
                        "Age": ".metadata.creationTimestamp"}
 
 

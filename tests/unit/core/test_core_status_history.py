@@ -93,3 +93,17 @@ def test_lag_history_is_off_with_a_zero_limit() -> None:
     world = World(spec_body(SQL_V1), config=make_config(lag_history_limit=0))
     world.settle(ticks=8)
     assert world.parsed_status().lag_history == []
+
+
+def test_lag_column_follows_the_candidate_then_the_served_revision() -> None:
+    world = World(spec_body(SQL_V1))
+    world.reconcile()
+    # the world's log holds 120 + 80 messages and no job has committed yet
+    assert world.parsed_status().lag_messages == 200
+    world.settle(ticks=8)
+    assert world.alias == I1 and world.parsed_status().lag_messages == 0
+    world.edit(spec_body(SQL_V2))
+    world.reconcile()
+    status = world.parsed_status()
+    # the served index is caught up, the column shows the new candidate's whole backlog
+    assert status.candidate is not None and status.lag_messages == 200
