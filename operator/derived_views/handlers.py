@@ -63,6 +63,15 @@ def _pass(body: kopf.Body) -> bool:
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
+    if SETTINGS.metrics_port:
+        try:
+            deps().metrics.serve(SETTINGS.metrics_port)
+        except OSError as exc:
+            # A port clash never heals by retrying: stop the operator with the reason.
+            raise kopf.PermanentError(
+                f"cannot serve metrics on port {SETTINGS.metrics_port} ({exc.strerror}); "
+                "set DV_METRICS_PORT (chart: metrics.port) to a free port, or 0 to turn "
+                "metrics off") from exc
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

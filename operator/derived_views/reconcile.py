@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,6 +34,7 @@ from derived_views.core.observed import (
     view_from_object,
 )
 from derived_views.core.plan import plan
+from derived_views.metrics import Metrics
 
 log = logging.getLogger("derived_views")
 
@@ -42,6 +44,18 @@ class Deps:
     kube: Kube
     offsets: EndOffsetsCache
     config: OperatorConfig
+    metrics: Metrics = field(default_factory=Metrics)
+
+
+@dataclass
+class PassRecord:
+    """What one pass did that metrics care about; filled in as it goes."""
+
+    stage: str = "observe"
+    index_rows: dict[str, int] = field(default_factory=dict)
+    status: DerivedViewStatus | None = None
+    switched: bool = False
+    released: bool = False
 
 
 def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -> dict[str, Any]:
@@ -53,8 +67,8 @@ def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -
         for t, s in (("Ready", "False"), ("Stalled", "True"), ("Reconciling", "False"))]}
 
 
-def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
-          ) -> tuple[Any, SinkObserved] | None:
+def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps,
+          record: PassRecord) -> tuple[Any, SinkObserved] | None:
     """Connect to the sink and observe it; None when it cannot be reached this time."""
     meta = body["metadata"]
     try:
@@ -66,6 +80,7 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
         return None
     schema = spec.sink.postgres.db_schema
     indexes = pg.existing_tables(conn, schema, index_tables_to_observe(spec, status))
+    record.index_rows = dict(indexes)
     ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
                                  ledger=deps.config.ledger_table)
     return conn, SinkObserved(
@@ -87,7 +102,33 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
 
 
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
-    """One pass for one view; returns True once the plan has released the view for deletion."""
+    """One pass for one view; returns True once the plan has released the view for deletion.
+
+    Metrics record the pass (duration, failures by stage, the resulting gauges)
+    around it; they never change its outcome.
+    """
+    meta = body["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    record = PassRecord()
+    started = time.perf_counter()
+    try:
+        released = _reconcile(body, deps, now, record)
+    except Exception:
+        deps.metrics.reconcile_error(ns, name, record.stage)
+        raise
+    finally:
+        deps.metrics.reconcile_duration(time.perf_counter() - started)
+    if released:
+        deps.metrics.forget_view(ns, name)
+        return True
+    status = record.status or status_from_object(body)
+    deps.metrics.observe_view(ns, name, status, record.index_rows)
+    if record.switched:
+        deps.metrics.gate_to_switch(ns, name, status)
+    return False
+
+
+def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord) -> bool:
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     try:
@@ -103,26 +144,32 @@ def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
         if observed_app is not None:
             apps[observed_app.revision] = observed_app
     status = status_from_object(body)
-    sink = _sink(spec, status, body, deps)
+    sink = _sink(spec, status, body, deps, record)
     conn = sink[0] if sink else None
     try:
         observed = Observed(view=view_from_object(body), status=status,
                             config=deps.config, spark_applications=apps,
                             sink=sink[1] if sink else None,
                             end_offsets=_end_offsets(spec, status, body, deps))
+        record.stage = "plan"
+        actions = plan(spec, observed, now)
+        record.stage = "act"
         released = False
-        for action in plan(spec, observed, now):
-            released = _act(action, body, deps, conn) or released
+        for action in actions:
+            released = _act(action, body, deps, conn, record) or released
         return released
     finally:
         if conn is not None:
             conn.close()
 
 
-def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any) -> bool:
+def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any,
+         record: PassRecord) -> bool:
     ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
     if isinstance(action, (A.RecordIntent, A.UpdateStatus)):
         deps.kube.patch_view_status(ns, name, action.patch)
+        if isinstance(action, A.UpdateStatus):
+            record.status = action.status
     elif isinstance(action, A.AddFinalizer):
         deps.kube.add_finalizer(ns, name, action.finalizer)
     elif isinstance(action, A.RemoveFinalizer):
@@ -133,8 +180,11 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any) -> bool:
     elif isinstance(action, A.DeleteSparkApplication):
         deps.kube.delete_spark_application(ns, action.name)
     elif isinstance(action, A.SwitchAlias):
+        started = time.perf_counter()
         pg.switch_alias(conn, action.schema, action.alias, action.to_index, action.from_index,
                         owner=f"{ns}/{name}")
+        deps.metrics.cutover(ns, name, time.perf_counter() - started)
+        record.switched = True
     elif isinstance(action, A.DropAlias):
         pg.drop_alias(conn, action.schema, action.alias)
     elif isinstance(action, A.DropIndex):

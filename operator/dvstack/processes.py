@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -132,3 +133,11 @@ def run(argv: Sequence[str], *, what: str, env: Mapping[str, str] | None = None,
     if proc.returncode != 0:
         raise SystemExit(f"{what} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc.stdout
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback now, for a local process that needs its own."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -25,18 +24,12 @@ import pytest
 import yaml
 
 from dvstack.chart import Kubectl, Release, short_id
+from dvstack.processes import free_port
 from dvstack.waiting import wait_for
 
 TIMEOUT = 90
 PAUSED = ("Pausing operations", "Pausing all operators")
 RESUMED = "Resuming operations"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Replica:
@@ -102,7 +95,10 @@ def start_replica(tmp_path: Path) -> Iterator[Callable[..., Replica]]:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("KUBERNETES_", "KUBECONFIG", "DV_", "POD_"))}
         env.update({e["name"]: e["value"] for e in container["env"] if "value" in e})
+        # Pods have a network namespace each; local processes share one, so
+        # each replica gets its own metrics port as it gets its own probe port.
         env.update({"KUBECONFIG": str(kubeconfig), "DV_PEERING_PRIORITY": str(index),
+                    "DV_METRICS_PORT": str(free_port()),
                     "POD_ID": f"{sts['metadata']['name']}-{index}"})
         log = tmp_path / f"replica-{index}.log"
         with log.open("wb") as out:
