@@ -1,0 +1,5 @@
+"""`python -m derived_views.cli`, the same as the `dv` console script."""
+
+from derived_views.cli.app import main
+
+main()

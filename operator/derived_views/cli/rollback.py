@@ -1,0 +1,146 @@
+"""`dv rollback`: which retained revision to go back to, and the spec patch that does it.
+
+Rolling back is an ordinary spec change: the spec's content fields get the
+stored content of a retained revision, so the operator sees that revision's
+hash again and resumes its index (no replay while it is retained). The field
+mapping is the one `core.revision.with_content` uses. No I/O here.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from derived_views.api.status import DerivedViewStatus, Phase, RevisionContent, RevisionStatus
+
+RETAINED_PHASES = (Phase.Retiring, Phase.Retired)
+"""Phases of a previous active whose content (and maybe index) is still kept."""
+
+
+class RollbackError(Exception):
+    """No revision to roll back to, with what the user can do about it."""
+
+
+@dataclass(frozen=True)
+class Target:
+    revision: str
+    content: RevisionContent
+
+
+def rollback_target(status: DerivedViewStatus, to: str | None) -> Target:
+    """The revision to restore: `to` if given, else the previous active.
+
+    The previous active is lastCutover.from when its content is still kept,
+    else the retained revision (Retiring/Retired with content) that entered its
+    phase last.
+    """
+    current = status.revision
+    if to is not None:
+        record = status.record(to)
+        if record is None:
+            raise RollbackError(f"revision {to} is not tracked by the view; "
+                                f"{_choices(status)}")
+        if record.content is None:
+            raise RollbackError(f"revision {to} has no stored content any more "
+                                f"(phase {record.phase.value}); {_choices(status)}")
+        if to == current:
+            raise RollbackError(f"the spec already is revision {to}")
+        return Target(to, record.content)
+    cut = status.last_cutover
+    if cut is not None and cut.from_revision is not None and cut.from_revision != current:
+        record = status.record(cut.from_revision)
+        if record is not None and record.content is not None:
+            return Target(record.revision, record.content)
+    retained = [r for r in _with_content(status)
+                if r.phase in RETAINED_PHASES and r.revision != current]
+    if not retained:
+        raise RollbackError("no retained revision has stored content to roll back to "
+                            "(retired revisions keep it for cutover.retainPreviousSeconds)")
+    latest = max(retained, key=lambda r: r.since)
+    assert latest.content is not None  # filtered above
+    return Target(latest.revision, latest.content)
+
+
+def _with_content(status: DerivedViewStatus) -> list[RevisionStatus]:
+    return [r for r in status.revisions if r.content is not None]
+
+
+def _choices(status: DerivedViewStatus) -> str:
+    kept = [r.revision for r in _with_content(status) if r.revision != status.revision]
+    return f"revisions with content: {', '.join(kept)}" if kept else \
+        "no revision has stored content"
+
+
+def spec_patch(spec: dict[str, Any], content: RevisionContent) -> dict[str, Any]:
+    """A JSON merge patch of `spec` setting its content fields to `content`.
+
+    Switching between SQL and Python removes the other transform (null in a
+    merge patch deletes the key).
+    """
+    transform: dict[str, Any]
+    if content.python_function is not None:
+        transform = {"python": {"function": content.python_function,
+                                "pyFiles": list(content.py_files)}}
+        if "sql" in (spec.get("transform") or {}):
+            transform["sql"] = None
+    else:
+        transform = {"sql": content.sql}
+        if "python" in (spec.get("transform") or {}):
+            transform["python"] = None
+    return {
+        "source": {"topics": list(content.topics), "format": content.format,
+                   "schema": content.value_schema},
+        "transform": transform,
+        "sink": {"primaryKey": list(content.primary_key)},
+    }
+
+
+def guarded_patch(spec_changes: dict[str, Any], resource_version: str) -> dict[str, Any]:
+    """The whole-object patch: fails with 409 if the view changed since it was read."""
+    return {"metadata": {"resourceVersion": resource_version}, "spec": spec_changes}
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 applied to plain JSON values (what the API server will store)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result
+
+
+def spec_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Changed leaves as `- path: old` / `+ path: new` lines, sorted by path."""
+    old, new = _leaves(before), _leaves(after)
+    lines = []
+    for path in sorted(set(old) | set(new)):
+        if old.get(path) == new.get(path):
+            continue
+        if path in old:
+            lines.append(f"- {path}: {old[path]}")
+        if path in new:
+            lines.append(f"+ {path}: {new[path]}")
+    return lines
+
+
+def _leaves(value: Any, prefix: str = "spec") -> dict[str, str]:
+    """Dicts are walked; lists and scalars are leaves, shown as JSON-ish text."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key, child in value.items():
+            out.update(_leaves(child, f"{prefix}.{key}"))
+        return out
+    return {prefix: _show(value)}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return str(value)

@@ -1,0 +1,177 @@
+"""Table rows for `dv status`: plain strings computed from a view object, no I/O.
+
+Kept apart from the rich rendering so the words and numbers people read can be
+tested with hand-written expectations.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
+from derived_views.api.status import DerivedViewStatus, Lag
+
+NONE = "-"
+
+
+def parse_status(view: dict[str, Any]) -> DerivedViewStatus:
+    """The view's status (empty before the operator's first pass)."""
+    return DerivedViewStatus.model_validate(view.get("status") or {})
+
+
+def parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def age(since: dt.datetime | None, now: dt.datetime) -> str:
+    """Compact age like kubectl's: 45s, 12m, 5h, 3d (a clock skew shows as 0s)."""
+    if since is None:
+        return NONE
+    seconds = max(0, int((now - since).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 120 * 60:
+        return f"{seconds // 60}m"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as 0s, 59s, 2m05s, 1h02m; `-` when unknown."""
+    if seconds is None:
+        return NONE
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def lag_messages(lag: Lag | None) -> str:
+    return NONE if lag is None else str(lag.messages)
+
+
+def lag_time(lag: Lag | None) -> str:
+    return NONE if lag is None else duration(lag.seconds)
+
+
+@dataclass(frozen=True)
+class ViewRow:
+    """One line of `dv status`."""
+
+    namespace: str
+    name: str
+    phase: str
+    active: str
+    candidate: str
+    lag_messages: str
+    lag_time: str
+    ready: str
+    age: str
+
+
+def view_row(view: dict[str, Any], now: dt.datetime) -> ViewRow:
+    """The lag shown is the candidate's while one is built, else the active's."""
+    meta = view.get("metadata") or {}
+    status = parse_status(view)
+    lag = status.candidate.lag if status.candidate else \
+        status.active.lag if status.active else None
+    ready = status.condition("Ready")
+    return ViewRow(
+        namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
+        phase=status.phase.value if status.phase else NONE,
+        active=status.active.revision if status.active else NONE,
+        candidate=status.candidate.revision if status.candidate else NONE,
+        lag_messages=lag_messages(lag), lag_time=lag_time(lag),
+        ready=ready.status if ready else NONE,
+        age=age(parse_time(meta.get("creationTimestamp")), now))
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    revision: str
+    role: str
+    phase: str
+    lag_messages: str
+    lag_time: str
+    in_phase_for: str
+    content: str
+    note: str
+
+
+def revision_rows(status: DerivedViewStatus, now: dt.datetime) -> list[RevisionRow]:
+    """Every tracked revision, newest phase change first, marked active/candidate."""
+    active = status.active.revision if status.active else None
+    candidate = status.candidate.revision if status.candidate else None
+    rows = []
+    for record in sorted(status.revisions, key=lambda r: r.since, reverse=True):
+        role = "active" if record.revision == active else \
+            "candidate" if record.revision == candidate else ""
+        note = ": ".join(p for p in (record.reason, record.message) if p)
+        rows.append(RevisionRow(
+            revision=record.revision, role=role, phase=record.phase.value,
+            lag_messages=lag_messages(record.lag), lag_time=lag_time(record.lag),
+            in_phase_for=age(record.since, now),
+            content="kept" if record.content is not None else NONE, note=note))
+    return rows
+
+
+@dataclass(frozen=True)
+class ConditionRow:
+    type: str
+    status: str
+    reason: str
+    message: str
+    age: str
+
+
+def condition_rows(status: DerivedViewStatus, now: dt.datetime) -> list[ConditionRow]:
+    return [ConditionRow(type=c.type, status=c.status, reason=c.reason, message=c.message,
+                         age=age(c.last_transition_time, now)) for c in status.conditions]
+
+
+def cutover_line(status: DerivedViewStatus, now: dt.datetime) -> str:
+    """One sentence about the last alias switch."""
+    cut = status.last_cutover
+    if cut is None:
+        return "no cutover yet"
+    source = cut.from_revision or "(nothing)"
+    line = f"{source} -> {cut.to_revision} at {cut.switched_at.isoformat()} " \
+           f"({age(cut.switched_at, now)} ago)"
+    if cut.gate_held_at is not None:
+        waited = (cut.switched_at - cut.gate_held_at).total_seconds()
+        line += f", {duration(waited)} after the gate held"
+    else:
+        line += ", no gate (rollback)"
+    return line
+
+
+def header_lines(view: dict[str, Any], status: DerivedViewStatus) -> list[tuple[str, str]]:
+    """Key facts above the detail tables."""
+    meta = view.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    mode = ((view.get("spec") or {}).get("cutover") or {}).get("mode", "auto")
+    generation = meta.get("generation")
+    observed = status.observed_generation
+    lines = [
+        ("View", f"{meta.get('namespace', '')}/{meta.get('name', '')}"),
+        ("Phase", status.phase.value if status.phase else NONE),
+        ("Spec revision", status.revision or NONE),
+        ("Active", f"{status.active.revision} ({status.active.index})"
+         if status.active else NONE),
+        ("Candidate", f"{status.candidate.revision} ({status.candidate.phase.value})"
+         if status.candidate else NONE),
+        ("Cutover mode", str(mode)),
+        ("Generation", f"{generation} (observed {observed if observed is not None else NONE})"),
+    ]
+    if annotations.get(PAUSED_ANNOTATION) == "true":
+        lines.append(("Paused", "yes"))
+    if annotations.get(PROMOTE_ANNOTATION):
+        lines.append(("Promote", str(annotations[PROMOTE_ANNOTATION])))
+    return lines
