@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from dvstack import artefacts, kafka_broker, kube_api, postgres_server, processes
+from dvstack import artefacts, kafka_broker, kube_api, postgres_server, processes, sample
+from dvstack.helm import helm_binary
 from dvstack.settings import Settings, load
 from dvstack.waiting import wait_for
 
@@ -197,6 +198,10 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("env", help="print the endpoints JSON written by `up`")
     t = sub.add_parser("test", help="up, pytest ARGS, then down if this command started it")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    h = sub.add_parser("helm", help="run the pinned helm (built on first use) against the stack")
+    h.add_argument("helm_args", nargs=argparse.REMAINDER)
+    s = sub.add_parser("sample-orders", help="order events on the local Kafka, a sink Secret")
+    sample.add_arguments(s)
     args = parser.parse_args(argv)
     settings = load()
     if args.command == "up":
@@ -210,3 +215,14 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "test":
         extra = [a for a in args.pytest_args if a != "--"]
         sys.exit(run_tests(settings, extra))
+    elif args.command == "helm":
+        if not settings.stack_file.is_file():
+            raise SystemExit("the local stack is not up: run `make stack-up` first")
+        helm_args = [a for a in args.helm_args if a != "--"] or ["--help"]
+        kubeconfig = json.loads(settings.stack_file.read_text())["kubeconfig"]
+        sys.exit(subprocess.run([str(helm_binary(settings)), *helm_args],
+                                env={**os.environ, "KUBECONFIG": kubeconfig}).returncode)
+    elif args.command == "sample-orders":
+        if not settings.stack_file.is_file():
+            raise SystemExit("the local stack is not up: run `make stack-up` first")
+        sample.run(settings, json.loads(settings.stack_file.read_text()), args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from dvstack.settings import Settings
@@ -26,7 +27,7 @@ def helm_binary(settings: Settings) -> Path:
         raise SystemExit("'go' was not found on PATH: install Go >= 1.26 (Debian: golang-go), "
                          "or set DV_HELM to a helm v3 binary")
     print(f"building helm {HELM_VERSION} from the Go module proxy (first run only; takes a "
-          "couple of minutes)...", flush=True)
+          "couple of minutes)...", file=sys.stderr, flush=True)
     subprocess.run(
         ["bash", str(settings.repo / "stack" / "build-helm.sh")],
         env={**os.environ, "DV_CACHE_DIR": str(settings.cache_dir), "HELM_VERSION": HELM_VERSION},
