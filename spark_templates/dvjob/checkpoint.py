@@ -26,7 +26,7 @@ def is_stale(committed_batches: int, ledger_batches: int) -> bool:
 
 def stale_location(location: str, now: dt.datetime) -> str:
     """Where a stale checkpoint goes: beside it, named by the (UTC) time it was set aside."""
-    return f"{location.rstrip('/')}.stale-{now.astimezone(dt.UTC):%Y%m%dT%H%M%SZ}"
+    return f"{location.rstrip('/')}.stale-{now.astimezone(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
 
 
 class HadoopPaths:
@@ -34,7 +34,7 @@ class HadoopPaths:
 
     def __init__(self, spark: SparkSession) -> None:
         self._jvm: Any = spark.sparkContext._jvm
-        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
 
     def _path(self, location: str) -> tuple[Any, Any]:
         path = self._jvm.org.apache.hadoop.fs.Path(location)

@@ -76,7 +76,7 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         f"{config.sink.db_schema}.{config.sink.ledger_table}) at {describe_target()}")
     sink.ensure_tables()
     moved = set_aside_if_stale(HadoopPaths(spark), config.checkpoint_location,
-                               sink.ledger_batches(), dt.datetime.now(dt.UTC))
+                               sink.ledger_batches(), dt.datetime.now(dt.timezone.utc))
     if moved is not None:
         say(f"checkpoint {config.checkpoint_location} has committed batches but the ledger has "
             f"none for revision {config.revision} (index dropped or database reset): moved it "
