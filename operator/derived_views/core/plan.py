@@ -635,9 +635,9 @@ class _Planner:
             reconciling = V("True", reason, message)
         elif desired != active and candidate is None:
             reconciling = V("True", "Starting", f"revision {desired} is about to start")
-        elif self.cutover is not None:
-            reconciling = V("True", "CuttingOver", f"switching readers to revision {desired}")
         else:
+            # Also right after a cutover: this status is written only once the
+            # switch has succeeded, so nothing is left in progress.
             reconciling = V("False", "Reconciled", "")
 
         switched = self.switches[-1].to_index if self.switches else (

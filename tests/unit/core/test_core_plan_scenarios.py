@@ -239,6 +239,9 @@ def test_cutover_is_one_switch_and_the_same_plan_retires_the_old_revision() -> N
     assert old.retire_after == world.now + dt.timedelta(seconds=60)
     assert status.active is not None and status.active.revision == R2
     assert world.condition("Ready") == ("True", "Serving")
+    # The status lands only after the switch succeeded: nothing is left in
+    # progress, so kstatus readers (kubectl wait, Flux) see Current at once.
+    assert world.condition("Reconciling") == ("False", "Reconciled")
 
 
 def test_manual_mode_waits_for_the_promote_annotation_naming_the_revision() -> None:
