@@ -11,6 +11,7 @@ view by removing it.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from collections import defaultdict
 from pathlib import Path
@@ -59,10 +60,20 @@ def _pass(body: kopf.Body) -> bool:
         return reconcile(fresh, deps(), _now())
 
 
+class _QuietRefresh(logging.Filter):
+    """Drop the refresh timer's success line: it fires every lag poll for every
+    view and would be most of the log. Its failures and every other handler's
+    lines still come through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Timer 'refresh' succeeded."
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
+    logging.getLogger("kopf.objects").addFilter(_QuietRefresh())
     if SETTINGS.metrics_port:
         try:
             deps().metrics.serve(SETTINGS.metrics_port)

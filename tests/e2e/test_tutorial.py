@@ -168,6 +168,12 @@ def test_readme_tutorial(stack: Any, kube_api_client: Any, tmp_path: Path) -> No
         rows_v2 = samples[("derived_views_index_rows", tuple(sorted(
             (*view_labels, ("revision", v2), ("index", f"{table}__{v2}")))))]
         assert rows_v2 == len(expected_rows(events, ["orders"]))
+
+        # 7. The operator's log says what happened, not that the lag poll ran
+        # (hundreds of polls above at DV_LAG_POLL_SECONDS=1).
+        text = log_path.read_text(errors="replace")
+        assert "Handler 'on_change' succeeded" in text, text[-3000:]
+        assert "Timer 'refresh' succeeded" not in text, text[-3000:]
     finally:
         try:
             custom.delete_namespaced_custom_object("derivedviews.io", "v1alpha1", shop,
