@@ -19,7 +19,7 @@ from dvstack.settings import Settings
 
 
 def _topic_exists(bootstrap: str, topic: str) -> bool:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    metadata = AdminClient({"bootstrap.servers": bootstrap, **replay.QUIET}).list_topics(timeout=30)
     return topic in metadata.topics
 
 

@@ -189,11 +189,11 @@ def watch(
     ctx: typer.Context,
     view: Annotated[str, typer.Argument(help="The view to watch.")],
     timeout: Annotated[float | None, typer.Option(
-        help="Give up after this many seconds (exit 2); default: wait forever.", min=0)
+        help="Give up after this many seconds (exit 4); default: wait forever.", min=0)
     ] = None,
     interval: Annotated[float, typer.Option(help="Seconds between polls.", min=0.1)] = 2.0,
 ) -> None:
-    """Follow a migration until it is done (exit 0), failed (3) or timed out (2)."""
+    """Follow a migration until it is done (exit 0), failed (3) or timed out (4)."""
     target: Target = ctx.obj
     with clear_errors():
         views = target.views()

@@ -113,7 +113,7 @@ class Outcome(Enum):
 
     WAITING = None
     DONE = 0
-    TIMED_OUT = 2
+    TIMED_OUT = 4  # not 2: click exits 2 on a usage error
     FAILED = 3
 
 

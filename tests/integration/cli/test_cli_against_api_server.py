@@ -281,12 +281,12 @@ def test_watch_exits_0_when_the_migration_finishes(cli_env: CliEnv) -> None:
             proc.wait()
 
 
-def test_watch_exits_2_on_timeout(cli_env: CliEnv) -> None:
+def test_watch_exits_4_on_timeout(cli_env: CliEnv) -> None:
     cli_env.create_view(spec_v2())
     cli_env.write_status(migrating())
     started = time.monotonic()
     result = cli_env.dv("watch", "orders", "--interval", "0.5", "--timeout", "2")
-    assert result.returncode == 2
+    assert result.returncode == 4
     assert result.stderr.strip() == (f"error: {cli_env.namespace}/orders: timed out after 2s "
                                      "(phase Backfilling)")
     assert time.monotonic() - started >= 2

@@ -140,4 +140,4 @@ def test_watch_verdict(fields: dict[str, Any], generation: int | None,
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
-    assert (Outcome.DONE.value, Outcome.TIMED_OUT.value, Outcome.FAILED.value) == (0, 2, 3)
+    assert (Outcome.DONE.value, Outcome.TIMED_OUT.value, Outcome.FAILED.value) == (0, 4, 3)
