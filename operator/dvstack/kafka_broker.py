@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -78,14 +79,26 @@ def _ready(settings: Settings) -> bool:
     return bool(md.brokers)
 
 
+def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding.
+
+    One id in 64 would start with '-', which the storage tool's argument
+    parser reads as an option ("--cluster-id: expected one argument"); like
+    Kafka's own random ids, such a draw is thrown away.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(random_bytes()).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def start(settings: Settings, libs: Path) -> None:
     config = _write_config(settings)
     d = kafka_dir(settings)
     jvm = [java(), HEAP, "-Xms128m", f"-Dlog4j2.configurationFile={d / 'log4j2.yaml'}",
            "-cp", _classpath(libs)]
     if not (d / "data" / "meta.properties").is_file():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        processes.run([*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+        processes.run([*jvm, "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
                        "-c", str(config)], what="formatting Kafka storage")
     if not processes.running(settings, "kafka"):
         processes.start(settings, "kafka", [*jvm, "kafka.Kafka", str(config)])
