@@ -177,8 +177,8 @@ def status(settings: Settings) -> int:
 
 def run_tests(settings: Settings, pytest_args: list[str]) -> int:
     was_up = status_quiet(settings)
-    up(settings)
     try:
+        up(settings)  # inside: a start that fails half-way stops what it started
         return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=settings.repo)
     finally:
         if not was_up and os.environ.get("KEEP_STACK") != "1":
