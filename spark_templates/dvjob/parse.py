@@ -73,29 +73,35 @@ def _kafka_metadata() -> list[Column]:
             F.col("value").isNull().alias("_kafka_tombstone")]
 
 
-def debezium_envelope(row: StructType) -> StructType:
-    """A change event's fields we read, at the top level and under `payload`."""
-    change = [StructField("before", row), StructField("after", row),
-              StructField("op", StringType()), StructField("ts_ms", LongType())]
-    return StructType([*change, StructField("payload", StructType(change))])
+def debezium_change(row: StructType) -> StructType:
+    """A change event's fields the job reads."""
+    return StructType([StructField("before", row), StructField("after", row),
+                       StructField("op", StringType()), StructField("ts_ms", LongType())])
 
 
-def _unwrapped(parsed: Column, row: StructType) -> Column:
+def _wrappable(fields: StructType) -> StructType:
+    """`fields` at the top level or under `payload`, as a JSON converter with schemas on
+    wraps values and keys."""
+    return StructType([*fields.fields, StructField("payload", fields)])
+
+
+def _unwrapped(parsed: Column, fields: StructType) -> Column:
     """`payload` when the converter wrapped the event (or key) with its schema, else itself."""
-    bare = F.struct(*[parsed[f.name].alias(f.name) for f in row.fields])
+    bare = F.struct(*[parsed[f.name].alias(f.name) for f in fields.fields])
     return F.when(parsed["payload"].isNotNull(), parsed["payload"]).otherwise(bare)
+
+
+def _from_json(column: str, fields: StructType) -> Column:
+    """Parse a bare or payload-wrapped JSON column into `fields`."""
+    parsed = F.from_json(F.col(column).cast("string"), _wrappable(fields))
+    return _unwrapped(parsed, fields)
 
 
 def parse_debezium_events(raw: DataFrame, row: StructType) -> DataFrame:
     """Row fields as of the change, `_kafka_*`, then `_debezium_op/_ts_ms/_deleted`."""
-    envelope = F.from_json(F.col("value").cast("string"), debezium_envelope(row))
-    key_schema = StructType([*row.fields, StructField("payload", row)])
-    key_row = _unwrapped(F.from_json(F.col("key").cast("string"), key_schema), row)
-    change = F.when(envelope["payload"].isNotNull(), envelope["payload"]).otherwise(
-        F.struct(*[envelope[n].alias(n) for n in ("before", "after", "op", "ts_ms")]))
     staged = raw.select(
-        envelope.alias("_dv_envelope"), change.alias("_dv_change"), key_row.alias("_dv_key"),
-        *_kafka_metadata())
+        _from_json("value", debezium_change(row)).alias("_dv_change"),
+        _from_json("key", row).alias("_dv_key"), *_kafka_metadata())
     op = F.col("_dv_change.op")
     tombstone = F.col("_kafka_tombstone")
     refused = F.concat(
