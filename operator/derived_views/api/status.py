@@ -139,6 +139,13 @@ class CandidateStatus(StatusModel):
     message: Annotated[str | None, Field(max_length=4096, description="Detail.")] = None
 
 
+def shown_lag(active: ActiveStatus | None, candidate: CandidateStatus | None) -> Lag | None:
+    """The lag a view is about now: the candidate's while one is built (what a
+    migration waits on), else the served revision's. Feeds the LAG column and `dv status`."""
+    shown = candidate if candidate is not None else active
+    return shown.lag if shown is not None else None
+
+
 class LagSample(StatusModel):
     """One point of a revision's lag over time, kept so people can plot a migration."""
 

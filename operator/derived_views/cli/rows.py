@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
-from derived_views.api.status import DerivedViewStatus, Lag
+from derived_views.api.status import DerivedViewStatus, Lag, shown_lag
+from derived_views.core.times import parse_timestamp
 
 NONE = "-"
 
@@ -19,12 +20,6 @@ NONE = "-"
 def parse_status(view: dict[str, Any]) -> DerivedViewStatus:
     """The view's status (empty before the operator's first pass)."""
     return DerivedViewStatus.model_validate(view.get("status") or {})
-
-
-def parse_time(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def age(since: dt.datetime | None, now: dt.datetime) -> str:
@@ -80,8 +75,7 @@ def view_row(view: dict[str, Any], now: dt.datetime) -> ViewRow:
     """The lag shown is the candidate's while one is built, else the active's."""
     meta = view.get("metadata") or {}
     status = parse_status(view)
-    lag = status.candidate.lag if status.candidate else \
-        status.active.lag if status.active else None
+    lag = shown_lag(status.active, status.candidate)
     ready = status.condition("Ready")
     return ViewRow(
         namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
@@ -90,7 +84,7 @@ def view_row(view: dict[str, Any], now: dt.datetime) -> ViewRow:
         candidate=status.candidate.revision if status.candidate else NONE,
         lag_messages=lag_messages(lag), lag_time=lag_time(lag),
         ready=ready.status if ready else NONE,
-        age=age(parse_time(meta.get("creationTimestamp")), now))
+        age=age(parse_timestamp(meta.get("creationTimestamp")), now))
 
 
 @dataclass(frozen=True)

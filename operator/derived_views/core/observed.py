@@ -22,6 +22,7 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core import naming
 from derived_views.core.config import OperatorConfig
 from derived_views.core.revision import revision_of
+from derived_views.core.times import parse_timestamp
 
 TopicPartition = tuple[str, int]
 
@@ -110,14 +111,6 @@ class Observed:
 
 # Helpers for the shell ----------------------------------------------------------------------
 
-def _timestamp(value: Any) -> dt.datetime | None:
-    if not value:
-        return None
-    if isinstance(value, dt.datetime):
-        return value
-    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-
-
 def view_from_object(body: Mapping[str, Any]) -> ViewObserved:
     """A DerivedView as returned by the API server (or Kopf's body) -> ViewObserved."""
     meta = body.get("metadata") or {}
@@ -126,7 +119,7 @@ def view_from_object(body: Mapping[str, Any]) -> ViewObserved:
         uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
         annotations=dict(meta.get("annotations") or {}),
         finalizers=tuple(meta.get("finalizers") or ()),
-        deletion_timestamp=_timestamp(meta.get("deletionTimestamp")))
+        deletion_timestamp=parse_timestamp(meta.get("deletionTimestamp")))
 
 
 def status_from_object(body: Mapping[str, Any]) -> DerivedViewStatus:

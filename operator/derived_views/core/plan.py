@@ -35,6 +35,7 @@ from derived_views.api.status import (
     Phase,
     RevisionStatus,
     ViewPhase,
+    shown_lag,
 )
 from derived_views.core import conditions as cond
 from derived_views.core import naming
@@ -716,9 +717,10 @@ class _Planner:
     def assemble(self, deleting: bool) -> list[Action]:
         previous = self.obs.status
         phase, active, candidate = self.summary(deleting)
+        shown = shown_lag(active, candidate)
         status = DerivedViewStatus(
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
-            active=active, candidate=candidate, lag_messages=_shown_lag(active, candidate),
+            active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
             revisions=list(self.records.values()),
             spent_builds=self.spent_builds,
             conditions=cond.build_conditions(self.verdicts(deleting), previous.conditions,
@@ -748,9 +750,3 @@ class _Planner:
 def _dump(model: DerivedViewStatus | Intent) -> dict[str, Any]:
     dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped
-
-
-def _shown_lag(active: ActiveStatus | None, candidate: CandidateStatus | None) -> int | None:
-    """The candidate's lag while one is built (what a migration waits on), else the active's."""
-    shown = candidate if candidate is not None else active
-    return shown.lag.messages if shown is not None and shown.lag is not None else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 
 def utc(t: dt.datetime) -> dt.datetime:
@@ -15,3 +16,12 @@ def utc(t: dt.datetime) -> dt.datetime:
 def seconds_between(earlier: dt.datetime, later: dt.datetime) -> int:
     """Whole seconds from `earlier` to `later` (negative if reversed)."""
     return int((later - earlier).total_seconds() // 1)
+
+
+def parse_timestamp(value: Any) -> dt.datetime | None:
+    """A Kubernetes timestamp ("2026-11-23T08:00:00Z") as an aware datetime; None when empty."""
+    if not value:
+        return None
+    if isinstance(value, dt.datetime):
+        return value
+    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
