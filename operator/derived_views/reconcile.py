@@ -55,7 +55,6 @@ class PassRecord:
     index_rows: dict[str, int] = field(default_factory=dict)
     status: DerivedViewStatus | None = None
     switched: bool = False
-    released: bool = False
 
 
 def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -> dict[str, Any]:

@@ -216,13 +216,17 @@ def main(argv: list[str] | None = None) -> None:
         extra = [a for a in args.pytest_args if a != "--"]
         sys.exit(run_tests(settings, extra))
     elif args.command == "helm":
-        if not settings.stack_file.is_file():
-            raise SystemExit("the local stack is not up: run `make stack-up` first")
         helm_args = [a for a in args.helm_args if a != "--"] or ["--help"]
-        kubeconfig = json.loads(settings.stack_file.read_text())["kubeconfig"]
+        kubeconfig = _running_stack(settings)["kubeconfig"]
         sys.exit(subprocess.run([str(helm_binary(settings)), *helm_args],
                                 env={**os.environ, "KUBECONFIG": kubeconfig}).returncode)
     elif args.command == "sample-orders":
-        if not settings.stack_file.is_file():
-            raise SystemExit("the local stack is not up: run `make stack-up` first")
-        sample.run(settings, json.loads(settings.stack_file.read_text()), args)
+        sample.run(_running_stack(settings), args)
+
+
+def _running_stack(settings: Settings) -> dict[str, Any]:
+    """The endpoints `up` wrote, for commands that need the stack running."""
+    if not settings.stack_file.is_file():
+        raise SystemExit("the local stack is not up: run `make stack-up` first")
+    info: dict[str, Any] = json.loads(settings.stack_file.read_text())
+    return info

@@ -15,7 +15,6 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import client, config
 
 from dvstack import replay
-from dvstack.settings import Settings
 
 
 def _topic_exists(bootstrap: str, topic: str) -> bool:
@@ -34,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret", default="views-db", help="name of the sink Secret")
 
 
-def run(settings: Settings, info: dict[str, Any], args: argparse.Namespace) -> None:
+def run(info: dict[str, Any], args: argparse.Namespace) -> None:
     bootstrap = info["kafka_bootstrap"]
     if args.events < 0 or args.partitions < 1:
         raise SystemExit("--events must be >= 0 and --partitions >= 1")
