@@ -45,12 +45,12 @@ from derived_views.cli.progress import (
 )
 from derived_views.cli.rollback import (
     RollbackError,
-    apply_merge_patch,
     guarded_patch,
     rollback_target,
     spec_diff,
     spec_patch,
 )
+from derived_views.core.patch import apply_merge_patch
 from derived_views.core.revision import revision_of
 
 EXIT_ERROR = 1

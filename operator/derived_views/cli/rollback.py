@@ -3,16 +3,16 @@
 Rolling back is an ordinary spec change: the spec's content fields get the
 stored content of a retained revision, so the operator sees that revision's
 hash again and resumes its index (no replay while it is retained). The field
-mapping is the one `core.revision.with_content` uses. No I/O here.
+mapping is `core.revision.spec_fields`, the one `with_content` uses. No I/O here.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
 from derived_views.api.status import DerivedViewStatus, Phase, RevisionContent, RevisionStatus
+from derived_views.core.revision import spec_fields
 
 RETAINED_PHASES = (Phase.Retiring, Phase.Retired)
 """Phases of a previous active whose content (and maybe index) is still kept."""
@@ -78,40 +78,16 @@ def spec_patch(spec: dict[str, Any], content: RevisionContent) -> dict[str, Any]
     Switching between SQL and Python removes the other transform (null in a
     merge patch deletes the key).
     """
-    transform: dict[str, Any]
-    if content.python_function is not None:
-        transform = {"python": {"function": content.python_function,
-                                "pyFiles": list(content.py_files)}}
-        if "sql" in (spec.get("transform") or {}):
-            transform["sql"] = None
-    else:
-        transform = {"sql": content.sql}
-        if "python" in (spec.get("transform") or {}):
-            transform["python"] = None
-    return {
-        "source": {"topics": list(content.topics), "format": content.format,
-                   "schema": content.value_schema},
-        "transform": transform,
-        "sink": {"primaryKey": list(content.primary_key)},
-    }
+    patch = spec_fields(content)
+    other = "sql" if "python" in patch["transform"] else "python"
+    if other in (spec.get("transform") or {}):
+        patch["transform"][other] = None
+    return patch
 
 
 def guarded_patch(spec_changes: dict[str, Any], resource_version: str) -> dict[str, Any]:
     """The whole-object patch: fails with 409 if the view changed since it was read."""
     return {"metadata": {"resourceVersion": resource_version}, "spec": spec_changes}
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 applied to plain JSON values (what the API server will store)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
 
 
 def spec_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

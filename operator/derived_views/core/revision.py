@@ -49,6 +49,21 @@ def content_of(spec: DerivedViewSpec) -> RevisionContent:
         primary_key=list(spec.sink.primary_key))
 
 
+def spec_fields(content: RevisionContent) -> dict[str, Any]:
+    """A revision's content as the spec (JSON) fields that hold it: the one mapping
+    both `with_content` and `dv rollback`'s spec patch use."""
+    transform: dict[str, Any]
+    if content.python_function is not None:
+        transform = {"python": {"function": content.python_function,
+                                "pyFiles": list(content.py_files)}}
+    else:
+        transform = {"sql": content.sql}
+    return {"source": {"topics": list(content.topics), "format": content.format,
+                       "schema": content.value_schema},
+            "transform": transform,
+            "sink": {"primaryKey": list(content.primary_key)}}
+
+
 def with_content(spec: DerivedViewSpec, content: RevisionContent) -> DerivedViewSpec:
     """`spec` with another revision's content: how an older revision's job is rendered.
 
@@ -56,14 +71,10 @@ def with_content(spec: DerivedViewSpec, content: RevisionContent) -> DerivedView
     are not content); the table base and schema are immutable, so they match.
     """
     body = spec.model_dump(mode="json", exclude_none=True)
-    body["source"].update(topics=list(content.topics), format=content.format,
-                          schema=content.value_schema)
-    if content.python_function is not None:
-        body["transform"] = {"python": {"function": content.python_function,
-                                        "pyFiles": list(content.py_files)}}
-    else:
-        body["transform"] = {"sql": content.sql}
-    body["sink"]["primaryKey"] = list(content.primary_key)
+    fields = spec_fields(content)
+    body["source"].update(fields["source"])
+    body["transform"] = fields["transform"]
+    body["sink"].update(fields["sink"])
     return DerivedViewSpec.model_validate(body)
 
 

@@ -9,12 +9,12 @@ import pytest
 from derived_views.api.status import DerivedViewStatus, RevisionContent
 from derived_views.cli.rollback import (
     RollbackError,
-    apply_merge_patch,
     guarded_patch,
     rollback_target,
     spec_diff,
     spec_patch,
 )
+from derived_views.core.patch import apply_merge_patch
 
 SQL_CONTENT = {"topics": ["orders"], "format": "json", "schema": "id STRING, amount DOUBLE",
                "sql": "SELECT id, amount FROM events", "primaryKey": ["id"]}
