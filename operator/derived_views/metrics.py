@@ -59,7 +59,7 @@ def view_samples(namespace: str, view: str, status: DerivedViewStatus,
         if lag.seconds is not None:
             out.append(Sample("lag_seconds", labels, float(lag.seconds)))
     for record in status.revisions:
-        if record.phase in (Phase.Retired,) or record.index not in index_rows:
+        if record.phase == Phase.Retired or record.index not in index_rows:
             continue
         out.append(Sample("index_rows", (namespace, view, record.revision, record.index),
                           float(index_rows[record.index])))
