@@ -58,22 +58,50 @@ class PgConnection:
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
 
 
+RATE_WINDOW_SECONDS = 30
+"""How far back the earlier ledger row is taken from, to measure a revision's commit rate."""
+
+
 def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
                      ledger: str = LEDGER_TABLE) -> dict[str, LedgerPosition]:
-    """Newest ledger row per revision; revisions with no batch yet are absent."""
+    """Newest ledger row per revision, with an earlier row for the commit rate.
+
+    The earlier row is the newest one committed at least RATE_WINDOW_SECONDS before the
+    newest, or the revision's first row when it is younger than that. Revisions with no
+    batch yet are absent.
+    """
     wanted = sorted(set(revisions))
     if not wanted or not _relation_exists(conn, schema, ledger):
         return {}
+    table = sql.Identifier(schema, ledger)
     query = sql.SQL(
-        "SELECT DISTINCT ON (revision) revision, batch_id, end_offsets, committed_at "
-        "FROM {}.{} WHERE revision = ANY(%s) ORDER BY revision, batch_id DESC"
-    ).format(sql.Identifier(schema), sql.Identifier(ledger))
+        "WITH newest AS (SELECT DISTINCT ON (revision) revision, batch_id, end_offsets, "
+        "committed_at FROM {table} WHERE revision = ANY(%(wanted)s) "
+        "ORDER BY revision, batch_id DESC) "
+        "SELECT n.revision, n.batch_id, n.end_offsets, n.committed_at, "
+        "e.batch_id, e.end_offsets, e.committed_at FROM newest n LEFT JOIN LATERAL ("
+        "  SELECT l.batch_id, l.end_offsets, l.committed_at FROM {table} l"
+        "  WHERE l.revision = n.revision AND l.batch_id < n.batch_id"
+        "  ORDER BY (l.committed_at <= n.committed_at - %(window)s * interval '1 second') DESC,"
+        "   CASE WHEN l.committed_at <= n.committed_at - %(window)s * interval '1 second'"
+        "   THEN -l.batch_id ELSE l.batch_id END"
+        "  LIMIT 1) e ON true"
+    ).format(table=table)
     out: dict[str, LedgerPosition] = {}
-    for revision, batch_id, offsets, committed_at in conn.execute(query, (wanted,)):
-        flat = {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
-        out[revision] = LedgerPosition(end_offsets=flat, committed_at=committed_at,
-                                       batch_id=int(batch_id))
+    for (revision, batch_id, offsets, committed_at, earlier_id, earlier_offsets,
+         earlier_at) in conn.execute(query, {"wanted": wanted, "window": RATE_WINDOW_SECONDS}):
+        earlier = None if earlier_id is None else LedgerPosition(
+            end_offsets=_flat_offsets(earlier_offsets), committed_at=earlier_at,
+            batch_id=int(earlier_id))
+        out[revision] = LedgerPosition(end_offsets=_flat_offsets(offsets),
+                                       committed_at=committed_at, batch_id=int(batch_id),
+                                       earlier=earlier)
     return out
+
+
+def _flat_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, int], int]:
+    """The ledger's `{topic: {partition: offset}}` as `{(topic, partition): offset}`."""
+    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
 
 
 def _relation_exists(conn: psycopg.Connection[Any], schema: str, name: str) -> bool:

@@ -25,8 +25,11 @@ TRANSFORM_RULE = "has(self.sql) != has(self.python)"
 TRANSFORM_MESSAGE = "set exactly one of transform.sql or transform.python"
 PRIMARY_KEY_RULE = "size(self.primaryKey) > 0 && !self.primaryKey.exists(k, k.startsWith('_dv_'))"
 PRIMARY_KEY_MESSAGE = "sink.primaryKey needs at least one column, none starting with _dv_ (reserved)"
-CUTOVER_RULE = "self.stableForSeconds < self.deadlineSeconds"
+CUTOVER_RULE = "!has(self.deadlineSeconds) || self.stableForSeconds < self.deadlineSeconds"
 CUTOVER_MESSAGE = "cutover.stableForSeconds must be less than cutover.deadlineSeconds"
+PROGRESS_RULE = "self.stableForSeconds < self.progressDeadlineSeconds"
+PROGRESS_MESSAGE = "cutover.stableForSeconds must be less than cutover.progressDeadlineSeconds"
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
 IMMUTABLE_RULE = "self == oldSelf"
 
 
@@ -82,9 +85,12 @@ class Source(ApiModel):
         alias="schema", min_length=1, max_length=65536,
         description="Spark DDL of the event value, e.g. `order_id STRING, amount DOUBLE`. "
                     "Part of the revision.")]
-    max_offsets_per_trigger: Annotated[int | None, Field(
-        ge=1, description="Upper bound on records per micro-batch across all partitions; bounds "
-                          "the driver's memory during a replay. Not part of the revision.")] = None
+    max_offsets_per_trigger: Annotated[int, Field(
+        ge=1, le=100_000_000,
+        description="Upper bound on records per micro-batch across all partitions; bounds "
+                    "the driver's memory and each sink transaction during a replay. Changing it "
+                    "restarts the running jobs from their checkpoints. Not part of the "
+                    "revision.")] = DEFAULT_MAX_OFFSETS_PER_TRIGGER
 
 
 class PythonTransform(ApiModel):
@@ -156,31 +162,52 @@ class Sink(ApiModel):
 
 
 class Cutover(ApiModel):
-    """When readers switch to a new revision. Policy only: not part of the revision."""
+    """When readers switch to a new revision. Policy only: not part of the revision.
 
-    model_config = ConfigDict(json_schema_extra=cel((CUTOVER_RULE, CUTOVER_MESSAGE)))
+    The gate holds while the candidate is within `maxLagMessages` of the log OR within
+    `maxLagSeconds` of it in time, so it holds on a topic that keeps receiving records
+    (where the lag in messages is rarely 0 twice in a row).
+    """
+
+    model_config = ConfigDict(json_schema_extra=cel((CUTOVER_RULE, CUTOVER_MESSAGE),
+                                                    (PROGRESS_RULE, PROGRESS_MESSAGE)))
 
     max_lag_messages: Annotated[int, Field(
         ge=0, description="Gate: the candidate's total lag (messages not yet committed into its "
-                          "index) must be at or under this ...")] = 0
+                          "index) is at or under this, or ...")] = 0
+    max_lag_seconds: Annotated[int, Field(
+        ge=0, le=86400,
+        description="... its lag in time is at or under this many seconds: the time it needs to "
+                    "drain its remaining messages at its measured commit rate, plus the time "
+                    "since its last commit. 0 gates on messages alone.")] = 10
     stable_for_seconds: Annotated[int, Field(
-        ge=0, le=86400, description="... continuously for this many seconds.")] = 10
+        ge=0, le=86400, description="The gate must hold continuously for this many seconds.")
+                                  ] = 10
     mode: Annotated[Literal["auto", "manual"], Field(
         description="`auto` switches readers as soon as the gate has held; `manual` waits for "
                     "the annotation derivedviews.io/promote=<revision>. A view's first revision "
                     "is promoted when it catches up in both modes.")] = "auto"
-    deadline_seconds: Annotated[int, Field(
-        ge=1, description="A candidate not promoted this long after its job started is torn "
-                          "down (Degraded, reason DeadlineExceeded); the active revision keeps "
-                          "serving. Applies in manual mode too.")] = 3600
+    progress_deadline_seconds: Annotated[int, Field(
+        ge=1, description="A candidate that is behind and has committed no batch for this long "
+                          "(counted from its start before its first batch) is torn down "
+                          "(Degraded, reason ProgressDeadlineExceeded); the active revision "
+                          "keeps serving. A slow but progressing replay is never torn down.")
+                                         ] = 600
+    deadline_seconds: Annotated[int | None, Field(
+        ge=1, description="Optional cap on a candidate's age: not promoted this long after its "
+                          "job started, it is torn down (Degraded, reason DeadlineExceeded) even "
+                          "while progressing. Unset by default: big topics take as long as "
+                          "they take. Applies in manual mode too.")] = None
     retain_previous_seconds: Annotated[int, Field(
         ge=0, description="After a cutover, the previous index is kept this long so that "
                           "reverting the spec resumes it instead of replaying.")] = 600
 
     @model_validator(mode="after")
-    def _stable_before_deadline(self) -> Cutover:
-        if self.stable_for_seconds >= self.deadline_seconds:
+    def _stable_before_deadlines(self) -> Cutover:
+        if self.deadline_seconds is not None and self.stable_for_seconds >= self.deadline_seconds:
             raise ValueError(CUTOVER_MESSAGE)
+        if self.stable_for_seconds >= self.progress_deadline_seconds:
+            raise ValueError(PROGRESS_MESSAGE)
         return self
 
 
@@ -265,7 +292,7 @@ class DerivedViewSpec(ApiModel):
     cutover: Annotated[Cutover, Field(
         # The full default, not {}: the API server checks a default against the CEL rule
         # without filling the nested defaults first.
-        json_schema_extra={"default": Cutover().model_dump(mode="json")},
+        json_schema_extra={"default": Cutover().model_dump(mode="json", exclude_none=True)},
         description="When and how readers switch to a new revision.")] = Cutover()
     spark: Annotated[Spark, Field(
         json_schema_extra=object_default(),

@@ -55,8 +55,13 @@ class Lag(StatusModel):
         ge=0, description="Sum over partitions of the topic end offset minus the offset "
                           "committed in the index.")]
     seconds: Annotated[int | None, Field(
-        ge=0, description="0 when caught up; otherwise seconds since the index last committed "
-                          "a batch (absent before the first batch).")] = None
+        ge=0, description="Lag in time: 0 when caught up; otherwise the seconds since the index "
+                          "last committed a batch plus the seconds it needs to drain `messages` "
+                          "at its measured commit rate (absent until a rate is measured).")
+                       ] = None
+    since_commit_seconds: Annotated[int | None, Field(
+        ge=0, description="While behind: seconds since the index last committed a batch "
+                          "(absent before the first batch).")] = None
     partitions: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
         description="Lag per `topic/partition`.")] = {}
     end_offsets: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(

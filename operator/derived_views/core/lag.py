@@ -1,16 +1,30 @@
-"""Lag: how far a revision's index is behind the log.
+"""Lag: how far a revision's index is behind the log, in messages and in time.
 
 Per partition, the topic's end offset minus the offset whose effects are
 committed in the index (the ledger's exclusive end; 0 when the revision has
-no batch yet, so an unread partition counts whole). Never negative: end
-offsets may be fetched a moment before a batch commits.
+no batch yet, so an unread partition counts whole).
+
+The end offsets must be read AFTER the ledger (the shell does so): read the
+other way round, records that arrive between the two readings are committed
+but not yet counted at the end, and a busy topic could read as caught up.
+With that order a committed offset above the end can only mean the topic
+was deleted and recreated (or truncated): `reset_partitions` finds those,
+and such a revision is never caught up.
+
+Lag in time is what the gate needs on a topic that keeps receiving records,
+where the lag in messages is rarely 0 on two readings in a row: the seconds
+since the index last committed plus the seconds it needs to drain the
+remaining messages at its measured commit rate. A job that stops committing
+falls behind in time at once, whatever its rate was.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Collection, Mapping
 
+from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag
 from derived_views.core.observed import LedgerPosition, TopicPartition
 from derived_views.core.times import seconds_between
@@ -21,15 +35,45 @@ def partition_key(tp: TopicPartition) -> str:
     return f"{tp[0]}/{tp[1]}"
 
 
+def commit_rate(position: LedgerPosition | None) -> float | None:
+    """Messages per second the revision committed between an earlier batch and its newest.
+
+    None when there is no earlier batch to measure against (or no time passed).
+    """
+    if position is None or position.earlier is None:
+        return None
+    earlier = position.earlier
+    if position.committed_at is None or earlier.committed_at is None:
+        return None
+    span = (position.committed_at - earlier.committed_at).total_seconds()
+    if span <= 0:
+        return None
+    moved = sum(max(offset - earlier.end_offsets.get(tp, 0), 0)
+                for tp, offset in position.end_offsets.items())
+    return moved / span
+
+
+def reset_partitions(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
+                     position: LedgerPosition | None) -> list[str]:
+    """Partitions whose end offset is below what the index already committed: the log behind
+    the index was deleted, recreated or truncated."""
+    if position is None:
+        return []
+    return [partition_key(tp) for tp in sorted(end_offsets)
+            if tp[0] in topics and position.end_offsets.get(tp, 0) > end_offsets[tp]]
+
+
 def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
                 position: LedgerPosition | None, now: dt.datetime) -> Lag | None:
     """Lag of one revision reading `topics`, given the log's ends and its ledger head.
 
     None (unknown) when a topic has no partition among `end_offsets`: a topic
-    that could not be described must not look caught up.
+    that could not be described must not look caught up. A reset partition
+    (see `reset_partitions`) counts 0 here; callers check resets separately.
 
-    `seconds` is 0 when nothing is behind, else the age of the newest commit
-    (how long the index has not advanced while behind), None before any.
+    `seconds` is 0 when nothing is behind, else the time since the newest commit
+    (or since `now` before any) plus the drain time at the measured rate; None
+    while no rate can be measured. `sinceCommitSeconds` is the first term.
     """
     known_topics = {topic for topic, _ in end_offsets}
     if any(topic not in known_topics for topic in topics):
@@ -41,11 +85,24 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
         partitions[partition_key(tp)] = max(end_offsets[tp] - committed.get(tp, 0), 0)
         ends[partition_key(tp)] = end_offsets[tp]
     messages = sum(partitions.values())
-    seconds: int | None
     if messages == 0:
-        seconds = 0
-    elif position is not None and position.committed_at is not None:
-        seconds = max(seconds_between(position.committed_at, now), 0)
-    else:
-        seconds = None
-    return Lag(messages=messages, seconds=seconds, partitions=partitions, end_offsets=ends)
+        return Lag(messages=0, seconds=0, partitions=partitions, end_offsets=ends)
+    since_commit: int | None = None
+    if position is not None and position.committed_at is not None:
+        since_commit = max(seconds_between(position.committed_at, now), 0)
+    rate = commit_rate(position)
+    seconds = None
+    if since_commit is not None and rate:
+        seconds = since_commit + math.ceil(messages / rate)
+    return Lag(messages=messages, seconds=seconds, since_commit_seconds=since_commit,
+               partitions=partitions, end_offsets=ends)
+
+
+def within_gate(lag: Lag | None, cutover: Cutover) -> bool:
+    """The cutover gate on one reading: close enough to the log in messages or in time."""
+    if lag is None:
+        return False
+    if lag.messages <= cutover.max_lag_messages:
+        return True
+    return (cutover.max_lag_seconds > 0 and lag.seconds is not None
+            and lag.seconds <= cutover.max_lag_seconds)

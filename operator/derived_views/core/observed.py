@@ -79,6 +79,9 @@ class LedgerPosition:
     """Exclusive end offsets (next offset to read) per partition after that batch."""
     committed_at: dt.datetime | None = None
     batch_id: int | None = None
+    earlier: LedgerPosition | None = None
+    """An earlier batch of the same revision (about a rate window before this one, else its
+    first), so the planner can measure the commit rate; None with a single batch."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,9 @@ class Observed:
     """This view's SparkApplications by revision (label derivedviews.io/revision)."""
     sink: SinkObserved | None = None
     end_offsets: Mapping[TopicPartition, int] | None = None
-    """High watermark of every partition of `topics_to_observe`."""
+    """High watermark of every partition of `topics_to_observe`, read after the ledger."""
+    missing_topics: frozenset[str] = frozenset()
+    """Topics of `topics_to_observe` the Kafka cluster says do not exist."""
 
 
 # Helpers for the shell ----------------------------------------------------------------------

@@ -53,8 +53,9 @@ from derived_views.core.actions import (
     UpdateStatus,
     describe,
 )
-from derived_views.core.lag import compute_lag
-from derived_views.core.observed import Observed
+from derived_views.core.deadlines import TORN_DOWN_REASONS, deadline_verdict
+from derived_views.core.lag import compute_lag, reset_partitions, within_gate
+from derived_views.core.observed import LedgerPosition, Observed
 from derived_views.core.patch import merge_patch
 from derived_views.core.revision import content_of, job_settings_of, revision_of, with_content
 from derived_views.core.times import seconds_between, utc
@@ -65,7 +66,8 @@ FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})
 
 JOB_FAILED = "JobFailed"
 JOB_COMPLETED = "JobCompleted"
-DEADLINE_EXCEEDED = "DeadlineExceeded"
+TOPIC_MISSING = "TopicMissing"
+TOPIC_RESET = "TopicReset"
 MAX_MESSAGE = 1024
 
 
@@ -79,11 +81,17 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
 
 
-def _lag_text(lag: Lag | None, gate: int) -> str:
+def _lag_text(lag: Lag | None, spec: DerivedViewSpec) -> str:
     if lag is None:
         return "lag unknown"
-    behind = f", {lag.seconds}s since its last commit" if lag.seconds else ""
-    return f"lag {lag.messages} messages (gate {gate}){behind}"
+    gate = spec.cutover
+    text = f"lag {lag.messages} messages (gate {gate.max_lag_messages})"
+    if lag.messages and gate.max_lag_seconds:
+        shown = "unknown" if lag.seconds is None else f"{lag.seconds}s"
+        text += f", {shown} in time (gate {gate.max_lag_seconds}s)"
+    if lag.since_commit_seconds:
+        text += f", {lag.since_commit_seconds}s since its last commit"
+    return text
 
 
 def is_torn_down(record: RevisionStatus) -> bool:
@@ -93,7 +101,7 @@ def is_torn_down(record: RevisionStatus) -> bool:
     resume on retry.
     """
     return record.phase in (Phase.Superseded, Phase.Retired) or (
-        record.phase == Phase.Failed and record.reason == DEADLINE_EXCEEDED)
+        record.phase == Phase.Failed and record.reason in TORN_DOWN_REASONS)
 
 
 class _Planner:
@@ -107,7 +115,6 @@ class _Planner:
         self.base = spec.sink.postgres.table
         self.schema = spec.sink.postgres.db_schema
         self.alias = naming.alias_name(self.base)
-        self.gate = spec.cutover.max_lag_messages
         annotations = self.view.annotations
         # Deleting overrides a pause: the user asked for the jobs to stop.
         self.paused = (annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
@@ -223,18 +230,30 @@ class _Planner:
 
     # observation of one revision ---------------------------------------------------------------
 
-    def lag_of(self, revision: str) -> Lag | None:
-        if self.obs.end_offsets is None or self.sink is None:
-            return None
+    def topics_of(self, revision: str) -> list[str]:
         record = self.records.get(revision)
         if record is not None and record.content is not None:
-            topics: list[str] = list(record.content.topics)
-        elif revision == self.desired:
-            topics = list(self.spec.source.topics)
-        else:
+            return list(record.content.topics)
+        return list(self.spec.source.topics) if revision == self.desired else []
+
+    def position_of(self, revision: str) -> LedgerPosition | None:
+        return None if self.sink is None else self.sink.ledger.get(revision)
+
+    def lag_of(self, revision: str) -> Lag | None:
+        topics = self.topics_of(revision)
+        if self.obs.end_offsets is None or self.sink is None or not topics:
             return None
-        return compute_lag(self.obs.end_offsets, topics, self.sink.ledger.get(revision),
-                           self.now)
+        return compute_lag(self.obs.end_offsets, topics, self.position_of(revision), self.now)
+
+    def resets_of(self, revision: str) -> list[str]:
+        """Partitions whose log fell below what the revision's index holds (see core.lag)."""
+        if self.obs.end_offsets is None:
+            return []
+        return reset_partitions(self.obs.end_offsets, self.topics_of(revision),
+                                self.position_of(revision))
+
+    def missing_topics_of(self, revision: str) -> list[str]:
+        return sorted(set(self.topics_of(revision)) & self.obs.missing_topics)
 
     def observe(self, revision: str) -> None:
         """Refresh job state and lag; for a building candidate, track the gate."""
@@ -259,7 +278,8 @@ class _Planner:
                 if record.phase == Phase.Pending and running:
                     changes["phase"] = Phase.Backfilling
             else:
-                gate = lag.messages <= self.gate and running and bool(self.index_exists(revision))
+                gate = (within_gate(lag, self.spec.cutover) and running
+                        and not self.resets_of(revision) and bool(self.index_exists(revision)))
                 changes["caught_up_since"] = (record.caught_up_since or self.now) if gate else None
                 changes["phase"] = (Phase.CaughtUp if gate else
                                     Phase.Backfilling if running or committed else Phase.Pending)
@@ -403,18 +423,18 @@ class _Planner:
             self.event(reason, f"Stopped waiting for revision {revision}: its job ended "
                                f"({app.state}): {detail}", warning=True)
             return
-        deadline = self.spec.cutover.deadline_seconds
-        if not self.paused and seconds_between(record.started_at, self.now) >= deadline:
-            self.set(revision, phase=Phase.Failed, reason=DEADLINE_EXCEEDED,
-                     message=f"not promoted within {deadline}s of starting; torn down",
+        verdict = deadline_verdict(self.spec.cutover, record.started_at,
+                                   self.position_of(revision), self.lag_of(revision), self.now)
+        if not self.paused and verdict is not None:
+            reason, message = verdict
+            self.set(revision, phase=Phase.Failed, reason=reason, message=message,
                      caught_up_since=None, lag=None, content=None, job_state=None,
                      execution_attempts=None, retry_token=self.retry_token,
                      generation=self.view.generation)
             self.delete_app(revision)
-            self.event(DEADLINE_EXCEEDED, f"Aborted candidate revision {revision}: not promoted "
-                                          f"within {deadline}s.", warning=True)
+            self.event(reason, f"Aborted candidate revision {revision}: {message}.", warning=True)
             return
-        if app is None and not replacing:
+        if app is None and not replacing and not self.missing_topics_of(revision):
             self.create_app(revision)
         self.observe(revision)
         record = self.records[revision]
@@ -599,8 +619,11 @@ class _Planner:
         candidate = record if desired != active else None
         active_record = self.records.get(active) if active else None
         lag = self.lags.get(desired)
-        lag_text = _lag_text(lag, self.gate)
+        lag_text = _lag_text(lag, self.spec)
         V = cond.Verdict
+        serving = [r for r in (active, desired) if r is not None]
+        missing = sorted({t for r in serving for t in self.missing_topics_of(r)})
+        resets = {r: self.resets_of(r) for r in dict.fromkeys(serving)}
 
         problem: cond.Verdict | None = None
         if self.claimed_by is not None:
@@ -608,6 +631,19 @@ class _Planner:
                         f"{self.schema}.{self.alias} belongs to DerivedView {self.claimed_by}; "
                         "two views cannot share a sink table: choose another "
                         "spec.sink.postgres.table")
+        elif missing:
+            problem = V("True", TOPIC_MISSING,
+                        f"topic(s) {', '.join(missing)} not found on "
+                        f"{self.spec.source.kafka.bootstrap_servers}: create them or fix "
+                        "spec.source.topics; no job reads a topic that does not exist")
+        elif any(resets.values()):
+            reset_revision = next(r for r, parts in resets.items() if parts)
+            problem = V("True", TOPIC_RESET,
+                        f"the log is behind the index of revision {reset_revision} on "
+                        f"{', '.join(resets[reset_revision])} (end offset below the committed "
+                        "one): the topic was deleted and recreated or truncated, so that index "
+                        "holds records the log no longer has and is never treated as caught "
+                        "up; change the view's content to rebuild from the new log")
         elif candidate is not None and candidate.phase == Phase.Failed:
             problem = V("True", candidate.reason or JOB_FAILED,
                         f"revision {desired}: {candidate.message or 'failed'}; "
@@ -662,10 +698,9 @@ class _Planner:
             ready = V("True", "Serving", f"{self.schema}.{self.alias} serves revision {active} "
                                          f"from {self.index(active)}")
 
-        gate_lag = lag if lag is not None else None
-        if gate_lag is None:
+        if lag is None:
             caught_up = V("Unknown", "LagUnknown", f"revision {desired}: lag unknown")
-        elif gate_lag.messages <= self.gate:
+        elif within_gate(lag, self.spec.cutover) and not resets.get(desired):
             caught_up = V("True", "LagWithinGate", f"revision {desired}: {lag_text}")
         else:
             caught_up = V("False", "LagAboveGate", f"revision {desired}: {lag_text}")

@@ -12,7 +12,8 @@ Excluded, deliberately:
   full replay. (Pointing the view at a different cluster that merely reuses
   the topic names is a content change this hash cannot see: change a content
   field, e.g. the table base name, to force a rebuild.)
-- `source.maxOffsetsPerTrigger`: batch sizing; the rows converge to the same.
+- `source.maxOffsetsPerTrigger`: batch sizing; the rows converge to the same (a change
+  restarts the running jobs from their checkpoints: see `job_settings_of`).
 - `cutover`, `spark`, `deletionPolicy`, labels and annotations: policy and
   resources.
 
@@ -110,7 +111,8 @@ def revision_of(spec: DerivedViewSpec) -> str:
 
 def job_settings_of(spec: DerivedViewSpec) -> str:
     """Hash of what a running job uses but the revision does not: `spec.spark` (except
-    checkpointBase: a revision keeps its checkpoint) and the Kafka connection.
+    checkpointBase: a revision keeps its checkpoint), the Kafka connection and the batch
+    bound (`source.maxOffsetsPerTrigger`, read by the job only when it starts).
 
     Stamped on each SparkApplication; a different value means the job must be
     recreated to apply it, from the same checkpoint (never a replay).
@@ -118,6 +120,7 @@ def job_settings_of(spec: DerivedViewSpec) -> str:
     document = {
         "spark": spec.spark.model_dump(mode="json", by_alias=True, exclude={"checkpoint_base"}),
         "kafka": spec.source.kafka.model_dump(mode="json", by_alias=True),
+        "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
     }
     digest = hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
     return digest[:REVISION_LENGTH]

@@ -43,7 +43,10 @@ def test_valid_view_is_accepted(crd_installed: None, kube_api_client: Any, names
     body["spec"]["cutover"] = {"stableForSeconds": 5}  # the rest comes from schema defaults
     created = _create(kube_api_client, namespace, body)
     assert created["spec"]["sink"]["primaryKey"] == ["order_id"]
-    assert created["spec"]["cutover"]["deadlineSeconds"] == 3600
+    cutover = created["spec"]["cutover"]
+    assert (cutover["progressDeadlineSeconds"], cutover["maxLagSeconds"]) == (600, 10)
+    assert "deadlineSeconds" not in cutover  # no age cap unless asked for
+    assert created["spec"]["source"]["maxOffsetsPerTrigger"] == 100_000
 
 
 @pytest.mark.parametrize(("mutate", "expected"), [
@@ -52,6 +55,9 @@ def test_valid_view_is_accepted(crd_installed: None, kube_api_client: Any, names
     (lambda s: s["transform"].pop("sql"), "set exactly one of transform.sql or transform.python"),
     (lambda s: s.update(cutover={"stableForSeconds": 100, "deadlineSeconds": 50}),
      "stableForSeconds must be less than cutover.deadlineSeconds"),
+    (lambda s: s.update(cutover={"stableForSeconds": 100, "progressDeadlineSeconds": 50}),
+     "stableForSeconds must be less than cutover.progressDeadlineSeconds"),
+    (lambda s: s["source"].update(maxOffsetsPerTrigger=0), "spec.source.maxOffsetsPerTrigger"),
     (lambda s: s["sink"].update(primaryKey=[]), "spec.sink.primaryKey"),
     (lambda s: s["source"].update(topics=["bad topic!"]), "spec.source.topics[0]"),
     (lambda s: s["source"].update(format="avro"), "spec.source.format"),

@@ -93,7 +93,9 @@ def test_cel_rules_are_where_they_belong() -> None:
                        "!self.primaryKey.exists(k, k.startsWith('_dv_'))"],
         ".spec.sink.postgres.table": ["self == oldSelf"],
         ".spec.sink.postgres.schema": ["self == oldSelf"],
-        ".spec.cutover": ["self.stableForSeconds < self.deadlineSeconds"],
+        ".spec.cutover": ["!has(self.deadlineSeconds) || "
+                          "self.stableForSeconds < self.deadlineSeconds",
+                          "self.stableForSeconds < self.progressDeadlineSeconds"],
     }
     assert spec["sink"]["properties"]["primaryKey"]["minItems"] == 1
     assert spec["source"]["properties"]["topics"]["x-kubernetes-list-type"] == "set"
@@ -103,9 +105,11 @@ def test_defaults_let_the_api_server_fill_a_minimal_view() -> None:
     spec = schema()["properties"]["spec"]["properties"]
     # The cutover default is written out in full: the API server checks a default against
     # the CEL rule before filling nested defaults.
-    assert spec["cutover"]["default"] == {"maxLagMessages": 0, "stableForSeconds": 10,
-                                          "mode": "auto", "deadlineSeconds": 3600,
+    assert spec["cutover"]["default"] == {"maxLagMessages": 0, "maxLagSeconds": 10,
+                                          "stableForSeconds": 10, "mode": "auto",
+                                          "progressDeadlineSeconds": 600,
                                           "retainPreviousSeconds": 600}
+    assert spec["source"]["properties"]["maxOffsetsPerTrigger"]["default"] == 100_000
     assert spec["spark"]["default"] == {}
     assert spec["spark"]["properties"]["driver"]["default"] == {}
     assert spec["deletionPolicy"]["default"] == "Retain"

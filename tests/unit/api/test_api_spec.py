@@ -24,12 +24,13 @@ def test_defaults_of_a_minimal_spec() -> None:
     spec = DerivedViewSpec.model_validate(MINIMAL)
     assert spec.model_dump(mode="json", exclude_none=True) == {
         "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
-                   "format": "json", "schema": "order_id STRING, amount DOUBLE"},
+                   "format": "json", "schema": "order_id STRING, amount DOUBLE",
+                   "maxOffsetsPerTrigger": 100_000},
         "transform": {"sql": "SELECT * FROM events"},
         "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "orders", "schema": "public"},
                  "primaryKey": ["order_id"]},
-        "cutover": {"maxLagMessages": 0, "stableForSeconds": 10, "mode": "auto",
-                    "deadlineSeconds": 3600, "retainPreviousSeconds": 600},
+        "cutover": {"maxLagMessages": 0, "maxLagSeconds": 10, "stableForSeconds": 10,
+                    "mode": "auto", "progressDeadlineSeconds": 600, "retainPreviousSeconds": 600},
         "spark": {"sparkVersion": "4.0.0", "driver": {"cores": 1, "memory": "1g"},
                   "executor": {"instances": 1, "cores": 1, "memory": "1g"}, "sparkConf": {},
                   "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3,
@@ -73,6 +74,9 @@ def mutated(path: list[str], value: Any, drop: bool = False) -> dict[str, Any]:
         "function": "not a function"}}}, "pattern"),
     (mutated(["spark"], {"driver": {"memory": "1 GB"}}), "pattern"),
     (mutated(["cutover"], {"deadlineSeconds": 0}), "greater than or equal to 1"),
+    (mutated(["cutover"], {"stableForSeconds": 60, "progressDeadlineSeconds": 60}),
+     "stableForSeconds must be less than cutover.progressDeadlineSeconds"),
+    (mutated(["source", "maxOffsetsPerTrigger"], 0), "greater than or equal to 1"),
     (mutated(["source", "unknownField"], 1), "Extra inputs"),
 ])
 def test_invalid_specs_are_rejected(body: dict[str, Any], message: str) -> None:

@@ -77,9 +77,17 @@ class World:
         ("orders", 0): 120, ("orders", 1): 80, ("payments", 0): 40})
     rate: int = 50
     """Messages per partition a running job commits per tick."""
+    traffic: int = 0
+    """Messages per partition that arrive each tick after the jobs' batches: a busy topic,
+    on which no reading ever finds the lag at 0."""
+    missing_topics: set[str] = field(default_factory=set)
+    """Topics the cluster reports as not existing."""
     apps: dict[str, App] = field(default_factory=dict)
     tables: set[str] = field(default_factory=set)
     ledger: dict[str, tuple[dict[tuple[str, int], int], dt.datetime]] = field(default_factory=dict)
+    ledger_history: dict[str, list[tuple[dict[tuple[str, int], int], dt.datetime]]] = field(
+        default_factory=dict)
+    """Every committed batch per revision, oldest first (the real ledger keeps them all)."""
     checkpoints: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     spent_checkpoints: set[str] = field(default_factory=set)
     alias: str | None = None
@@ -131,6 +139,8 @@ class World:
                 self.start_job(app)
             elif app.state == "RUNNING":
                 self.run_batch(app)
+        for tp in self.ends:
+            self.ends[tp] += self.traffic
 
     def start_job(self, app: App) -> None:
         cfg = app.config
@@ -160,11 +170,16 @@ class World:
         for tp in self.ends:
             if tp[0] not in cfg["source"]["topics"]:
                 continue
-            new = min(self.ends[tp], app.position.get(tp, 0) + self.rate)
+            # never backwards: a log recreated below the position is not re-read (Spark fails
+            # on the data loss or, with failOnDataLoss off, waits for new offsets)
+            new = max(app.position.get(tp, 0),
+                      min(self.ends[tp], app.position.get(tp, 0) + self.rate))
             moved = moved or new != app.position.get(tp, 0)
             app.position[tp] = new
         if moved:
             self.ledger[cfg["revision"]] = (dict(app.position), self.now)
+            self.ledger_history.setdefault(cfg["revision"], []).append(
+                (dict(app.position), self.now))
             self.checkpoints[cfg["checkpointLocation"]] = dict(app.position)
 
     def fail_job(self, revision: str | None = None, message: str = "OOMKilled") -> bool:
@@ -183,7 +198,7 @@ class World:
             sink = SinkObserved(
                 indexes=frozenset(t for t in self.tables if t.startswith(base + "__")),
                 alias_target=self.alias,
-                ledger={rev: LedgerPosition(dict(pos), at)
+                ledger={rev: LedgerPosition(dict(pos), at, earlier=self.earlier_batch(rev))
                         for rev, (pos, at) in self.ledger.items()},
                 alias_owner=self.alias_owner)
         apps = {}
@@ -198,7 +213,20 @@ class World:
                               deletion_timestamp=self.deletion_timestamp),
             status=DerivedViewStatus.model_validate(self.status),
             config=self.config, spark_applications=apps, sink=sink,
-            end_offsets=dict(self.ends) if self.kafka_up else None)
+            end_offsets=({tp: end for tp, end in self.ends.items()
+                          if tp[0] not in self.missing_topics} if self.kafka_up else None),
+            missing_topics=frozenset(self.missing_topics))
+
+    def earlier_batch(self, revision: str) -> LedgerPosition | None:
+        """The newest batch 30 s or more before the newest, else the first (as the adapter)."""
+        history = self.ledger_history.get(revision, [])
+        if len(history) < 2:
+            return None
+        newest_at = history[-1][1]
+        old = [entry for entry in history[:-1]
+               if entry[1] <= newest_at - dt.timedelta(seconds=30)]
+        pos, at = old[-1] if old else history[0]
+        return LedgerPosition(dict(pos), at)
 
     def parsed_status(self) -> DerivedViewStatus:
         return DerivedViewStatus.model_validate(self.status)
@@ -247,6 +275,7 @@ class World:
                 if index in self.tables:
                     self.tables.discard(index)
                     self.ledger.pop(revision, None)
+                    self.ledger_history.pop(revision, None)
                     for app_location, _ in list(self.checkpoints.items()):
                         if app_location.split("/")[-1].split(".")[0] == revision:
                             self.spent_checkpoints.add(app_location)

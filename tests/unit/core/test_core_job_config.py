@@ -22,7 +22,7 @@ def test_sql_view_config() -> None:
         "revision": R1,
         "source": {"bootstrapServers": "kafka:9092", "topics": ["orders"], "format": "json",
                    "schema": "order_id STRING, customer_id STRING, amount DOUBLE",
-                   "maxOffsetsPerTrigger": None, "kafkaOptions": {}},
+                   "maxOffsetsPerTrigger": 100_000, "kafkaOptions": {}},
         "transform": {"sql": SQL_V1},
         "sink": {"table": f"orders_by_customer__{R1}", "schema": "public",
                  "primaryKey": ["customer_id"], "ledgerTable": "dv_ledger"},

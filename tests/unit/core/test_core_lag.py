@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from derived_views.core.lag import compute_lag
+from derived_views.api.spec import Cutover
+from derived_views.api.status import Lag
+from derived_views.core.lag import commit_rate, compute_lag, reset_partitions, within_gate
 from derived_views.core.observed import LedgerPosition
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -18,7 +20,8 @@ def test_lag_is_end_minus_committed_per_partition() -> None:
     assert lag is not None
     assert lag.partitions == {"orders/0": 10, "orders/1": 0}
     assert lag.messages == 10
-    assert lag.seconds == 41
+    assert lag.since_commit_seconds == 41
+    assert lag.seconds is None  # one batch: no rate to drain at yet
 
 
 def test_a_partition_missing_from_the_ledger_counts_from_zero() -> None:
@@ -53,3 +56,65 @@ def test_partitions_sort_numerically() -> None:
 
 def test_an_undescribed_topic_makes_lag_unknown() -> None:
     assert compute_lag(ENDS, ["orders", "refunds"], None, NOW) is None
+
+
+# Lag in time: worked out by hand ------------------------------------------------------------
+
+def test_lag_in_time_is_time_since_commit_plus_drain_time_at_the_measured_rate() -> None:
+    # 600 messages committed over the 30 s between the two batches: 20 messages/s.
+    earlier = LedgerPosition({("orders", 0): 400, ("orders", 1): 500}, NOW - dt.timedelta(seconds=33))
+    position = LedgerPosition({("orders", 0): 1000, ("orders", 1): 500},
+                              NOW - dt.timedelta(seconds=3), earlier=earlier)
+    ends = {("orders", 0): 1100, ("orders", 1): 510}
+    lag = compute_lag(ends, ["orders"], position, NOW)
+    assert lag is not None
+    assert lag.messages == 110
+    # 3 s since the last commit + ceil(110 / 20) = 6 s to drain
+    assert (lag.since_commit_seconds, lag.seconds) == (3, 9)
+
+
+def test_a_job_that_stops_committing_falls_behind_in_time_whatever_its_rate() -> None:
+    earlier = LedgerPosition({("orders", 0): 0}, NOW - dt.timedelta(seconds=130))
+    position = LedgerPosition({("orders", 0): 100_000}, NOW - dt.timedelta(seconds=100),
+                              earlier=earlier)
+    lag = compute_lag({("orders", 0): 100_001}, ["orders"], position, NOW)
+    assert lag is not None and lag.seconds == 101
+
+
+def test_no_progress_between_batches_leaves_time_lag_unknown() -> None:
+    earlier = LedgerPosition({("orders", 0): 10}, NOW - dt.timedelta(seconds=40))
+    position = LedgerPosition({("orders", 0): 10}, NOW, earlier=earlier)
+    lag = compute_lag({("orders", 0): 20}, ["orders"], position, NOW)
+    assert lag is not None and lag.seconds is None
+
+
+def test_commit_rate_counts_only_forward_movement() -> None:
+    earlier = LedgerPosition({("orders", 0): 10, ("orders", 1): 50}, NOW - dt.timedelta(seconds=10))
+    position = LedgerPosition({("orders", 0): 60, ("orders", 1): 50, ("orders", 2): 50}, NOW,
+                              earlier=earlier)
+    assert commit_rate(position) == 10.0  # (50 + 0 + 50) / 10 s
+    assert commit_rate(LedgerPosition({("orders", 0): 60}, NOW)) is None
+
+
+def test_a_log_below_the_index_is_a_reset_not_a_zero_lag() -> None:
+    position = LedgerPosition({("orders", 0): 900, ("orders", 1): 20}, NOW)
+    ends = {("orders", 0): 1000, ("orders", 1): 5, ("payments", 0): 0}
+    assert reset_partitions(ends, ["orders", "payments"], position) == ["orders/1"]
+    assert reset_partitions(ends, ["payments"], position) == []
+    assert reset_partitions(ends, ["orders"], None) == []
+
+
+def test_the_gate_holds_on_messages_or_on_time() -> None:
+    def lag(messages: int, seconds: int | None) -> Lag:
+        return Lag(messages=messages, seconds=seconds)
+
+    default = Cutover()  # maxLagMessages 0, maxLagSeconds 10
+    assert within_gate(lag(0, 0), default)
+    assert within_gate(lag(350, 4), default)
+    assert within_gate(lag(350, 10), default)
+    assert not within_gate(lag(350, 11), default)
+    assert not within_gate(lag(350, None), default)
+    assert not within_gate(None, default)
+    messages_only = Cutover(max_lag_messages=100, max_lag_seconds=0)
+    assert within_gate(lag(100, 500), messages_only)
+    assert not within_gate(lag(101, 0), messages_only)

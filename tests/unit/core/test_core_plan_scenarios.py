@@ -363,7 +363,7 @@ def test_candidate_past_its_deadline_is_torn_down_and_the_active_keeps_serving()
     actions = world.reconcile()
     assert A.DeleteSparkApplication(R2, APP2) in actions
     assert A.EmitEvent("DeadlineExceeded", f"Aborted candidate revision {R2}: not promoted within "
-                                           "600s.", "Warning") in actions
+                                           "600s of starting; torn down.", "Warning") in actions
     world.reconcile()
     assert world.tables == {I1} and world.alias == I1
     assert world.condition("Degraded") == ("True", "DeadlineExceeded")
@@ -708,3 +708,99 @@ def test_a_view_that_lost_its_table_to_another_stops_its_jobs_and_deletes_nothin
     world.deletion_timestamp = world.now
     world.settle(ticks=3)
     assert world.gone and world.alias == I1 and I1 in world.tables
+
+
+# Live traffic, stalled progress, missing and reset topics ----------------------------------
+
+
+PRODUCTION_GATE = {"maxLagMessages": 0, "maxLagSeconds": 10}
+"""The spec's defaults (test_api_spec checks them): messages or time."""
+
+
+def busy_served_world(traffic: int) -> World:
+    """A served view whose topic receives `traffic` records per partition after every batch."""
+    world = World(spec_body(SQL_V1, cutover=PRODUCTION_GATE), traffic=traffic)
+    run_until(world, lambda w: w.alias == I1)
+    return world
+
+
+def test_a_candidate_cuts_over_on_a_topic_that_never_stops_receiving_records() -> None:
+    world = busy_served_world(traffic=20)
+    world.edit(spec_body(SQL_V2, cutover=PRODUCTION_GATE))
+    lags = []
+    for _ in range(40):
+        world.reconcile()
+        record = world.parsed_status().record(R2)
+        if record is not None and record.lag is not None:
+            lags.append(record.lag.messages)
+        if world.alias == I2:
+            break
+        world.tick()
+    assert world.alias == I2
+    assert min(lags) > 0  # the lag in messages was never 0 on any reading
+    cutover = world.parsed_status().last_cutover
+    assert cutover is not None and cutover.to_revision == R2
+
+
+def test_gating_on_messages_alone_never_cuts_over_under_live_traffic() -> None:
+    world = busy_served_world(traffic=20)
+    world.edit(spec_body(SQL_V2, cutover={"maxLagSeconds": 0}))
+    for _ in range(40):
+        world.reconcile()
+        world.tick()
+    assert world.alias == I1
+    assert world.condition("CaughtUp") == ("False", "LagAboveGate")
+
+
+def test_a_stalled_candidate_is_torn_down_on_progress_not_on_age() -> None:
+    no_age_cap = {"maxLagMessages": 0, "stableForSeconds": 10, "deadlineSeconds": None,
+                  "progressDeadlineSeconds": 120, "retainPreviousSeconds": 60}
+    world = served_world()
+    world.ends = {tp: end + 100_000 for tp, end in world.ends.items()}  # a big log
+    world.edit(spec_body(SQL_V2, cutover=no_age_cap))
+    world.rate = 100
+    for _ in range(100):  # 500 s: far past the progress deadline, but committing all along
+        world.reconcile()
+        world.tick()
+        assert world.phases()[R2] in ("Pending", "Backfilling")
+    world.rate = 0  # the job hangs
+    for _ in range(23):  # 115 s without a commit
+        world.reconcile()
+        world.tick()
+        assert world.phases()[R2] == "Backfilling"
+    world.tick()
+    world.reconcile()
+    assert world.phases()[R2] == "Failed"
+    assert world.condition("Degraded") == ("True", "ProgressDeadlineExceeded")
+    assert world.alias == I1 and world.condition("Ready")[0] == "False"  # type: ignore[index]
+    world.reconcile()
+    assert I2 not in world.tables
+
+
+def test_a_missing_topic_stalls_the_view_without_starting_a_job() -> None:
+    world = World(spec_body(SQL_V1))
+    world.missing_topics = {"orders"}
+    for _ in range(3):
+        world.reconcile()
+        world.tick()
+    assert world.apps == {}
+    assert world.condition("Stalled") == ("True", "TopicMissing")
+    assert "orders not found on kafka:9092" in world.parsed_status().condition("Stalled").message  # type: ignore[union-attr]
+    world.missing_topics = set()
+    world.settle(ticks=8)
+    assert world.alias == I1 and world.condition("Ready") == ("True", "Serving")
+
+
+def test_a_log_recreated_below_the_index_is_degraded_until_a_new_revision_rebuilds() -> None:
+    world = served_world()
+    world.ends = {tp: 3 for tp in world.ends}  # topic deleted and recreated: 3 records each
+    for _ in range(3):
+        world.reconcile()
+        world.tick()
+    assert world.condition("Degraded") == ("True", "TopicReset")
+    message = world.parsed_status().condition("Degraded").message  # type: ignore[union-attr]
+    assert f"revision {R1}" in message and "orders/0" in message
+    world.edit(spec_body(SQL_V2))  # new content: replays the new log from offset 0
+    run_until(world, lambda w: w.alias == I2)
+    world.reconcile()
+    assert world.condition("Degraded") == ("False", "AsExpected")

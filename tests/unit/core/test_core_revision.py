@@ -141,10 +141,12 @@ def test_job_settings_hash_of_the_defaults_is_sha256_of_the_written_out_document
 
     from derived_views.core.revision import job_settings_of
     written = ('{"kafka":{"bootstrapServers":"kafka:9092","secretRef":{"name":"kafka-creds"}},'
-               '"spark":{"driver":{"cores":1,"memory":"1g"},"executor":{"cores":1,"instances":1,'
+               '"maxOffsetsPerTrigger":100000,"spark":{"driver":{"cores":1,"memory":"1g"},"executor":{"cores":1,"instances":1,'
                '"memory":"1g"},"image":null,"mainApplicationFile":null,"restartPolicy":'
                '{"onFailureRetries":3,"onFailureRetryInterval":10,"type":"OnFailure"},'
                '"serviceAccount":null,"sparkConf":{},"sparkVersion":"4.0.0"}}')
     assert job_settings_of(make_spec()) == hashlib.sha256(written.encode()).hexdigest()[:10]
     moved = make_spec(spark={"checkpointBase": "s3a://elsewhere"})
     assert job_settings_of(moved) == job_settings_of(make_spec())
+    smaller_batches = make_spec(source={"maxOffsetsPerTrigger": 5000})
+    assert job_settings_of(smaller_batches) != job_settings_of(make_spec())
