@@ -82,10 +82,12 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
     record.index_rows = dict(indexes)
     ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
                                  ledger=deps.config.ledger_table)
+    alias = spec.sink.postgres.table
+    target = pg.alias_target(conn, schema, alias)
     return conn, SinkObserved(
-        indexes=frozenset(indexes),
-        alias_target=pg.alias_target(conn, schema, spec.sink.postgres.table),
-        ledger=ledger, alias_owner=pg.alias_owner(conn, schema, spec.sink.postgres.table))
+        indexes=frozenset(indexes), alias_target=target,
+        ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
+        switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}))
 
 
 def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any],

@@ -1,9 +1,13 @@
 """The PostgreSQL sink as the operator sees it: ledger positions, alias, indexes.
 
 The alias is a VIEW named after the table base; it selects from exactly one
-revision's index table.  Switching it is one transaction (DROP + CREATE VIEW,
-since a new revision may have other columns): readers blocked on the lock
-re-resolve the name and see the new index, so none gets an error.
+revision's index table.  Switching it is one transaction: readers blocked on
+its lock see the new index once it commits, so none gets an error.  What
+people attached to the alias survives the switch (grants, owner, options,
+dependent views; see `postgres_alias`): CREATE OR REPLACE VIEW when the new
+index keeps the old columns, else DROP + CREATE with owner and grants put back,
+refused up front when that would break a dependent or cannot restore them.
+`switch_blockers` reports the same refusals to the planner before it tries.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from derived_views.core.observed import LedgerPosition
+from derived_views.adapters import postgres_alias
+from derived_views.adapters.postgres_alias import SwitchRefused
+from derived_views.core.observed import LedgerPosition, SwitchBlocker
 
 LEDGER_TABLE = "dv_ledger"
 
@@ -128,15 +134,32 @@ def existing_tables(conn: psycopg.Connection[Any], schema: str, names: Iterable[
 
 
 def alias_target(conn: psycopg.Connection[Any], schema: str, alias: str) -> str | None:
-    """The index table the alias view selects from, or None if there is no alias."""
-    rows = conn.execute(
-        "SELECT table_name FROM information_schema.view_table_usage "
-        "WHERE view_schema = %s AND view_name = %s", (schema, alias)).fetchall()
-    if not rows:
+    """The index table the alias view selects from, or None if there is no alias.
+
+    Read from pg_depend, not information_schema (which hides views of roles the
+    operator is not a member of).
+    """
+    view = postgres_alias.relation(conn, schema, alias, kinds="v")
+    if view is None:
         return None
-    if len(rows) > 1:
-        raise RuntimeError(f"alias {schema}.{alias} reads {len(rows)} tables; expected one")
-    return str(rows[0][0])
+    tables = postgres_alias.tables_read_by(conn, view.oid)
+    if len(tables) != 1:
+        raise RuntimeError(f"alias {schema}.{alias} reads {len(tables)} tables; expected one")
+    return tables[0]
+
+
+def switch_blockers(conn: psycopg.Connection[Any], schema: str, alias: str,
+                    indexes: Iterable[str]) -> dict[str, SwitchBlocker]:
+    """Why the alias cannot switch to each of `indexes` now (absent: it can). Changes nothing."""
+    out: dict[str, SwitchBlocker] = {}
+    for index in sorted(set(indexes)):
+        try:
+            postgres_alias.plan_switch(conn, schema, alias, index)
+        except SwitchRefused as refused:
+            out[index] = SwitchBlocker(refused.reason, refused.message)
+        except RuntimeError:
+            continue  # the index vanished meanwhile: nothing to judge
+    return out
 
 
 class AliasConflict(Exception):
@@ -164,7 +187,9 @@ def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_inde
 
     Idempotent: if the alias already points at `to_index` nothing changes.
     `owner` (`namespace/name` of the view) is recorded in the alias's comment;
-    an alias recorded for another view is never touched.
+    an alias recorded for another view is never touched. Grants, owner, options
+    and dependents of the alias are kept; SwitchRefused (before any change) says
+    why not when they cannot be.
     """
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{lock_timeout_ms}ms")))
@@ -177,15 +202,9 @@ def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_inde
         if current not in (expected_from, to_index):
             raise AliasConflict(f"alias {schema}.{alias} points at {current!r}, "
                                 f"expected {expected_from!r}")
-        if not existing_tables(conn, schema, [to_index]):
-            raise RuntimeError(f"index {schema}.{to_index} does not exist; refusing to switch")
         if current != to_index:
-            if current is not None:
-                conn.execute(sql.SQL("DROP VIEW {}.{}").format(sql.Identifier(schema),
-                                                              sql.Identifier(alias)))
-            conn.execute(sql.SQL("CREATE VIEW {}.{} AS SELECT * FROM {}.{}").format(
-                sql.Identifier(schema), sql.Identifier(alias), sql.Identifier(schema),
-                sql.Identifier(to_index)))
+            plan = postgres_alias.plan_switch(conn, schema, alias, to_index)
+            postgres_alias.define(conn, schema, alias, to_index, plan)
         conn.execute(sql.SQL("COMMENT ON VIEW {}.{} IS {}").format(
             sql.Identifier(schema), sql.Identifier(alias),
             sql.Literal(f"derivedviews.io owner={owner}; serving index {to_index}")))
@@ -201,10 +220,9 @@ def drop_index(conn: psycopg.Connection[Any], schema: str, index: str, revision:
                ledger: str = LEDGER_TABLE) -> None:
     """Drop a revision's index table and its ledger rows; refuses the alias's target."""
     with conn.transaction():
-        for view in conn.execute(
-                "SELECT view_name FROM information_schema.view_table_usage "
-                "WHERE table_schema = %s AND table_name = %s", (schema, index)).fetchall():
-            raise RuntimeError(f"index {schema}.{index} is served by view {view[0]}; not dropping")
+        table = postgres_alias.relation(conn, schema, index, kinds="rp")
+        for view in postgres_alias.views_reading(conn, table.oid) if table else ():
+            raise RuntimeError(f"index {schema}.{index} is served by view {view}; not dropping")
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(schema),
                                                                   sql.Identifier(index)))
         if _relation_exists(conn, schema, ledger):

@@ -85,6 +85,14 @@ class LedgerPosition:
 
 
 @dataclass(frozen=True)
+class SwitchBlocker:
+    """Why the alias cannot switch to an index now: a CamelCase reason and what to do."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class SinkObserved:
     """The PostgreSQL side: which index tables exist, where the alias points, ledger heads."""
 
@@ -96,6 +104,8 @@ class SinkObserved:
     """Newest ledger row per revision; revisions without a committed batch are absent."""
     alias_owner: str | None = None
     """`namespace/name` of the view the alias was created for (None: no alias, or unmarked)."""
+    switch_blockers: Mapping[str, SwitchBlocker] = field(default_factory=dict)
+    """Index -> why switching the alias to it would fail or break a dependent (absent: fine)."""
 
 
 @dataclass(frozen=True)

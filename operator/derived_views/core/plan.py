@@ -38,7 +38,7 @@ from derived_views.api.status import (
     shown_lag,
 )
 from derived_views.core import conditions as cond
-from derived_views.core import naming
+from derived_views.core import naming, switch_guard
 from derived_views.core.actions import (
     Action,
     AddFinalizer,
@@ -55,7 +55,7 @@ from derived_views.core.actions import (
 )
 from derived_views.core.deadlines import TORN_DOWN_REASONS, deadline_verdict
 from derived_views.core.lag import compute_lag, reset_partitions, within_gate
-from derived_views.core.observed import LedgerPosition, Observed
+from derived_views.core.observed import LedgerPosition, Observed, SwitchBlocker
 from derived_views.core.patch import merge_patch
 from derived_views.core.revision import content_of, job_settings_of, revision_of, with_content
 from derived_views.core.times import seconds_between, utc
@@ -152,6 +152,7 @@ class _Planner:
         owner = self.sink.alias_owner if self.sink is not None else None
         self.claimed_by = owner if owner not in (None, me) else None
         self.awaiting_promotion = False
+        self.blocked: SwitchBlocker | None = None
 
     # small helpers ----------------------------------------------------------------------------
 
@@ -448,6 +449,12 @@ class _Planner:
         if stable and not approved:
             self.awaiting_promotion = True
         if stable and approved and not self.paused and self.sink is not None:
+            self.blocked = switch_guard.blocker(self.sink, self.index(revision))
+            if self.blocked is not None:
+                told = switch_guard.announcement(self.blocked, revision, self.obs.status)
+                if told:
+                    self.event(self.blocked.reason, told, warning=True)
+                return
             self.switches.append(SwitchAlias(self.schema, self.alias, self.index(revision),
                                              self.sink.alias_target))
             self.cutover = (revision, self.active)
@@ -758,8 +765,9 @@ class _Planner:
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
             revisions=list(self.records.values()),
             spent_builds=self.spent_builds,
-            conditions=cond.build_conditions(self.verdicts(deleting), previous.conditions,
-                                             self.now, self.view.generation),
+            conditions=cond.build_conditions(
+                switch_guard.overlay(self.verdicts(deleting), self.blocked, self.desired),
+                previous.conditions, self.now, self.view.generation),
             intent=None, last_cutover=self.last_cutover or previous.last_cutover,
             lag_history=self.lag_history(previous.lag_history, active, candidate))
         effects: list[Action] = [*self.finalizers_added, *self.switches, *self.deletes,

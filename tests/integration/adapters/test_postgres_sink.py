@@ -1,18 +1,23 @@
-"""The operator's PostgreSQL adapter against real PostgreSQL: ledger, alias switch, drop."""
+"""The operator's PostgreSQL adapter against real PostgreSQL: ledger, alias switch, drop,
+and what people attach to the alias (grants, owner, dependents) across cutovers."""
 
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from derived_views.adapters import postgres_sink as pg
+from dvstack.waiting import wait_for
 
 
 @pytest.fixture()
@@ -134,3 +139,239 @@ def test_an_alias_owned_by_another_view_is_never_switched(conn: Any, schema: str
     assert pg.alias_owner(conn, schema, "own") is None  # unmarked: the next switch claims it
     pg.switch_alias(conn, schema, "own", "own__r1", "own__r1", owner="billing/orders")
     assert pg.alias_owner(conn, schema, "own") == "billing/orders"
+
+
+# What people attach to the alias survives a cutover ------------------------------------------
+
+@dataclass
+class Roles:
+    """Login roles made for one test (cluster-wide names, so unique), dropped afterwards."""
+
+    stack: Any
+    admin: psycopg.Connection[Any]
+    passwords: dict[str, str] = field(default_factory=dict)
+
+    def make(self, hint: str, *, login: bool = True) -> str:
+        name = f"dv_{hint}_{uuid.uuid4().hex[:6]}"
+        password = secrets.token_hex(12)
+        self.admin.execute(sql.SQL("CREATE ROLE {} {} PASSWORD {}").format(
+            sql.Identifier(name), sql.SQL("LOGIN" if login else "NOLOGIN"), sql.Literal(password)))
+        self.passwords[name] = password
+        return name
+
+    def connect(self, role: str) -> psycopg.Connection[Any]:
+        pg_ = self.stack.pg
+        return psycopg.connect(host=pg_["host"], port=pg_["port"], dbname=pg_["database"],
+                               user=role, password=self.passwords[role], autocommit=True,
+                               prepare_threshold=None)
+
+
+@pytest.fixture()
+def roles(stack: Any, schema: str) -> Iterator[Roles]:
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as admin:
+        made = Roles(stack, admin)
+        yield made
+        if made.passwords:
+            names = sql.SQL(", ").join(map(sql.Identifier, made.passwords))
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(names))
+            admin.execute(sql.SQL("DROP ROLE {}").format(names))
+
+
+def _index(conn: psycopg.Connection[Any], schema: str, table: str, columns: str,
+           rows: str) -> None:
+    conn.execute(f'CREATE TABLE "{schema}"."{table}" ({columns})')
+    conn.execute(f'INSERT INTO "{schema}"."{table}" {rows}')
+
+
+def _grants(conn: psycopg.Connection[Any], schema: str, view: str) -> tuple[str, list[str],
+                                                                            dict[str, list[str]]]:
+    """Owner, table ACL and column ACLs exactly as pg_class / pg_attribute hold them."""
+    row = conn.execute("SELECT relowner::regrole::text, relacl::text[] FROM pg_class "
+                       "WHERE oid = to_regclass(%s)", (f'"{schema}"."{view}"',)).fetchone()
+    assert row is not None
+    columns = conn.execute("SELECT attname, attacl::text[] FROM pg_attribute "
+                           "WHERE attrelid = to_regclass(%s) AND attacl IS NOT NULL",
+                           (f'"{schema}"."{view}"',)).fetchall()
+    return row[0], sorted(row[1] or []), {name: sorted(acl) for name, acl in columns}
+
+
+def test_a_reader_with_select_on_the_alias_only_reads_through_every_cutover(
+        stack: Any, conn: Any, schema: str, roles: Roles) -> None:
+    reader = roles.make("reader")
+    conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {reader}')
+    rows = "SELECT g, '{rev}', 'x' FROM generate_series(1, 2000) g"
+    _index(conn, schema, "g__r1", "k int PRIMARY KEY, rev text",
+           "SELECT g, 'r1' FROM generate_series(1, 2000) g")
+    _index(conn, schema, "g__r2", "k int PRIMARY KEY, rev text, extra text", rows.format(rev="r2"))
+    _index(conn, schema, "g__r3", "k int PRIMARY KEY, rev text, extra text", rows.format(rev="r3"))
+    pg.switch_alias(conn, schema, "g", "g__r1", None, owner="ns/a")
+    conn.execute(f'GRANT SELECT ON "{schema}".g TO {reader}')
+    for table in ("g__r1", "g__r2", "g__r3"):
+        assert not conn.execute("SELECT has_table_privilege(%s, %s, 'SELECT')",
+                                (reader, f'"{schema}"."{table}"')).fetchone()[0]
+
+    errors: list[str] = []
+    stalls: list[float] = []
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def read() -> None:
+        with roles.connect(reader) as rc:
+            while not stop.is_set():
+                started = time.perf_counter()
+                try:
+                    got = rc.execute(f'SELECT rev, count(*) FROM "{schema}".g GROUP BY rev'
+                                     ).fetchall()
+                    if len(got) != 1 or got[0][1] != 2000:
+                        errors.append(f"inconsistent read {got}")
+                    else:
+                        seen.add(got[0][0])
+                except psycopg.Error as exc:
+                    errors.append(str(exc).splitlines()[0])
+                stalls.append(time.perf_counter() - started)
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    # r1 -> r2 adds a column (in place), r2 -> r3 keeps them, r3 -> r1 drops one (re-created)
+    current = "g__r1"
+    try:
+        for target in ["g__r2", "g__r3", "g__r1"] * 4:
+            reads = len(stalls)
+            wait_for(lambda n=reads: len(stalls) > n + 5, timeout=30, what="reads between switches")
+            with psycopg.connect(stack.pg_dsn, autocommit=True) as sc:
+                pg.switch_alias(sc, schema, "g", target, current, owner="ns/a")
+            current = target
+        reads = len(stalls)
+        wait_for(lambda: len(stalls) > reads + 5, timeout=30, what="reads after the last switch")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    print(f"\n{len(stalls)} reads through 12 cutovers as a SELECT-only role, {len(errors)} errors, "
+          f"worst stall {max(stalls) * 1000:.1f} ms, median {sorted(stalls)[len(stalls) // 2] * 1000:.2f} ms")
+    assert errors == []
+    assert seen == {"r1", "r2", "r3"}
+    assert max(stalls) < 5.0  # under the switch's lock_timeout
+
+
+def test_grants_and_owner_are_the_same_after_every_kind_of_switch(
+        conn: Any, schema: str, roles: Roles) -> None:
+    owner, one, two = roles.make("owner", login=False), roles.make("one"), roles.make("two")
+    three = roles.make("three")
+    conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {one}, {two}, {three}')
+    conn.execute(f'GRANT USAGE, CREATE ON SCHEMA "{schema}" TO {owner}')
+    _index(conn, schema, "acl__a", "k int PRIMARY KEY, n int", "VALUES (1, 10)")
+    _index(conn, schema, "acl__b", "k int PRIMARY KEY, n int, extra text", "VALUES (2, 20, 'x')")
+    _index(conn, schema, "acl__c", "k int PRIMARY KEY, extra text", "VALUES (3, 'y')")
+    pg.switch_alias(conn, schema, "acl", "acl__a", None, owner="ns/a")
+    view = f'"{schema}".acl'
+    conn.execute(f"ALTER VIEW {view} OWNER TO {owner}")
+    conn.execute(f"GRANT SELECT ON {view} TO {one}")
+    conn.execute(f"GRANT SELECT, INSERT ON {view} TO {two} WITH GRANT OPTION")
+    conn.execute(f"GRANT UPDATE (k) ON {view} TO {one}")
+    with roles.connect(two) as grantor:  # a grant made by a role holding the grant option
+        grantor.execute(f"GRANT SELECT ON {view} TO {three}")
+    conn.execute(f"ALTER VIEW {view} SET (security_barrier = true)")
+    before = _grants(conn, schema, "acl")
+    assert before[0] == owner and len(before[1]) == 4 and set(before[2]) == {"k"}
+    assert f"{three}=r/{two}" in before[1]
+
+    # b adds a column (CREATE OR REPLACE), c drops one (DROP + CREATE), a drops one again
+    for previous, target, k in (("acl__a", "acl__b", 2), ("acl__b", "acl__c", 3),
+                                ("acl__c", "acl__a", 1)):
+        pg.switch_alias(conn, schema, "acl", target, previous, owner="ns/a")
+        assert _grants(conn, schema, "acl") == before, target
+        assert conn.execute("SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)",
+                            (view,)).fetchone()[0] == ["security_barrier=true"]
+        with roles.connect(one) as reader:  # the owner was given SELECT on the new index
+            assert reader.execute(f"SELECT k FROM {view}").fetchall() == [(k,)]
+
+
+def test_a_dependent_view_keeps_answering_and_an_incompatible_switch_is_refused(
+        conn: Any, schema: str) -> None:
+    _index(conn, schema, "dep__d1", "k int PRIMARY KEY, n int", "VALUES (1, 10)")
+    _index(conn, schema, "dep__d2", "n int, k int PRIMARY KEY, extra text",
+           "VALUES (20, 2, 'x'), (30, 3, 'y')")  # same columns in another order, plus one
+    _index(conn, schema, "dep__d3", "k int PRIMARY KEY, n text", "VALUES (4, 'forty')")
+    pg.switch_alias(conn, schema, "dep", "dep__d1", None, owner="ns/a")
+    conn.execute(f'CREATE VIEW "{schema}".report AS SELECT k, n * 2 AS twice FROM "{schema}".dep')
+    conn.execute(f'CREATE MATERIALIZED VIEW "{schema}".snap AS '
+                 f'SELECT count(*) AS n FROM "{schema}".dep')
+    pg.switch_alias(conn, schema, "dep", "dep__d2", "dep__d1", owner="ns/a")
+    assert conn.execute(f'SELECT k, twice FROM "{schema}".report ORDER BY k').fetchall() == [
+        (2, 40), (3, 60)]
+    conn.execute(f'REFRESH MATERIALIZED VIEW "{schema}".snap')
+    assert conn.execute(f'SELECT n FROM "{schema}".snap').fetchall() == [(2,)]
+    assert conn.execute(f'SELECT * FROM "{schema}".dep ORDER BY k LIMIT 1').fetchall() == [
+        (2, 20, "x")]  # the old columns keep their places; the new one comes last
+
+    blockers = pg.switch_blockers(conn, schema, "dep", ["dep__d1", "dep__d3"])
+    assert set(blockers) == {"dep__d1", "dep__d3"}  # d1 lacks extra, d3 changes n's type
+    refused = blockers["dep__d3"]
+    assert refused.reason == "AliasDependents"
+    assert refused.message == (
+        f"materialized view {schema}.snap and view {schema}.report depend on view {schema}.dep, "
+        "and index dep__d3 changes column n from integer to text; drops column extra, so the "
+        "view would have to be dropped: drop the dependents and re-create them after the "
+        "cutover, or keep the old columns unchanged in the new revision")
+    definition = conn.execute("SELECT pg_get_viewdef(to_regclass(%s))",
+                              (f'"{schema}".dep',)).fetchone()
+    with pytest.raises(pg.SwitchRefused) as caught:
+        pg.switch_alias(conn, schema, "dep", "dep__d3", "dep__d2", owner="ns/a")
+    assert str(caught.value) == refused.message
+    assert pg.alias_target(conn, schema, "dep") == "dep__d2"
+    assert conn.execute("SELECT pg_get_viewdef(to_regclass(%s))",
+                        (f'"{schema}".dep',)).fetchone() == definition
+    assert conn.execute(f'SELECT count(*) FROM "{schema}".report').fetchone() == (2,)
+
+    conn.execute(f'DROP VIEW "{schema}".report')
+    conn.execute(f'DROP MATERIALIZED VIEW "{schema}".snap')
+    assert pg.switch_blockers(conn, schema, "dep", ["dep__d3"]) == {}
+    pg.switch_alias(conn, schema, "dep", "dep__d3", "dep__d2", owner="ns/a")
+    assert conn.execute(f'SELECT k, n FROM "{schema}".dep').fetchall() == [(4, "forty")]
+
+
+def test_an_operator_without_superuser_switches_and_refuses_what_it_cannot_keep(
+        conn: Any, schema: str, roles: Roles) -> None:
+    op, app, reader = roles.make("op"), roles.make("app", login=False), roles.make("reader")
+    conn.execute(f'GRANT USAGE, CREATE ON SCHEMA "{schema}" TO {op}, {app}')
+    conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {reader}')
+    view = f'"{schema}".ops'
+    with roles.connect(op) as oc:
+        assert not oc.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                              ).fetchone()[0]
+        # the job creates the indexes with the same Secret's role
+        _index(oc, schema, "ops__e1", "k int PRIMARY KEY, n int", "VALUES (1, 10)")
+        _index(oc, schema, "ops__e2", "k int PRIMARY KEY, n int, extra text", "VALUES (2, 20, 'x')")
+        _index(oc, schema, "ops__e3", "k int PRIMARY KEY, extra text", "VALUES (3, 'y')")
+        pg.switch_alias(oc, schema, "ops", "ops__e1", None, owner="ns/a")
+        oc.execute(f"GRANT SELECT ON {view} TO {reader}")
+        pg.switch_alias(oc, schema, "ops", "ops__e2", "ops__e1", owner="ns/a")
+
+        # A DBA hands the alias to another role the operator's role belongs to
+        conn.execute(f"ALTER VIEW {view} OWNER TO {app}")
+        conn.execute(f"GRANT {app} TO {op}")
+        before = _grants(conn, schema, "ops")
+        pg.switch_alias(oc, schema, "ops", "ops__e3", "ops__e2", owner="ns/a")  # re-created
+        assert _grants(conn, schema, "ops") == before and before[0] == app
+        with roles.connect(reader) as rc:
+            assert rc.execute(f"SELECT k FROM {view}").fetchall() == [(3,)]
+
+        conn.execute(f"REVOKE {app} FROM {op}")
+        blockers = pg.switch_blockers(oc, schema, "ops", ["ops__e1"])
+        assert blockers["ops__e1"].reason == "AliasOwner"
+        assert blockers["ops__e1"].message == (
+            f"view {schema}.ops is owned by role {app}, and role {op} (the sink Secret's user) "
+            f"cannot act as it: GRANT {app} TO {op}, or ALTER VIEW {schema}.ops OWNER TO {op}")
+        with pytest.raises(pg.SwitchRefused, match=f"GRANT {app} TO {op}"):
+            pg.switch_alias(oc, schema, "ops", "ops__e1", "ops__e3", owner="ns/a")
+        assert pg.alias_target(oc, schema, "ops") == "ops__e3"
+        assert _grants(conn, schema, "ops") == before
+
+        # an index the alias owner cannot read, and the operator cannot grant
+        conn.execute(f"GRANT {app} TO {op}")
+        _index(conn, schema, "ops__e4", "k int PRIMARY KEY, extra text", "VALUES (4, 'z')")
+        with pytest.raises(pg.SwitchRefused, match=f"GRANT SELECT ON {schema}.ops__e4 TO {app}"):
+            pg.switch_alias(oc, schema, "ops", "ops__e4", "ops__e3", owner="ns/a")
+        assert pg.alias_target(oc, schema, "ops") == "ops__e3"
