@@ -55,6 +55,22 @@ def test_ledger_positions_take_the_newest_batch_per_revision(conn: Any, schema: 
     assert got["a"].end_offsets == {("t", 0): 9, ("t", 1): 7}
     assert got["a"].committed_at == dt.datetime(2026, 1, 1, 0, 0, 5, tzinfo=dt.UTC)
     assert got["b"].end_offsets == {("t", 0): 1}
+    assert got["b"].earlier is None  # one batch: no rate yet
+    assert got["a"].earlier is not None and got["a"].earlier.batch_id == 0  # young: the first
+
+
+def test_the_earlier_batch_is_the_newest_one_a_rate_window_before(conn: Any, schema: str) -> None:
+    _ledger(conn, schema)
+    rows = [(0, "00:00", 10), (1, "00:20", 30), (2, "00:29", 40), (3, "00:31", 45),
+            (4, "01:00", 90)]  # newest at 01:00: rows at or before 00:30 qualify -> batch 2
+    for batch, at, offset in rows:
+        conn.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets, '
+                     "committed_at) VALUES ('a', %s, %s, %s)",
+                     (batch, f'{{"t": {{"0": {offset}}}}}', f"2026-01-01T00:{at}Z"))
+    earlier = pg.ledger_positions(conn, schema, ["a"])["a"].earlier
+    assert earlier is not None
+    assert (earlier.batch_id, earlier.end_offsets) == (2, {("t", 0): 40})
+    assert earlier.committed_at == dt.datetime(2026, 1, 1, 0, 0, 29, tzinfo=dt.UTC)
 
 
 def test_switch_alias_is_guarded_and_idempotent(conn: Any, schema: str) -> None:
