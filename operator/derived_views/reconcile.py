@@ -66,17 +66,43 @@ def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -
         for t, s in (("Ready", "False"), ("Stalled", "True"), ("Reconciling", "False"))]}
 
 
+@dataclass(frozen=True)
+class SinkReading:
+    """The sink's connection and observation, or why there are none this time."""
+
+    conn: Any = None
+    observed: SinkObserved | None = None
+    problem: tuple[str, str] | None = None
+
+
 def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps,
-          record: PassRecord) -> tuple[Any, SinkObserved] | None:
-    """Connect to the sink and observe it; None when it cannot be reached this time."""
+          record: PassRecord) -> SinkReading:
+    """Connect to the sink and observe it; a problem (reason, message) when it cannot."""
     meta = body["metadata"]
+    secret = spec.sink.postgres.secret_ref.name
     try:
-        creds = pg.PgConnection.from_secret_data(
-            deps.kube.secret_data(meta["namespace"], spec.sink.postgres.secret_ref.name))
+        data = deps.kube.secret_data(meta["namespace"], secret)
+        creds = pg.PgConnection.from_secret_data(data)
         conn = creds.connect(autocommit=True)
-    except (SecretMissing, ValueError, pg.SinkUnavailable) as exc:
+    except SecretMissing as exc:
+        return SinkReading(problem=("SecretMissing", f"sink {exc}: create it (keys host, port, "
+                                    "database, user, password) or fix "
+                                    "spec.sink.postgres.secretRef"))
+    except ValueError as exc:
+        return SinkReading(problem=("SinkSecretInvalid", f"secret {meta['namespace']}/{secret}: "
+                                    f"{exc}"))
+    except pg.SinkUnavailable as exc:
         log.warning("%s/%s: sink unavailable: %s", meta["namespace"], meta["name"], exc)
-        return None
+        return SinkReading(problem=("SinkUnreachable", str(exc)))
+    try:
+        return SinkReading(conn=conn, observed=_observe_sink(conn, spec, status, deps, record))
+    except BaseException:
+        conn.close()  # a query that failed after connecting must not leak the connection
+        raise
+
+
+def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, deps: Deps,
+                  record: PassRecord) -> SinkObserved:
     schema = spec.sink.postgres.db_schema
     indexes = pg.existing_tables(conn, schema, index_tables_to_observe(spec, status))
     record.index_rows = dict(indexes)
@@ -84,7 +110,7 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
                                  ledger=deps.config.ledger_table)
     alias = spec.sink.postgres.table
     target = pg.alias_target(conn, schema, alias)
-    return conn, SinkObserved(
+    return SinkObserved(
         indexes=frozenset(indexes), alias_target=target,
         ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
         switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}))
@@ -146,11 +172,11 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
             apps[observed_app.revision] = observed_app
     status = status_from_object(body)
     sink = _sink(spec, status, body, deps, record)
-    conn = sink[0] if sink else None
+    conn = sink.conn
     try:
         observed = Observed(view=view_from_object(body), status=status,
                             config=deps.config, spark_applications=apps,
-                            sink=sink[1] if sink else None,
+                            sink=sink.observed, sink_problem=sink.problem,
                             end_offsets=_end_offsets(spec, status, body, deps))
         record.stage = "plan"
         actions = plan(spec, observed, now)

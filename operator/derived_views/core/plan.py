@@ -638,6 +638,10 @@ class _Planner:
                         f"{self.schema}.{self.alias} belongs to DerivedView {self.claimed_by}; "
                         "two views cannot share a sink table: choose another "
                         "spec.sink.postgres.table")
+        elif self.sink is None and self.obs.sink_problem is not None:
+            reason, detail = self.obs.sink_problem
+            problem = V("True", reason, f"{detail}; nothing is switched or dropped until the "
+                                        "sink can be read")
         elif missing:
             problem = V("True", TOPIC_MISSING,
                         f"topic(s) {', '.join(missing)} not found on "

@@ -82,6 +82,8 @@ class World:
     on which no reading ever finds the lag at 0."""
     missing_topics: set[str] = field(default_factory=set)
     """Topics the cluster reports as not existing."""
+    sink_problem: tuple[str, str] | None = None
+    """Why the sink cannot be read while `sink_up` is False (None: no reason given)."""
     apps: dict[str, App] = field(default_factory=dict)
     tables: set[str] = field(default_factory=set)
     ledger: dict[str, tuple[dict[tuple[str, int], int], dt.datetime]] = field(default_factory=dict)
@@ -215,7 +217,8 @@ class World:
             config=self.config, spark_applications=apps, sink=sink,
             end_offsets=({tp: end for tp, end in self.ends.items()
                           if tp[0] not in self.missing_topics} if self.kafka_up else None),
-            missing_topics=frozenset(self.missing_topics))
+            missing_topics=frozenset(self.missing_topics),
+            sink_problem=None if self.sink_up else self.sink_problem)
 
     def earlier_batch(self, revision: str) -> LedgerPosition | None:
         """The newest batch 30 s or more before the newest, else the first (as the adapter)."""

@@ -804,3 +804,19 @@ def test_a_log_recreated_below_the_index_is_degraded_until_a_new_revision_rebuil
     run_until(world, lambda w: w.alias == I2)
     world.reconcile()
     assert world.condition("Degraded") == ("False", "AsExpected")
+
+
+def test_a_missing_sink_secret_is_named_in_degraded_and_heals_when_created() -> None:
+    world = served_world()
+    world.sink_up = False
+    world.sink_problem = ("SecretMissing", "sink secret shop/views-db not found: create it")
+    world.reconcile()
+    assert world.condition("Degraded") == ("True", "SecretMissing")
+    assert world.condition("Ready") == ("False", "SecretMissing")
+    message = world.parsed_status().condition("Ready").message  # type: ignore[union-attr]
+    assert "secret shop/views-db not found" in message
+    assert world.alias == I1 and world.tables == {I1}  # nothing switched or dropped
+    world.sink_up = True
+    world.reconcile()
+    assert world.condition("Ready") == ("True", "Serving")
+    assert world.condition("Degraded") == ("False", "AsExpected")
