@@ -23,6 +23,12 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
+from derived_views.core.kafka_client import (
+    KafkaCluster,
+    KafkaSecretInvalid,
+    SourceOffsets,
+    client_settings,
+)
 from derived_views.core.observed import (
     Observed,
     SinkObserved,
@@ -88,16 +94,47 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
         ledger=ledger, alias_owner=pg.alias_owner(conn, schema, spec.sink.postgres.table))
 
 
+def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube) -> KafkaCluster:
+    """The view's Kafka connection, with the credentials of its Secret if it names one.
+
+    Raises SecretMissing (no such Secret) or KafkaSecretInvalid (unusable data).
+    """
+    kafka = spec.source.kafka
+    if kafka.secret_ref is None:
+        return KafkaCluster.of(kafka.bootstrap_servers)
+    secret = kafka.secret_ref.name
+    data = kube.secret_data(namespace, secret)
+    return KafkaCluster.of(kafka.bootstrap_servers,
+                           client_settings(data, secret=f"secret {namespace}/{secret}"))
+
+
 def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any],
-                 deps: Deps) -> dict[tuple[str, int], int] | None:
+                 deps: Deps, *, not_before: float | None = None) -> SourceOffsets:
+    """End offsets of the topics the view needs, fetched no earlier than `not_before`
+    (the offsets cache's clock, `deps.offsets.now()`) when given."""
+    meta = body["metadata"]
+    where = f"{meta['namespace']}/{meta['name']}"
     topics = topics_to_observe(spec, status)
-    bootstrap = spec.source.kafka.bootstrap_servers
-    deps.offsets.register(bootstrap, topics)
     try:
-        return {tp: o for tp, o in deps.offsets.get(bootstrap).items() if tp[0] in topics}
+        cluster = kafka_cluster(spec, meta["namespace"], deps.kube)
+    except SecretMissing as exc:
+        log.warning("%s: end offsets unknown: Kafka %s", where, exc)
+        return SourceOffsets(None, reason="KafkaSecretMissing", message=f"Kafka {exc}")
+    except KafkaSecretInvalid as exc:
+        log.warning("%s: end offsets unknown: %s", where, exc)
+        return SourceOffsets(None, reason="KafkaSecretInvalid", message=str(exc))
+    deps.offsets.register(cluster, topics)
+    try:
+        reading = deps.offsets.get(cluster, not_before=not_before)
     except OffsetsUnavailable as exc:
-        log.warning("%s: end offsets unavailable: %s", body["metadata"]["name"], exc)
-        return None
+        log.warning("%s: end offsets unavailable: %s", where, exc)
+        return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc))
+    ends, missing = reading.of(topics)
+    if missing:
+        message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
+        log.warning("%s: %s", where, message)
+        return SourceOffsets(ends, missing, reason="TopicsMissing", message=message)
+    return SourceOffsets(ends)
 
 
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
@@ -149,7 +186,7 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
         observed = Observed(view=view_from_object(body), status=status,
                             config=deps.config, spark_applications=apps,
                             sink=sink[1] if sink else None,
-                            end_offsets=_end_offsets(spec, status, body, deps))
+                            end_offsets=_end_offsets(spec, status, body, deps).ends)
         record.stage = "plan"
         actions = plan(spec, observed, now)
         record.stage = "act"
