@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from confluent_kafka import Producer
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
@@ -46,8 +47,15 @@ def produce(producer: Producer, topic: str, events: list[dict[str, Any]]) -> Non
     assert producer.flush(60) == 0 and not failures, failures[:3]
 
 
+def committed_batches(dsn: str, revision: str | None) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM dv_ledger WHERE revision = %s",
+                           (revision,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 class BackgroundProducer:
-    """Writes batches of orders over the SASL listener until told to stop."""
+    """Writes batches of orders over the SASL listener, at a steady pace, until told to stop."""
 
     def __init__(self, sasl: dict[str, str], topic: str) -> None:
         self.producer, self.topic = sasl_producer(sasl), topic
@@ -60,10 +68,11 @@ class BackgroundProducer:
         seed = 100
         try:
             while not self._stop.is_set():
-                batch = replay.make_orders(500, seed=seed)
+                batch = replay.make_orders(250, seed=seed)
                 produce(self.producer, self.topic, batch)
                 self.events += batch
                 seed += 1
+                self._stop.wait(0.5)  # pacing (about 500 events/s), not synchronisation
         except BaseException as exc:  # reported by stop()
             self.error = exc
 
@@ -108,17 +117,17 @@ def test_view_over_sasl_scram_listener_reaches_ready_and_matches(
     view = ViewHandle(custom, namespace, "secured")
     writer = BackgroundProducer(sasl, topic).start()
     try:
-        # The operator's lag reader connects with the Secret: lag becomes known while the
-        # job replays; the producer keeps writing for a few more batches after that.
-        def backfilling_with_known_lag() -> bool:
+        # The job has committed replayed batches (over SASL) and the operator knows the lag
+        # (its reader connects with the Secret too); the producer keeps writing after that.
+        def replaying_with_known_lag() -> bool:
             status = view.status()
-            return (status.get("phase") == "Backfilling" and status.get("active") is None
-                    and status.get("lagMessages") is not None)
+            return (status.get("active") is None and status.get("lagMessages") is not None
+                    and committed_batches(stack.pg_dsn, status.get("revision")) > 0)
 
-        wait_for(backfilling_with_known_lag, timeout=300, interval=0.5,
-                 what="the operator to report the first revision's lag over the SASL listener")
+        wait_for(replaying_with_known_lag, timeout=300, interval=0.5,
+                 what="the first revision to replay over SASL with its lag known")
         written = len(writer.events)
-        wait_for(lambda: len(writer.events) >= written + 1500, timeout=120, interval=0.2,
+        wait_for(lambda: len(writer.events) >= written + 1000, timeout=120, interval=0.2,
                  what="the producer to write more batches during the replay")
     finally:
         during = writer.stop()
