@@ -37,6 +37,7 @@ class Stack:
     kubeconfig: str
     apiserver: str
     kafka_bootstrap: str
+    kafka_sasl: dict[str, str]  # bootstrap, mechanism, security_protocol, username, password
     pg_dsn: str
     pg: dict[str, Any]
     spark_jars: list[str]

@@ -23,6 +23,12 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
+from derived_views.core.kafka_client import (
+    KafkaCluster,
+    KafkaSecretInvalid,
+    SourceOffsets,
+    client_settings,
+)
 from derived_views.core.observed import (
     Observed,
     SinkObserved,
@@ -34,6 +40,7 @@ from derived_views.core.observed import (
     view_from_object,
 )
 from derived_views.core.plan import plan
+from derived_views.core.revision import revision_of
 from derived_views.metrics import Metrics
 
 log = logging.getLogger("derived_views")
@@ -116,16 +123,52 @@ def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, d
         switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}))
 
 
+def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube) -> KafkaCluster:
+    """The view's Kafka connection, with the credentials of its Secret if it names one.
+
+    Raises SecretMissing (no such Secret) or KafkaSecretInvalid (unusable data).
+    """
+    kafka = spec.source.kafka
+    if kafka.secret_ref is None:
+        return KafkaCluster.of(kafka.bootstrap_servers)
+    secret = kafka.secret_ref.name
+    data = kube.secret_data(namespace, secret)
+    return KafkaCluster.of(kafka.bootstrap_servers,
+                           client_settings(data, secret=f"secret {namespace}/{secret}"))
+
+
 def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any],
-                 deps: Deps) -> dict[tuple[str, int], int] | None:
+                 deps: Deps, *, not_before: float | None = None) -> SourceOffsets:
+    """End offsets of the topics the view needs, fetched no earlier than `not_before`
+    (the offsets cache's clock, `deps.offsets.now()`) when given."""
+    meta = body["metadata"]
+    where = f"{meta['namespace']}/{meta['name']}"
     topics = topics_to_observe(spec, status)
-    bootstrap = spec.source.kafka.bootstrap_servers
-    deps.offsets.register(bootstrap, topics)
     try:
-        return {tp: o for tp, o in deps.offsets.get(bootstrap).items() if tp[0] in topics}
+        cluster = kafka_cluster(spec, meta["namespace"], deps.kube)
+    except SecretMissing as exc:
+        log.warning("%s: end offsets unknown: Kafka %s", where, exc)
+        return SourceOffsets(None, reason="KafkaSecretMissing", message=f"Kafka {exc}")
+    except KafkaSecretInvalid as exc:
+        log.warning("%s: end offsets unknown: %s", where, exc)
+        return SourceOffsets(None, reason="KafkaSecretInvalid", message=str(exc))
+    deps.offsets.register(cluster, topics)
+    try:
+        reading = deps.offsets.get(cluster, not_before=not_before)
     except OffsetsUnavailable as exc:
-        log.warning("%s: end offsets unavailable: %s", body["metadata"]["name"], exc)
-        return None
+        log.warning("%s: end offsets unavailable: %s", where, exc)
+        return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc))
+    ends, missing = reading.of(topics)
+    if missing:
+        message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
+        log.warning("%s: %s", where, message)
+        return SourceOffsets(ends, missing, reason="TopicsMissing", message=message)
+    return SourceOffsets(ends)
+
+
+def gating(spec: DerivedViewSpec, status: DerivedViewStatus) -> bool:
+    """Whether this pass may decide a cutover: a revision other than the active is wanted."""
+    return status.active is None or status.active.revision != revision_of(spec)
 
 
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
@@ -171,13 +214,20 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
         if observed_app is not None:
             apps[observed_app.revision] = observed_app
     status = status_from_object(body)
+    # Ledger first, end offsets after: read the other way round, records arriving in between
+    # would be committed but not yet counted at the end, and a busy topic could read as
+    # caught up. Only a view with a revision to gate pays for a fetch of its own.
+    ledger_read = deps.offsets.now()
     sink = _sink(spec, status, body, deps, record)
     conn = sink.conn
     try:
+        offsets = _end_offsets(spec, status, body, deps,
+                               not_before=ledger_read if gating(spec, status) else None)
         observed = Observed(view=view_from_object(body), status=status,
                             config=deps.config, spark_applications=apps,
                             sink=sink.observed, sink_problem=sink.problem,
-                            end_offsets=_end_offsets(spec, status, body, deps))
+                            end_offsets=offsets.ends, missing_topics=offsets.missing,
+                            source_problem=offsets.problem())
         record.stage = "plan"
         actions = plan(spec, observed, now)
         record.stage = "act"

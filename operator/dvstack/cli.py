@@ -96,7 +96,8 @@ def _check_ports(settings: Settings) -> None:
     wanted = {"postgres": [settings.pg_port], "etcd": [settings.etcd_port, settings.etcd_peer_port],
               "kube-apiserver": [settings.apiserver_port],
               "kube-controller-manager": [settings.controller_manager_port],
-              "kafka": [settings.kafka_port, settings.kafka_controller_port]}
+              "kafka": [settings.kafka_port, settings.kafka_controller_port,
+                        settings.kafka_sasl_port]}
     pg_pid = postgres_server.pg_dir(settings) / "data" / "postmaster.pid"
     for name, ports in wanted.items():
         ours = pg_pid.is_file() if name == "postgres" else processes.running(settings, name)
@@ -131,6 +132,7 @@ def up(settings: Settings) -> dict[str, Any]:
         "kubeconfig": str(settings.kubeconfig),
         "apiserver": kube_api.server_url(settings),
         "kafka_bootstrap": kafka_broker.bootstrap(settings),
+        "kafka_sasl": kafka_broker.sasl_info(settings),
         "pg_dsn": postgres_server.conninfo(settings),
         "pg": {"host": "127.0.0.1", "port": settings.pg_port,
                "database": postgres_server.DATABASE, "user": postgres_server.SUPERUSER,

@@ -38,6 +38,7 @@ class Settings:
     controller_manager_port: int
     kafka_port: int
     kafka_controller_port: int
+    kafka_sasl_port: int
     pg_port: int
 
     @property
@@ -70,5 +71,6 @@ def load() -> Settings:
         controller_manager_port=_port("DV_KCM_PORT", 16444),
         kafka_port=_port("DV_KAFKA_PORT", 19092),
         kafka_controller_port=_port("DV_KAFKA_CONTROLLER_PORT", 19093),
+        kafka_sasl_port=_port("DV_KAFKA_SASL_PORT", 19094),
         pg_port=_port("DV_PG_PORT", 15432),
     )

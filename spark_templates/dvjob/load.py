@@ -19,14 +19,20 @@ ENV_USERNAME = "DV_KAFKA_SASL_USERNAME"
 ENV_PASSWORD = "DV_KAFKA_SASL_PASSWORD"
 ENV_PROTOCOL = "DV_KAFKA_SECURITY_PROTOCOL"
 ENV_MECHANISM = "DV_KAFKA_SASL_MECHANISM"
+ENV_CA = "DV_KAFKA_SSL_CA_PEM"
+ENV_SECRET = "DV_KAFKA_SECRET_NAME"
+"""Set (to the Secret's name) when the view names a Kafka Secret: its protocol then defaults
+to SASL_SSL, as in the operator's reading of the same Secret."""
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
+_PROTOCOLS = ("SASL_SSL", "SASL_PLAINTEXT", "SSL")
 _SECRET_OPTIONS = frozenset({"kafka.sasl.jaas.config", "kafka.ssl.key.password",
-                             "kafka.ssl.keystore.password", "kafka.ssl.truststore.password"})
+                             "kafka.ssl.keystore.password", "kafka.ssl.truststore.password",
+                             "kafka.ssl.truststore.certificates"})
 
 
 def _option_text(value: str | int | float | bool) -> str:
@@ -41,26 +47,46 @@ def _jaas_quote(value: str) -> str:
 
 
 def sasl_options(env: Mapping[str, str]) -> dict[str, str]:
-    """Kafka client options for the SASL credentials in `env`, if any."""
+    """Kafka client security options from `env` (the Kafka Secret's keys, mapped by the operator).
+
+    Same contract as the operator's `core.kafka_client.client_settings`: protocol
+    SASL_SSL unless `securityProtocol` says SASL_PLAINTEXT or SSL; mechanism PLAIN
+    unless SCRAM-SHA-256/512; a `ca.crt` PEM becomes a PEM truststore.
+    """
     username = env.get(ENV_USERNAME)
     password = env.get(ENV_PASSWORD)
-    options: dict[str, str] = {}
-    if username is None and password is None:
-        protocol = env.get(ENV_PROTOCOL)
-        if protocol:
-            options["kafka.security.protocol"] = protocol
-        return options
-    if not username or password is None:
+    secret = env.get(ENV_SECRET)
+    if bool(username) != bool(password):
         raise ConfigError(f"set both {ENV_USERNAME} and {ENV_PASSWORD}, or neither")
-    mechanism = env.get(ENV_MECHANISM) or "PLAIN"
-    module = _LOGIN_MODULES.get(mechanism.upper())
-    if module is None:
-        raise ConfigError(f"{ENV_MECHANISM}={mechanism!r} is not supported; use one of "
-                          f"{', '.join(sorted(_LOGIN_MODULES))}")
-    options["kafka.security.protocol"] = env.get(ENV_PROTOCOL) or "SASL_SSL"
-    options["kafka.sasl.mechanism"] = mechanism.upper()
-    options["kafka.sasl.jaas.config"] = (
-        f"{module} required username={_jaas_quote(username)} password={_jaas_quote(password)};")
+    raw_protocol = env.get(ENV_PROTOCOL)
+    if not raw_protocol and not (secret or username):
+        return {}
+    protocol = (raw_protocol or "SASL_SSL").strip().upper()
+    if protocol not in _PROTOCOLS:
+        raise ConfigError(f"{ENV_PROTOCOL}={raw_protocol!r} is not supported; use one of "
+                          f"{', '.join(_PROTOCOLS)}")
+    options = {"kafka.security.protocol": protocol}
+    if protocol.startswith("SASL_"):
+        if not username or not password:
+            source = f" (keys username and password of secret {secret})" if secret else ""
+            raise ConfigError(f"{protocol} needs {ENV_USERNAME} and {ENV_PASSWORD}{source}")
+        mechanism = (env.get(ENV_MECHANISM) or "PLAIN").strip().upper()
+        module = _LOGIN_MODULES.get(mechanism)
+        if module is None:
+            raise ConfigError(f"{ENV_MECHANISM}={env.get(ENV_MECHANISM)!r} is not supported; "
+                              f"use one of {', '.join(sorted(_LOGIN_MODULES))}")
+        options["kafka.sasl.mechanism"] = mechanism
+        options["kafka.sasl.jaas.config"] = (
+            f"{module} required username={_jaas_quote(username)} "
+            f"password={_jaas_quote(password)};")
+    ca = env.get(ENV_CA)
+    if ca:
+        if protocol == "SASL_PLAINTEXT":
+            raise ConfigError(f"{ENV_CA} is set but {ENV_PROTOCOL} is SASL_PLAINTEXT, "
+                              "which does not use TLS")
+        # Kafka clients >= 2.7 (KIP-651) read PEM certificates straight from the option.
+        options["kafka.ssl.truststore.type"] = "PEM"
+        options["kafka.ssl.truststore.certificates"] = ca
     return options
 
 

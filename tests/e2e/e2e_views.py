@@ -8,6 +8,7 @@ alias's columns change (how it sees a cutover, independently of the operator).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
 from collections import defaultdict
@@ -151,3 +152,77 @@ class AliasReader:
     def first_seen(self, column: str, after: float) -> float | None:
         """When the reader first saw `column` in the alias after time `after`."""
         return next((t for t, cols in self.column_changes if t >= after and column in cols), None)
+
+
+@dataclass
+class LiveProducer:
+    """Order events into a topic at a fixed rate from its own thread: the live traffic of an e2e.
+
+    Pacing waits on a schedule (`Event.wait` until the next slot), not on other components;
+    every event it produced, acknowledged or not, is kept for the test's recomputation, and
+    any delivery failure is an error the test reports.
+    """
+
+    bootstrap: str
+    topic: str
+    rate: float
+    seed: int = 101
+    events: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    started_at: float = 0.0
+    stopped_at: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        from dvstack import replay
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5,
+                             "enable.idempotence": True, "log_level": 3})
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                self.failures.append(str(err))
+
+        # a stream of distinct events: another seed and a start time after any batch's
+        source = iter(replay.make_orders(2_000_000, seed=self.seed,
+                                         start_ms=1_800_000_000_000))
+        interval = 1.0 / self.rate
+        self.started_at = time.monotonic()
+        sent = 0
+        while not self._stop.is_set():
+            due = self.started_at + sent * interval
+            if self._stop.wait(max(due - time.monotonic(), 0)):
+                break
+            event = next(source)
+            producer.produce(self.topic, key=event["customer_id"].encode(),
+                             value=json.dumps(event).encode(), on_delivery=on_delivery)
+            with self._lock:
+                self.events.append(event)
+            sent += 1
+            producer.poll(0)
+        left = producer.flush(60)
+        if left:
+            self.failures.append(f"{left} events unacknowledged at stop")
+        self.stopped_at = time.monotonic()
+
+    def start(self) -> LiveProducer:
+        self._thread = threading.Thread(target=self._run, daemon=True, name="live-producer")
+        self._thread.start()
+        return self
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.events)
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=90)
+        return list(self.events)
+
+    def achieved_rate(self) -> float:
+        return len(self.events) / max(self.stopped_at - self.started_at, 1e-9)

@@ -66,8 +66,12 @@ class KafkaConnection(ApiModel):
         description="Comma-separated host:port list of the Kafka brokers. A connection detail: "
                     "changing it does not start a replay.")]
     secret_ref: Annotated[SecretRef | None, Field(
-        description="Secret with SASL credentials under the keys `username` and `password`; "
-                    "omit for a cluster without authentication.")] = None
+        description="Secret the job and the operator connect with: `username`, `password` "
+                    "(SASL credentials), optional `mechanism` (PLAIN (default), SCRAM-SHA-256, "
+                    "SCRAM-SHA-512), optional `securityProtocol` (SASL_SSL (default), "
+                    "SASL_PLAINTEXT, SSL: no credentials needed), optional `ca.crt` (PEM "
+                    "certificates to trust for TLS). Omit for a plaintext cluster without "
+                    "authentication. A connection detail: changing it does not start a replay.")] = None
 
 
 class Source(ApiModel):

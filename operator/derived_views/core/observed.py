@@ -122,6 +122,9 @@ class Observed:
     """High watermark of every partition of `topics_to_observe`, read after the ledger."""
     missing_topics: frozenset[str] = frozenset()
     """Topics of `topics_to_observe` the Kafka cluster says do not exist."""
+    source_problem: tuple[str, str] | None = None
+    """(reason, message) why `end_offsets` is None: KafkaSecretMissing, KafkaSecretInvalid,
+    KafkaUnavailable."""
     sink_problem: tuple[str, str] | None = None
     """(reason, message) why `sink` is None: SecretMissing, SinkSecretInvalid, SinkUnreachable."""
 

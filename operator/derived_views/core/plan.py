@@ -642,6 +642,9 @@ class _Planner:
             reason, detail = self.obs.sink_problem
             problem = V("True", reason, f"{detail}; nothing is switched or dropped until the "
                                         "sink can be read")
+        elif self.obs.end_offsets is None and self.obs.source_problem is not None:
+            reason, detail = self.obs.source_problem
+            problem = V("True", reason, f"{detail}; lag is unknown, so no revision is promoted")
         elif missing:
             problem = V("True", TOPIC_MISSING,
                         f"topic(s) {', '.join(missing)} not found on "

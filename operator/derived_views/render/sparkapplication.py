@@ -36,7 +36,15 @@ POSTGRES_ENV = (("PGHOST", "host"), ("PGPORT", "port"), ("PGDATABASE", "database
                 ("PGUSER", "user"), ("PGPASSWORD", "password"))
 """libpq's variables, from the sink Secret's keys; PGSSLMODE is added from the optional key
 `sslmode`, matching what the operator's own PostgreSQL adapter reads."""
-KAFKA_ENV = (("DV_KAFKA_SASL_USERNAME", "username"), ("DV_KAFKA_SASL_PASSWORD", "password"))
+KAFKA_ENV = (("DV_KAFKA_SASL_USERNAME", "username"), ("DV_KAFKA_SASL_PASSWORD", "password"),
+             ("DV_KAFKA_SASL_MECHANISM", "mechanism"),
+             ("DV_KAFKA_SECURITY_PROTOCOL", "securityProtocol"), ("DV_KAFKA_SSL_CA_PEM", "ca.crt"))
+"""The job's variables from the Kafka Secret's keys (the contract of `core.kafka_client`, by
+which the operator reads the same Secret). All optional: `securityProtocol: SSL` needs no
+credentials, and the operator reports a Secret lacking what its protocol needs."""
+KAFKA_SECRET_NAME_ENV = "DV_KAFKA_SECRET_NAME"
+"""Tells the job a Secret is named, so it applies the same defaults (SASL_SSL) and names the
+Secret when a key is missing."""
 
 
 def load_template(path: Path = TEMPLATE_PATH) -> str:
@@ -58,7 +66,8 @@ def job_env(spec: DerivedViewSpec) -> list[dict[str, Any]]:
     env.append(_secret_env("PGSSLMODE", sink_secret, "sslmode", optional=True))
     if spec.source.kafka.secret_ref is not None:
         kafka_secret = spec.source.kafka.secret_ref.name
-        env += [_secret_env(var, kafka_secret, key) for var, key in KAFKA_ENV]
+        env += [_secret_env(var, kafka_secret, key, optional=True) for var, key in KAFKA_ENV]
+        env.append({"name": KAFKA_SECRET_NAME_ENV, "value": kafka_secret})
     return env
 
 

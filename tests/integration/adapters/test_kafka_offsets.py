@@ -1,31 +1,55 @@
-"""End offsets from a real broker, batched per cluster."""
+"""End offsets from the real broker: both listeners, bad credentials, missing and recreated
+topics, an unreachable cluster, and a view's Secret read from the real API server."""
 
 from __future__ import annotations
 
+import socket
+import time
 import uuid
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kubernetes import client
 
 from derived_views.adapters.kafka_offsets import (
     EndOffsetsCache,
     OffsetsUnavailable,
     fetch_end_offsets,
+    read_end_offsets,
 )
+from derived_views.adapters.kube import Kube
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core.config import OperatorConfig
+from derived_views.core.kafka_client import KafkaCluster, client_settings
+from derived_views.reconcile import Deps, _end_offsets
+from dvstack.waiting import wait_for
 
 
-def _topic(bootstrap: str, partitions: int, per_partition: list[int]) -> str:
-    name = f"off-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
+def _topic(bootstrap: str, partitions: int, per_partition: list[int], name: str = "") -> str:
+    name = name or f"off-{uuid.uuid4().hex[:8]}"
+    admin = _admin(bootstrap)  # keep the handle alive until the future resolves
+    admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
     producer = Producer({"bootstrap.servers": bootstrap})
     for p, n in enumerate(per_partition):
         for i in range(n):
             producer.produce(name, value=str(i).encode(), partition=p)
     assert producer.flush(30) == 0
     return name
+
+
+def _sasl(stack: Any, password: str | None = None) -> KafkaCluster:
+    s = stack.kafka_sasl
+    return KafkaCluster.of(s["bootstrap"], client_settings({
+        "username": s["username"], "password": password or s["password"],
+        "mechanism": s["mechanism"], "securityProtocol": s["security_protocol"]}))
 
 
 def test_end_offsets_of_several_topics_in_one_call(stack: Any) -> None:
@@ -35,28 +59,91 @@ def test_end_offsets_of_several_topics_in_one_call(stack: Any) -> None:
     assert ends == {(a, 0): 5, (a, 1): 0, (a, 2): 2, (b, 0): 7}
 
 
-def test_unknown_topic_is_a_clear_error(stack: Any) -> None:
-    with pytest.raises(OffsetsUnavailable, match="no-such-topic"):
-        fetch_end_offsets(stack.kafka_bootstrap, ["no-such-topic-xyz"])
+def test_the_sasl_listener_answers_with_the_stacks_scram_user(stack: Any) -> None:
+    assert stack.kafka_sasl["mechanism"] == "SCRAM-SHA-512"
+    assert stack.kafka_sasl["security_protocol"] == "SASL_PLAINTEXT"
+    a = _topic(stack.kafka_bootstrap, 2, [3, 4])
+    assert read_end_offsets(_sasl(stack), [a]).ends == {(a, 0): 3, (a, 1): 4}
 
 
-def test_cache_fetches_each_cluster_once_per_interval(stack: Any) -> None:
-    a = _topic(stack.kafka_bootstrap, 1, [3])
+def test_a_wrong_password_is_a_clear_error_without_the_password(stack: Any) -> None:
+    a = _topic(stack.kafka_bootstrap, 1, [1])
+    with pytest.raises(OffsetsUnavailable) as info:
+        read_end_offsets(_sasl(stack, password="not-the-password"), [a], timeout=5)
+    message = str(info.value)
+    assert "Authentication failed" in message, message
+    assert stack.kafka_sasl["bootstrap"] in message and stack.kafka_sasl["username"] in message
+    assert "not-the-password" not in message and "\n" not in message
+
+
+def test_one_missing_topic_leaves_the_present_ones_resolved(stack: Any) -> None:
+    a = _topic(stack.kafka_bootstrap, 2, [2, 3])
     b = _topic(stack.kafka_bootstrap, 1, [4])
-    calls: list[set[str]] = []
-    now = [0.0]
+    fetched = read_end_offsets(KafkaCluster.of(stack.kafka_bootstrap), [a, "no-such-topic-xyz", b])
+    assert fetched.ends == {(a, 0): 2, (a, 1): 3, (b, 0): 4}
+    assert fetched.missing == {"no-such-topic-xyz"}
+    with pytest.raises(OffsetsUnavailable, match=r"topics not found on .*: no-such-topic-xyz"):
+        fetch_end_offsets(stack.kafka_bootstrap, [a, "no-such-topic-xyz"])
 
-    def counting_fetch(bootstrap: str, topics: Any) -> Any:
-        calls.append(set(topics))
-        return fetch_end_offsets(bootstrap, topics)
 
-    cache = EndOffsetsCache(interval=10, fetch=counting_fetch, clock=lambda: now[0])
-    cache.register(stack.kafka_bootstrap, [a])
-    cache.register(stack.kafka_bootstrap, [b])
-    first = cache.get(stack.kafka_bootstrap)
-    second = cache.get(stack.kafka_bootstrap)  # same interval: served from the batch
-    assert first == second == {(a, 0): 3, (b, 0): 4}
-    assert calls == [{a, b}]
-    now[0] = 11
-    cache.get(stack.kafka_bootstrap)
-    assert len(calls) == 2
+def test_a_recreated_topic_reports_ends_below_the_earlier_ones(stack: Any) -> None:
+    name = _topic(stack.kafka_bootstrap, 1, [6])
+    cluster = KafkaCluster.of(stack.kafka_bootstrap)
+    assert read_end_offsets(cluster, [name]).ends == {(name, 0): 6}
+    admin = _admin(stack.kafka_bootstrap)
+    admin.delete_topics([name])[name].result(30)
+    wait_for(lambda: read_end_offsets(cluster, [name]).missing == {name}, timeout=60,
+             what=f"topic {name} to be gone")
+
+    def recreate() -> bool:
+        _topic(stack.kafka_bootstrap, 1, [2], name=name)
+        return True
+
+    wait_for(recreate, timeout=60, what=f"topic {name} to be created again")
+    assert read_end_offsets(cluster, [name]).ends == {(name, 0): 2}
+
+
+def test_an_unreachable_cluster_backs_off_and_answers_at_once_meanwhile() -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cluster = KafkaCluster.of(f"127.0.0.1:{port}")
+    cache = EndOffsetsCache(interval=1, fetch=lambda c, t: read_end_offsets(c, t, timeout=2),
+                            backoff_min=30)
+    cache.register(cluster, ["a"])
+    started = time.monotonic()
+    with pytest.raises(OffsetsUnavailable, match=f"127.0.0.1:{port}"):
+        cache.get(cluster)
+    first = time.monotonic() - started
+    started = time.monotonic()
+    with pytest.raises(OffsetsUnavailable, match="next try in"):
+        cache.get(cluster)
+    assert time.monotonic() - started < 0.5
+    assert first < 8  # bounded by the short timeouts, not librdkafka's defaults
+
+
+def _view_spec(bootstrap: str, topic: str, secret: str) -> DerivedViewSpec:
+    return DerivedViewSpec.model_validate({
+        "source": {"kafka": {"bootstrapServers": bootstrap, "secretRef": {"name": secret}},
+                   "topics": [topic], "schema": "a STRING"},
+        "transform": {"sql": "SELECT a FROM events"},
+        "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "t"}, "primaryKey": ["a"]}})
+
+
+def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
+        stack: Any, kube_api_client: Any, namespace: str) -> None:
+    a = _topic(stack.kafka_bootstrap, 3, [1, 2, 3])
+    s = stack.kafka_sasl
+    client.CoreV1Api(kube_api_client).create_namespaced_secret(namespace, {
+        "metadata": {"name": "kafka-scram"},
+        "stringData": {"username": s["username"], "password": s["password"],
+                       "mechanism": s["mechanism"], "securityProtocol": s["security_protocol"]}})
+    deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
+                config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"))
+    body = {"metadata": {"namespace": namespace, "name": "v"}}
+    got = _end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), body,
+                       deps)
+    assert (got.ends, got.reason) == ({(a, 0): 1, (a, 1): 2, (a, 2): 3}, None)
+    got = _end_offsets(_view_spec(s["bootstrap"], a, "absent"), DerivedViewStatus(), body, deps)
+    assert (got.ends, got.reason) == (None, "KafkaSecretMissing")
+    assert got.message == f"Kafka secret {namespace}/absent not found"

@@ -110,15 +110,19 @@ def test_credentials_are_secret_references_on_driver_and_executor() -> None:
          "valueFrom": {"secretKeyRef": {"name": "views-db", "key": "password"}}},
         {"name": "PGSSLMODE", "valueFrom": {"secretKeyRef": {
             "name": "views-db", "key": "sslmode", "optional": True}}},
-        {"name": "DV_KAFKA_SASL_USERNAME",
-         "valueFrom": {"secretKeyRef": {"name": "kafka-creds", "key": "username"}}},
-        {"name": "DV_KAFKA_SASL_PASSWORD",
-         "valueFrom": {"secretKeyRef": {"name": "kafka-creds", "key": "password"}}},
+        *({"name": var, "valueFrom": {"secretKeyRef": {
+            "name": "kafka-creds", "key": key, "optional": True}}}
+          for var, key in (("DV_KAFKA_SASL_USERNAME", "username"),
+                           ("DV_KAFKA_SASL_PASSWORD", "password"),
+                           ("DV_KAFKA_SASL_MECHANISM", "mechanism"),
+                           ("DV_KAFKA_SECURITY_PROTOCOL", "securityProtocol"),
+                           ("DV_KAFKA_SSL_CA_PEM", "ca.crt"))),
+        {"name": "DV_KAFKA_SECRET_NAME", "value": "kafka-creds"},
     ]
     assert spec["driver"]["env"] == expected
     assert spec["executor"]["env"] == expected
-    for entry in spec["driver"]["env"]:
-        assert "value" not in entry
+    for entry in spec["driver"]["env"]:  # a value only for the Secret's name, never from it
+        assert "value" not in entry or entry["name"] == "DV_KAFKA_SECRET_NAME"
 
 
 def test_no_kafka_credentials_without_a_kafka_secret() -> None:

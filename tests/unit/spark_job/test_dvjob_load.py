@@ -88,3 +88,28 @@ def test_secrets_are_redacted_for_logs() -> None:
     assert shown["kafka.ssl.truststore.password"] == "***"
     assert shown["subscribe"] == "orders,refunds"
     assert "hunter2" not in repr(shown) and "tpw" not in repr(shown)
+
+
+def test_a_ca_certificate_becomes_a_pem_truststore() -> None:
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    options = kafka_reader_options(_source(), {
+        "DV_KAFKA_SECRET_NAME": "kafka-creds", "DV_KAFKA_SASL_USERNAME": "reader",
+        "DV_KAFKA_SASL_PASSWORD": "pw", "DV_KAFKA_SSL_CA_PEM": pem})
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.ssl.truststore.type"] == "PEM"
+    assert options["kafka.ssl.truststore.certificates"] == pem
+    assert redacted(options)["kafka.ssl.truststore.certificates"] == "***"
+
+
+def test_a_named_secret_without_credentials_names_the_missing_keys() -> None:
+    with pytest.raises(ConfigError, match="SASL_SSL needs DV_KAFKA_SASL_USERNAME and "
+                                          r"DV_KAFKA_SASL_PASSWORD \(keys username and password "
+                                          "of secret kafka-creds\\)"):
+        kafka_reader_options(_source(), {"DV_KAFKA_SECRET_NAME": "kafka-creds"})
+
+
+def test_a_named_secret_for_tls_only_needs_no_credentials() -> None:
+    options = kafka_reader_options(_source(), {"DV_KAFKA_SECRET_NAME": "kafka-creds",
+                                               "DV_KAFKA_SECURITY_PROTOCOL": "SSL"})
+    assert options["kafka.security.protocol"] == "SSL"
+    assert "kafka.sasl.mechanism" not in options

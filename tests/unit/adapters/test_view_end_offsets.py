@@ -1,0 +1,95 @@
+"""What one pass learns about a view's end offsets, and the reason when it learns too little.
+
+The Kubernetes side is a stand-in holding Secrets in memory; the cache runs
+with a fake fetch, so these are the shell's decisions only (the real broker and
+API server are in tests/integration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, cast
+
+from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
+from derived_views.adapters.kube import Kube, SecretMissing
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core.config import OperatorConfig
+from derived_views.core.kafka_client import KafkaCluster
+from derived_views.reconcile import Deps, _end_offsets
+
+BODY = {"metadata": {"namespace": "shop", "name": "orders"}}
+
+
+class Secrets:
+    def __init__(self, secrets: dict[str, dict[str, str]]) -> None:
+        self.secrets = secrets
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        if name not in self.secrets:
+            raise SecretMissing(f"secret {namespace}/{name} not found")
+        return self.secrets[name]
+
+
+def spec(topics: list[str], secret: str | None = None) -> DerivedViewSpec:
+    kafka: dict[str, Any] = {"bootstrapServers": "k:9092"}
+    if secret:
+        kafka["secretRef"] = {"name": secret}
+    return DerivedViewSpec.model_validate({
+        "source": {"kafka": kafka, "topics": topics, "schema": "a STRING"},
+        "transform": {"sql": "SELECT a FROM events"},
+        "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "t"}, "primaryKey": ["a"]}})
+
+
+def deps(secrets: dict[str, dict[str, str]], fetch: Any) -> Deps:
+    return Deps(kube=cast(Kube, Secrets(secrets)),
+                offsets=EndOffsetsCache(interval=5, fetch=fetch, clock=lambda: 0.0),
+                config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"))
+
+
+def test_credentials_from_the_secret_reach_the_fetch_and_ends_are_the_views_topics() -> None:
+    seen: list[KafkaCluster] = []
+
+    def fetch(cluster: KafkaCluster, topics: Iterable[str]) -> Fetched:
+        seen.append(cluster)
+        return Fetched({("a", 0): 4, ("other", 0): 9})
+
+    d = deps({"kafka": {"username": "u", "password": "p", "mechanism": "SCRAM-SHA-512",
+                        "securityProtocol": "SASL_PLAINTEXT"}}, fetch)
+    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), BODY, d)
+    assert got.ends == {("a", 0): 4} and got.reason is None
+    assert dict(seen[0].settings) == {"security.protocol": "SASL_PLAINTEXT",
+                                      "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u",
+                                      "sasl.password": "p"}
+
+
+def test_a_missing_secret_is_its_own_reason() -> None:
+    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), BODY,
+                       deps({}, lambda c, t: Fetched({})))
+    assert (got.ends, got.reason) == (None, "KafkaSecretMissing")
+    assert got.message == "Kafka secret shop/kafka not found"
+
+
+def test_an_unusable_secret_is_its_own_reason() -> None:
+    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), BODY,
+                       deps({"kafka": {"user": "u"}}, lambda c, t: Fetched({})))
+    assert (got.ends, got.reason) == (None, "KafkaSecretInvalid")
+    assert got.message is not None and got.message.startswith(
+        "secret shop/kafka has no key username and no key password")
+
+
+def test_an_unreachable_cluster_is_its_own_reason() -> None:
+    def fetch(cluster: KafkaCluster, topics: Iterable[str]) -> Fetched:
+        raise OffsetsUnavailable("k:9092 (PLAINTEXT): Connection refused")
+
+    got = _end_offsets(spec(["a"]), DerivedViewStatus(), BODY, deps({}, fetch))
+    assert (got.ends, got.reason) == (None, "KafkaUnavailable")
+    assert got.message == "k:9092 (PLAINTEXT): Connection refused"
+
+
+def test_missing_topics_are_named_and_the_present_ones_resolve() -> None:
+    got = _end_offsets(spec(["a", "typo"]), DerivedViewStatus(), BODY,
+                       deps({}, lambda c, t: Fetched({("a", 0): 1}, frozenset({"typo"}))))
+    assert got.ends == {("a", 0): 1}
+    assert (got.missing, got.reason) == (frozenset({"typo"}), "TopicsMissing")
+    assert got.message == "topics not found on k:9092 (PLAINTEXT): typo"
