@@ -103,7 +103,7 @@ class LocalKubelet:
         for uid in [u for u in self.containers if u not in present]:
             container = self.containers[uid]
             if self._stop(container, _ORPHAN_GRACE_SECONDS):
-                del self.containers[uid]
+                self._forget(uid)
 
     def shutdown(self, grace: float = 10.0) -> None:
         """Stop every process and report its pod terminated (a node going down)."""
@@ -134,7 +134,7 @@ class LocalKubelet:
             self._sync_deleted_pod(pod, container)
             return
         if phase in ("Succeeded", "Failed"):
-            self.containers.pop(uid, None)
+            self._forget(uid)
             return
         if container is None:
             if phase == "Running":
@@ -165,8 +165,14 @@ class LocalKubelet:
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
-        self.containers.pop(meta["uid"], None)
+        self._forget(meta["uid"])
         log.info("pod %s/%s: removed after its process stopped", meta["namespace"], meta["name"])
+
+    def _forget(self, uid: str) -> None:
+        """The pod is done with: drop its process record and its termination-message file."""
+        container = self.containers.pop(uid, None)
+        if container is not None:
+            container.message_path.unlink(missing_ok=True)
 
     def _stop(self, container: Container, grace: float) -> bool:
         """Signal the process towards an exit; True once it has exited."""

@@ -13,7 +13,7 @@ import pytest
 
 from dvstack import spark_app_states as s
 
-NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 T0 = "2026-01-02T03:04:05Z"
 EARLIER = "2026-01-02T03:03:00Z"  # 65 s before NOW
 SPEC: dict[str, Any] = {"type": "Python", "mainApplicationFile": "local:///app.py"}
