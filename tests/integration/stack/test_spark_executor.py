@@ -200,6 +200,20 @@ def test_failed_job_retries_then_fails_with_upstream_message_and_termination_mes
     assert "errorMessage" not in cluster.status("done")["applicationState"]
 
 
+def test_the_replay_jobs_own_error_reaches_the_driver_pod(cluster: Cluster, stack: Any) -> None:
+    job = f"local://{stack.image_app_root}/spark_templates/derived_view_job.py"
+    app = _app("badconfig", ["--config-json", '{"view": "shop/v"}'], mainApplicationFile=job)
+    cluster.create(app)
+    wait_for(lambda: cluster.state("badconfig") == "FAILED", timeout=180,
+             what="the job to refuse its configuration")
+    terminated = cluster.container_state("badconfig-driver")["terminated"]
+    assert terminated["exitCode"] == 2
+    assert terminated["message"].startswith("invalid job config")
+    assert "revision" in terminated["message"]
+    assert cluster.status("badconfig")["applicationState"]["errorMessage"] == \
+        "driver container failed with ExitCode: 2, Reason: Error"
+
+
 def test_spec_edit_invalidates_and_resubmits(cluster: Cluster, tmp_path: Path) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     cluster.create(_app("edited", [str(first), "wait"]))
