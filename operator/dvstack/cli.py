@@ -17,7 +17,15 @@ from typing import Any
 
 import yaml
 
-from dvstack import artefacts, kafka_broker, kube_api, postgres_server, processes, sample
+from dvstack import (
+    artefacts,
+    kafka_broker,
+    kube_api,
+    postgres_server,
+    processes,
+    sample,
+    spark_crd,
+)
 from dvstack.helm import helm_binary
 from dvstack.settings import Settings, load
 from dvstack.waiting import wait_for
@@ -30,10 +38,11 @@ IMAGE_APP_ROOT = "/opt/derived-views"
 
 
 def _install_crds(settings: Settings) -> None:
+    """The CRDs of what the stack stands in for: the real, pinned Spark Operator CRD."""
     from kubernetes import config
 
     api_client = config.new_client_from_config(config_file=str(settings.kubeconfig))
-    apply_crds(api_client, sorted((settings.repo / "stack" / "crds").glob("*.yaml")))
+    apply_crds(api_client, [spark_crd.sparkapplications_crd(settings)])
 
 
 def apply_crds(api_client: Any, paths: list[Path]) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 
 class JobError(Exception):
     """A problem the view's author or the operator can fix; the message says what."""
@@ -28,3 +31,29 @@ def one_line(exc: BaseException) -> str:
         return raised.split(" SQLSTATE:", 1)[0].strip()[:900]
     first = (text.strip().splitlines() or [""])[0]
     return f"{type(exc).__name__}: {first[:900]}"
+
+
+# Kubernetes' default terminationMessagePath: the kubelet shows what the container
+# wrote there as its `state.terminated.message`, keeping at most 4 KiB.
+TERMINATION_LOG = "/dev/termination-log"
+MAX_TERMINATION_MESSAGE_BYTES = 4096
+
+
+def write_termination_message(message: str, environ: Mapping[str, str] = os.environ) -> None:
+    """Leave the one-line cause where Kubernetes carries it to the pod's status.
+
+    DV_TERMINATION_MESSAGE_PATH (set by the local stack) wins; the default path
+    is used only when it exists, i.e. when a kubelet mounted it: outside a
+    container /dev/termination-log is no file to create.  A path that cannot be
+    written is ignored: the message is also the log's last line.
+    """
+    path = environ.get("DV_TERMINATION_MESSAGE_PATH") or (
+        TERMINATION_LOG if os.path.exists(TERMINATION_LOG) else "")
+    if not path:
+        return
+    data = message.encode()[:MAX_TERMINATION_MESSAGE_BYTES].decode(errors="ignore").encode()
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    except OSError:
+        pass

@@ -3,7 +3,8 @@
 Everything that can be checked before reading Kafka is checked first (config,
 schema DDL, transform, output columns, PostgreSQL tables), so a broken view
 fails in seconds with one line saying why.  The last line of a failed run
-starts with "dvjob: error:".
+starts with "dvjob: error:"; the cause after it is also the container's
+termination message (see errors.write_termination_message).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 from dvjob.batch_writer import BatchWriter
 from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
 from dvjob.config import JobConfig, TriggerConfig, config_from_argv
-from dvjob.errors import JobError, one_line
+from dvjob.errors import JobError, one_line, write_termination_message
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
 from dvjob.sink_postgres import PostgresSink, connect_from_environment, describe_target
@@ -40,6 +41,12 @@ DEFAULT_SPARK_CONF = {
 
 def say(message: str) -> None:
     print(f"dvjob: {message}", flush=True)
+
+
+def fail(cause: str) -> None:
+    """The last line of a failed run, also left as the container's termination message."""
+    write_termination_message(cause)
+    say(f"error: {cause}")
 
 
 def build_session(config: JobConfig) -> SparkSession:
@@ -100,17 +107,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_from_argv(sys.argv[1:] if argv is None else argv)
     except JobError as exc:
-        say(f"error: {exc}")
+        fail(str(exc))
         return 2
     spark = build_session(config)
     try:
         run(spark, config)
     except JobError as exc:
-        say(f"error: {exc}")
+        fail(str(exc))
         return 1
     except Exception as exc:
         traceback.print_exc()
-        say(f"error: {one_line(exc)}")
+        fail(one_line(exc))
         return 1
     finally:
         spark.stop()

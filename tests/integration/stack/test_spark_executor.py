@@ -1,36 +1,84 @@
-"""The local SparkApplication executor (stand-in for the Spark Operator) against the real API server.
+"""The stand-in Spark Operator + kubelet against the real API server and the real CRD.
 
 Each test runs a tiny Python application through the real spark-submit and
-checks the status fields the real Spark Operator maintains.
+checks what the real operator and kubelet would show: the application's
+status, and the driver pod `<app>-driver` with its container
+`spark-kubernetes-driver`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
+from dvstack.local_kubelet import LocalKubelet
+from dvstack.spark_executor import SparkOperator
+from dvstack.spark_local_command import LocalSpark
 from dvstack.waiting import wait_for
 
 APP = Path(__file__).parent / "apps" / "report_env_and_wait.py"
 G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+DRIVER = "spark-kubernetes-driver"
 
 
-def _app(name: str, args: list[str], **spec: Any) -> dict[str, Any]:
+def _app(name: str, args: list[str], driver: dict[str, Any] | None = None,
+         **spec: Any) -> dict[str, Any]:
     return {"apiVersion": f"{G}/{V}", "kind": "SparkApplication", "metadata": {"name": name},
             "spec": {"type": "Python", "mode": "cluster", "sparkVersion": "4.0.0",
-                     "mainApplicationFile": f"local://{APP}", "arguments": args, **spec}}
+                     "image": "registry.example/dv-job:1.0",
+                     "mainApplicationFile": f"local://{APP}", "arguments": args,
+                     "driver": {"cores": 1, "memory": "512m", **(driver or {})},
+                     "executor": {"instances": 1, "cores": 1}, **spec}}
 
 
-def _status(custom: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any]:
-    return dict(custom.get_namespaced_custom_object(G, V, ns, P, name).get("status") or {})
+class Cluster:
+    """Reads the test needs, as plain JSON."""
+
+    def __init__(self, api_client: Any, namespace: str) -> None:
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.ns = namespace
+
+    def create(self, app: dict[str, Any]) -> None:
+        self.custom.create_namespaced_custom_object(G, V, self.ns, P, app)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(self.custom.get_namespaced_custom_object(G, V, self.ns, P, name)
+                    .get("status") or {})
+
+    def state(self, name: str) -> str:
+        return str((self.status(name).get("applicationState") or {}).get("state", ""))
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        try:
+            resp = self.core.read_namespaced_pod(name, self.ns, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        pod: dict[str, Any] = json.loads(resp.data)
+        return pod
+
+    def container_state(self, pod_name: str) -> dict[str, Any]:
+        pod = self.pod(pod_name) or {}
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status["name"] == DRIVER:
+                return dict(status.get("state") or {})
+        return {}
 
 
-def _state(custom: client.CustomObjectsApi, ns: str, name: str) -> str:
-    return str((_status(custom, ns, name).get("applicationState") or {}).get("state", ""))
+@pytest.fixture()
+def cluster(kube_api_client: Any, namespace: str) -> Cluster:
+    return Cluster(kube_api_client, namespace)
 
 
 def _alive(pid: int) -> bool:
@@ -42,80 +90,238 @@ def _alive(pid: int) -> bool:
         return fh.read().split()[2] != "Z"
 
 
-def test_env_from_secret_and_kill_on_delete(kube_api_client: Any, namespace: str,
-                                            tmp_path: Path) -> None:
-    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    core.create_namespaced_secret(namespace, {"metadata": {"name": "db"},
-                                              "stringData": {"password": "s3cret-value"}})
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "cm"},
-                                                  "data": {"k": "from-configmap"}})
+def _report(path: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+def test_driver_pod_env_and_deletion_after_the_kill(cluster: Cluster, tmp_path: Path) -> None:
+    ns = cluster.ns
+    cluster.core.create_namespaced_secret(ns, {"metadata": {"name": "db"},
+                                               "stringData": {"password": "s3cret-value"}})
+    cluster.core.create_namespaced_config_map(ns, {"metadata": {"name": "cm"},
+                                                   "data": {"k": "from-configmap"}})
+    cluster.core.create_namespaced_secret(ns, {"metadata": {"name": "bulk"},
+                                               "stringData": {"A": "1", "B": "2"}})
     out = tmp_path / "report.json"
     env = [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
            {"name": "PLAIN", "value": "plain-value"},
-           {"name": "FROM_CM", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}}]
-    custom.create_namespaced_custom_object(G, V, namespace, P, _app(
-        "waiter", [str(out), "wait"], driver={"env": env}))
+           {"name": "FROM_CM", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}},
+           {"name": "B", "value": "env wins over envFrom"}]
+    cluster.create(_app("waiter", [str(out), "wait"], driver={
+        "env": env, "envFrom": [{"secretRef": {"name": "bulk"}, "prefix": "BULK_"},
+                                {"secretRef": {"name": "bulk"}}],
+        "labels": {"team": "views"}}))
     wait_for(out.is_file, timeout=120, what="the application to start and report")
-    report = json.loads(out.read_text())
-    assert report["PGPASSWORD"] == "s3cret-value"
-    assert report["PLAIN"] == "plain-value"
-    assert report["FROM_CM"] == "from-configmap"
-    assert _state(custom, namespace, "waiter") == "RUNNING"
-    status = _status(custom, namespace, "waiter")
+    got = _report(out)["env"]
+    assert (got["PGPASSWORD"], got["PLAIN"], got["FROM_CM"]) == \
+        ("s3cret-value", "plain-value", "from-configmap")
+    assert (got["BULK_A"], got["A"], got["B"]) == ("1", "1", "env wins over envFrom")
+
+    wait_for(lambda: cluster.state("waiter") == "RUNNING", timeout=30, what="RUNNING")
+    status = cluster.status("waiter")
     assert status["submissionAttempts"] == 1 and status["executionAttempts"] == 1
-    assert "s3cret-value" not in json.dumps(custom.get_namespaced_custom_object(
-        G, V, namespace, P, "waiter"))
+    assert status["driverInfo"]["podName"] == "waiter-driver"
+    app = cluster.custom.get_namespaced_custom_object(G, V, ns, P, "waiter")
+    assert "s3cret-value" not in json.dumps(app)
+    pod = cluster.pod("waiter-driver")
+    assert pod is not None
+    assert pod["metadata"]["ownerReferences"] == [{
+        "apiVersion": f"{G}/{V}", "kind": "SparkApplication", "name": "waiter",
+        "uid": app["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+    labels = pod["metadata"]["labels"]
+    assert labels["sparkoperator.k8s.io/app-name"] == "waiter"
+    assert labels["sparkoperator.k8s.io/submission-id"] == status["submissionID"]
+    assert labels["spark-role"] == "driver" and labels["team"] == "views"
+    assert labels["spark-app-selector"] == status["sparkApplicationId"]
+    assert [c["name"] for c in pod["spec"]["containers"]] == [DRIVER]
+    assert pod["status"]["phase"] == "Running"
+    assert "s3cret-value" not in json.dumps(pod)
 
-    custom.delete_namespaced_custom_object(G, V, namespace, P, "waiter")
-    wait_for(lambda: not _alive(report["pid"]), timeout=60,
-             what="the driver to be killed after its SparkApplication was deleted")
+    pid = _report(out)["pid"]
+    cluster.custom.delete_namespaced_custom_object(G, V, ns, P, "waiter")
+    wait_for(lambda: cluster.pod("waiter-driver") is None, timeout=90,
+             what="the garbage collector and the kubelet to remove the driver pod")
+    assert not _alive(pid), "the driver pod was removed while its process still ran"
 
 
-def test_failure_retries_then_failed_with_error_message(kube_api_client: Any, namespace: str,
-                                                        tmp_path: Path) -> None:
-    custom = client.CustomObjectsApi(kube_api_client)
+def test_missing_secret_keeps_the_driver_pending_until_it_appears(
+        cluster: Cluster, tmp_path: Path) -> None:
+    ns, out = cluster.ns, tmp_path / "report.json"
+    env = [{"name": "PGPASSWORD",
+            "valueFrom": {"secretKeyRef": {"name": "views-db", "key": "password"}}}]
+    cluster.create(_app("nosecret", [str(out), "wait"], driver={"env": env}))
+    wait_for(lambda: cluster.container_state("nosecret-driver").get("waiting"), timeout=60,
+             what="the driver container to wait")
+    assert cluster.container_state("nosecret-driver")["waiting"] == {
+        "reason": "CreateContainerConfigError", "message": 'secret "views-db" not found'}
+    pod = cluster.pod("nosecret-driver")
+    assert pod is not None and pod["status"]["phase"] == "Pending"
+    assert cluster.state("nosecret") == "SUBMITTED"
+
+    cluster.core.create_namespaced_secret(ns, {"metadata": {"name": "views-db"},
+                                               "stringData": {"user": "u"}})
+    wait_for(lambda: "couldn't find key" in json.dumps(cluster.container_state("nosecret-driver")),
+             timeout=60, what="the kubelet to retry and find the key missing")
+    assert cluster.container_state("nosecret-driver")["waiting"]["message"] == \
+        f"couldn't find key password in Secret {ns}/views-db"
+    assert cluster.state("nosecret") == "SUBMITTED"
+
+    cluster.core.patch_namespaced_secret("views-db", ns, {"stringData": {"password": "pw"}})
+    wait_for(out.is_file, timeout=120, what="the healed driver to start")
+    assert _report(out)["env"]["PGPASSWORD"] == "pw"
+    wait_for(lambda: cluster.state("nosecret") == "RUNNING", timeout=30, what="RUNNING")
+
+
+def test_failed_job_retries_then_fails_with_upstream_message_and_termination_message(
+        cluster: Cluster, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    custom.create_namespaced_custom_object(G, V, namespace, P, _app(
-        "failer", [str(out), "fail", "the transform is broken"],
-        restartPolicy={"type": "OnFailure", "onFailureRetries": 2, "onFailureRetryInterval": 1}))
-    wait_for(lambda: _state(custom, namespace, "failer") == "FAILED", timeout=240,
-             what="the application to fail after its retries")
-    status = _status(custom, namespace, "failer")
-    assert status["executionAttempts"] == 3  # first run + 2 retries
-    assert len(Path(str(out) + ".attempts").read_text().split()) == 3
-    assert "the transform is broken" in status["applicationState"]["errorMessage"]
+    cause = "batch 18: a row has NULL in primary-key column customer_id"
+    cluster.create(_app("failer", [str(out), "fail", cause], restartPolicy={
+        "type": "OnFailure", "onFailureRetries": 1, "onFailureRetryInterval": 1}))
+    cluster.create(_app("done", [str(tmp_path / "ok.json"), "ok"]))
+    wait_for(lambda: cluster.state("failer") == "FAILED", timeout=240,
+             what="the application to fail after its retry")
+    status = cluster.status("failer")
+    assert status["applicationState"]["errorMessage"] == \
+        "driver container failed with ExitCode: 1, Reason: Error"
+    assert status["executionAttempts"] == 2 and status["submissionAttempts"] == 2
+    assert len(Path(str(out) + ".attempts").read_text().split()) == 2
     assert status.get("terminationTime")
+    terminated = cluster.container_state("failer-driver")["terminated"]
+    assert (terminated["exitCode"], terminated["reason"], terminated["message"]) == \
+        (1, "Error", cause)
+    pod = cluster.pod("failer-driver")
+    assert pod is not None and pod["status"]["phase"] == "Failed"
+
+    wait_for(lambda: cluster.state("done") == "COMPLETED", timeout=120, what="COMPLETED")
+    terminated = cluster.container_state("done-driver")["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+    assert "errorMessage" not in cluster.status("done")["applicationState"]
 
 
-def test_completed_and_missing_secret_is_a_submission_failure(
-        kube_api_client: Any, namespace: str, tmp_path: Path) -> None:
-    custom = client.CustomObjectsApi(kube_api_client)
-    custom.create_namespaced_custom_object(G, V, namespace, P, _app(
-        "done", [str(tmp_path / "ok.json"), "ok"]))
-    env = [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "x"}}}]
-    custom.create_namespaced_custom_object(G, V, namespace, P, _app(
-        "nosecret", [str(tmp_path / "never.json"), "ok"], driver={"env": env}))
-    wait_for(lambda: _state(custom, namespace, "done") == "COMPLETED", timeout=120,
-             what="the application to complete")
-    wait_for(lambda: _state(custom, namespace, "nosecret") == "SUBMISSION_FAILED", timeout=60,
-             what="a missing secret to fail the submission")
-    message = _status(custom, namespace, "nosecret")["applicationState"]["errorMessage"]
-    assert "absent" in message
-    assert not (tmp_path / "never.json").exists()
+def test_the_replay_jobs_own_error_reaches_the_driver_pod(cluster: Cluster, stack: Any) -> None:
+    job = f"local://{stack.image_app_root}/spark_templates/derived_view_job.py"
+    app = _app("badconfig", ["--config-json", '{"view": "shop/v"}'], mainApplicationFile=job)
+    cluster.create(app)
+    wait_for(lambda: cluster.state("badconfig") == "FAILED", timeout=180,
+             what="the job to refuse its configuration")
+    terminated = cluster.container_state("badconfig-driver")["terminated"]
+    assert terminated["exitCode"] == 2
+    assert terminated["message"].startswith("invalid job config")
+    assert "revision" in terminated["message"]
+    assert cluster.status("badconfig")["applicationState"]["errorMessage"] == \
+        "driver container failed with ExitCode: 2, Reason: Error"
 
 
-def test_spec_edit_kills_and_resubmits(kube_api_client: Any, namespace: str,
-                                       tmp_path: Path) -> None:
-    custom = client.CustomObjectsApi(kube_api_client)
+def test_spec_edit_invalidates_and_resubmits(cluster: Cluster, tmp_path: Path) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    custom.create_namespaced_custom_object(G, V, namespace, P, _app("edited", [str(first), "wait"]))
+    cluster.create(_app("edited", [str(first), "wait"]))
     wait_for(first.is_file, timeout=120, what="the first submission to start")
-    pid = json.loads(first.read_text())["pid"]
-    custom.patch_namespaced_custom_object(G, V, namespace, P, "edited",
-                                          {"spec": {"arguments": [str(second), "wait"]}})
+    old_pod = cluster.pod("edited-driver")
+    assert old_pod is not None
+    cluster.custom.patch_namespaced_custom_object(
+        G, V, cluster.ns, P, "edited", {"spec": {"arguments": [str(second), "wait"]}})
     wait_for(second.is_file, timeout=120, what="the edited application to be resubmitted")
-    assert not _alive(pid)
-    assert _status(custom, namespace, "edited")["submissionAttempts"] == 2
-    custom.delete_namespaced_custom_object(G, V, namespace, P, "edited")
-    new_pid = json.loads(second.read_text())["pid"]
-    wait_for(lambda: not _alive(new_pid), timeout=60, what="the resubmitted driver to stop")
+    assert not _alive(_report(first)["pid"])
+    new_pod = cluster.pod("edited-driver")
+    assert new_pod is not None and new_pod["metadata"]["uid"] != old_pod["metadata"]["uid"]
+    # INVALIDATING resets the counters; the resubmission is attempt 1 again.
+    wait_for(lambda: cluster.state("edited") == "RUNNING", timeout=30, what="RUNNING")
+    status = cluster.status("edited")
+    assert (status["submissionAttempts"], status["executionAttempts"]) == (1, 1)
+
+
+def test_recreating_while_the_old_driver_pod_terminates_is_refused(
+        cluster: Cluster, tmp_path: Path) -> None:
+    ns, out = cluster.ns, tmp_path / "report.json"
+    cluster.create(_app("again", [str(out), "wait"]))
+    wait_for(out.is_file, timeout=120, what="the first application to run")
+    # A finalizer keeps the old pod terminating as long as the test needs.
+    cluster.core.patch_namespaced_pod("again-driver", ns,
+                                      {"metadata": {"finalizers": ["test.derivedviews.io/hold"]}},
+                                      _content_type="application/merge-patch+json")
+    cluster.custom.delete_namespaced_custom_object(G, V, ns, P, "again")
+    wait_for(lambda: (cluster.pod("again-driver") or {}).get("metadata", {})
+             .get("deletionTimestamp"), timeout=60, what="the old driver pod to terminate")
+    wait_for(lambda: not _alive(_report(out)["pid"]), timeout=60,
+             what="the kubelet to stop the old driver")
+
+    cluster.create(_app("again", [str(tmp_path / "never.json"), "wait"]))
+    wait_for(lambda: cluster.state("again") == "FAILED", timeout=60,
+             what="the submission to fail on the existing driver pod")
+    assert cluster.status("again")["applicationState"]["errorMessage"] == \
+        "failed to submit spark application: failed to run spark-submit: driver pod already exist"
+    assert not (tmp_path / "never.json").exists()
+    cluster.core.patch_namespaced_pod("again-driver", ns, {"metadata": {"finalizers": None}},
+                                      _content_type="application/merge-patch+json")
+    wait_for(lambda: cluster.pod("again-driver") is None, timeout=30, what="the old pod to go")
+
+
+def test_suspend_stops_the_driver_and_resume_submits_again(
+        cluster: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    cluster.create(_app("pausable", [str(out), "wait"]))
+    wait_for(out.is_file, timeout=120, what="the application to run")
+    first_pid = _report(out)["pid"]
+    cluster.custom.patch_namespaced_custom_object(G, V, cluster.ns, P, "pausable",
+                                                  {"spec": {"suspend": True}})
+    wait_for(lambda: cluster.state("pausable") == "SUSPENDED"
+             and cluster.pod("pausable-driver") is None, timeout=60,
+             what="SUSPENDED without a driver pod")
+    assert not _alive(first_pid)
+    status = cluster.status("pausable")
+    assert status["driverInfo"] == {} and status["submissionAttempts"] == 1
+    out.unlink()
+    cluster.custom.patch_namespaced_custom_object(G, V, cluster.ns, P, "pausable",
+                                                  {"spec": {"suspend": False}})
+    wait_for(out.is_file, timeout=120, what="the resumed application to run")
+    wait_for(lambda: cluster.state("pausable") == "RUNNING", timeout=30, what="RUNNING")
+    # Resuming is a new submission of the same run, not a reset one.
+    assert cluster.status("pausable")["submissionAttempts"] == 2
+    assert len(Path(str(out) + ".attempts").read_text().split()) == 2
+
+
+@pytest.fixture()
+def other_node(kube_api_client: Any, tmp_path: Path) -> Iterator[LocalKubelet]:
+    """A second stand-in kubelet on its own Node, driven by the test itself."""
+    kubelet = LocalKubelet(kube_api_client, node_name=f"t-node-{uuid.uuid4().hex[:6]}",
+                           logs_dir=tmp_path / "logs", work_dir=tmp_path / "work",
+                           python=sys.executable)
+    kubelet.register_node()
+    yield kubelet
+    kubelet.shutdown(grace=5)
+    client.CoreV1Api(kube_api_client).delete_node(kubelet.node_name)
+
+
+def test_outside_the_webhook_namespaces_env_and_owner_are_not_applied(
+        cluster: Cluster, kube_api_client: Any, other_node: LocalKubelet, tmp_path: Path) -> None:
+    ns, out = cluster.ns, tmp_path / "report.json"
+    cluster.core.create_namespaced_secret(ns, {"metadata": {"name": "db"},
+                                               "stringData": {"password": "pw"}})
+    env = [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]
+    # Suspended, the stack's stand-in leaves it alone; this test submits it itself.
+    cluster.create(_app("unmutated", [str(out), "ok"], driver={"env": env, "envVars": {"X": "1"}},
+                        suspend=True))
+    wait_for(lambda: cluster.state("unmutated") == "SUSPENDED", timeout=60, what="SUSPENDED")
+    operator = SparkOperator(
+        kube_api_client, node_name=other_node.node_name,
+        spark=LocalSpark(spark_submit=str(Path(sys.executable).parent / "spark-submit"),
+                         work_dir=str(tmp_path / "work"), max_cores=1),
+        job_namespaces=frozenset({"somewhere-else"}), controller_namespaces=frozenset())
+    app = cluster.custom.get_namespaced_custom_object(G, V, ns, P, "unmutated")
+    assert operator.submit(app, {"submissionID": "test-submission"}) is None
+    pod = cluster.pod("unmutated-driver")
+    assert pod is not None
+    assert "ownerReferences" not in pod["metadata"]
+    assert [e["name"] for e in pod["spec"]["containers"][0]["env"]] == ["X"]
+
+    def ran() -> bool:
+        pods = [p for p in [cluster.pod("unmutated-driver")] if p]
+        other_node.sync(pods)
+        return bool(pods) and pods[0]["status"].get("phase") == "Succeeded"
+
+    wait_for(ran, timeout=120, what="the second kubelet to run the pod to completion")
+    got = _report(out)["env"]
+    assert got["X"] == "1" and "PGPASSWORD" not in got
+    cluster.core.delete_namespaced_pod("unmutated-driver", ns)

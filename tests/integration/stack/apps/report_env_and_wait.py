@@ -1,8 +1,10 @@
 """A tiny Spark application for the executor tests: report, then wait or exit.
 
 argv: OUT_FILE MODE [MESSAGE]; MODE is `wait` (run until killed), `ok`
-(exit 0) or `fail` (raise with MESSAGE).  It writes its pid and a few
-environment variables to OUT_FILE first, so the test can see what it got.
+(exit 0) or `fail` (leave MESSAGE as the termination message, as the replay
+job does, then raise).  It first writes its pid and its environment to
+OUT_FILE, and appends its pid to OUT_FILE.attempts, so the test can see what
+each run got.
 """
 
 import json
@@ -11,16 +13,16 @@ import sys
 import time
 
 out, mode = sys.argv[1], sys.argv[2]
-attempt_file = out + ".attempts"
-with open(attempt_file, "a") as fh:
+with open(out + ".attempts", "a") as fh:
     fh.write(f"{os.getpid()}\n")
-with open(out, "w") as fh:
-    json.dump({"pid": os.getpid(), "argv": sys.argv[1:],
-               "PGPASSWORD": os.environ.get("PGPASSWORD"),
-               "PLAIN": os.environ.get("PLAIN"),
-               "FROM_CM": os.environ.get("FROM_CM")}, fh)
+with open(out + ".partial", "w") as fh:
+    json.dump({"pid": os.getpid(), "argv": sys.argv[1:], "env": dict(os.environ)}, fh)
+os.replace(out + ".partial", out)
 if mode == "fail":
-    raise RuntimeError(sys.argv[3] if len(sys.argv) > 3 else "failed on purpose")
+    message = sys.argv[3] if len(sys.argv) > 3 else "failed on purpose"
+    with open(os.environ["DV_TERMINATION_MESSAGE_PATH"], "w") as fh:
+        fh.write(message)
+    raise RuntimeError(f"the log says more than the termination message: {message}")
 if mode == "wait":
     while True:
         time.sleep(3600)

@@ -1,0 +1,89 @@
+"""A SparkApplication's spec as one local `spark-submit --master local[N]` command line.
+
+The stand-in's answer to "which container image runs this": the driver pod's
+command is this line, run by the stand-in kubelet on this machine.  Image paths
+(`local:///opt/derived-views/...`) are mapped to a checkout by `path_map`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class SubmissionError(Exception):
+    """spark-submit would refuse this application (or the stand-in cannot run it)."""
+
+
+@dataclass(frozen=True)
+class LocalSpark:
+    """This machine's Spark: where spark-submit is, and what every job gets."""
+
+    spark_submit: str
+    work_dir: str
+    max_cores: int
+    jars: tuple[str, ...] = ()
+    path_map: dict[str, str] = field(default_factory=dict)
+
+
+def local_path(uri: str, path_map: dict[str, str]) -> str:
+    """`local://` and `file://` URIs and image paths as paths of this machine."""
+    path = uri
+    for scheme in ("local://", "file://"):
+        path = path.removeprefix(scheme)
+    for prefix, target in path_map.items():
+        root = prefix.rstrip("/")
+        if path == root or path.startswith(root + "/"):
+            return target.rstrip("/") + path[len(root):]
+    return path
+
+
+def spark_memory(quantity: str) -> str:
+    """Kubernetes (512Mi, 1Gi) or Spark (512m, 1g) quantities in Spark's form."""
+    m = re.fullmatch(r"(\d+)([KMGT]i?|[kmgt]b?)?", quantity.strip())
+    if not m:
+        raise SubmissionError(f"memory {quantity!r} is not a quantity like 512m or 1Gi")
+    number, unit = m.groups()
+    return number + (unit[0].lower() if unit else "")
+
+
+def command(app_name: str, namespace: str, spec: dict[str, Any], *, app_id: str,
+            spark: LocalSpark) -> list[str]:
+    """The spark-submit argv of one submission; SubmissionError when it cannot be built."""
+    if spec.get("type") != "Python":
+        raise SubmissionError(f"the local stand-in runs Python applications only, not "
+                              f"type {spec.get('type')!r}")
+    main = spec.get("mainApplicationFile")
+    if not main:
+        raise SubmissionError("spec.mainApplicationFile is required")
+    executor = spec.get("executor") or {}
+    cores = int(executor.get("instances", 1) or 1) * int(executor.get("cores", 1) or 1)
+    cores = max(1, min(cores, spark.max_cores))
+    argv = [spark.spark_submit, "--master", f"local[{cores}]", "--name", app_name]
+    driver = spec.get("driver") or {}
+    if driver.get("memory"):
+        argv += ["--driver-memory", spark_memory(str(driver["memory"]))]
+    deps = spec.get("deps") or {}
+    jars = [*spark.jars, *(local_path(j, spark.path_map) for j in deps.get("jars") or [])]
+    if jars:
+        argv += ["--jars", ",".join(jars)]
+    py_files = [local_path(p, spark.path_map) for p in deps.get("pyFiles") or []]
+    if py_files:
+        argv += ["--py-files", ",".join(py_files)]
+    files = [local_path(p, spark.path_map) for p in deps.get("files") or []]
+    if files:
+        argv += ["--files", ",".join(files)]
+    conf: dict[str, str] = {
+        "spark.ui.enabled": "false",
+        "spark.local.dir": f"{spark.work_dir.rstrip('/')}/tmp",
+        "spark.kubernetes.namespace": namespace,
+    }
+    conf.update({f"spark.hadoop.{k}": str(v) for k, v in (spec.get("hadoopConf") or {}).items()})
+    conf.update({str(k): str(v) for k, v in (spec.get("sparkConf") or {}).items()})
+    conf["spark.app.id"] = app_id
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    argv.append(local_path(str(main), spark.path_map))
+    argv += [str(a) for a in spec.get("arguments") or []]
+    return argv
