@@ -120,7 +120,13 @@ def crd() -> dict[str, Any]:
                      "description": "The candidate's phase, else Active or Pending."},
                     {"name": "Lag", "type": "integer", "jsonPath": ".status.lagMessages",
                      "description": "Messages behind the log: the candidate's index while one is built, else the served index."},
+                    {"name": "Ready", "type": "string",
+                     "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                     "description": "Whether the alias serves the spec's revision."},
                     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    {"name": "Message", "type": "string", "priority": 1,
+                     "jsonPath": '.status.conditions[?(@.type=="Ready")].message',
+                     "description": "Why the view is (not) Ready (kubectl get -o wide)."},
                 ],
                 "schema": {"openAPIV3Schema": {
                     "type": "object",

@@ -62,7 +62,11 @@ def test_printer_columns() -> None:
     assert columns == {"Active": ".status.active.revision",
                        "Candidate": ".status.candidate.revision", "Phase": ".status.phase",
                        "Lag": ".status.lagMessages",
-                       "Age": ".metadata.creationTimestamp"}
+                       "Ready": '.status.conditions[?(@.type=="Ready")].status',
+                       "Age": ".metadata.creationTimestamp",
+                       "Message": '.status.conditions[?(@.type=="Ready")].message'}
+    wide_only = [c["name"] for c in version()["additionalPrinterColumns"] if c.get("priority")]
+    assert wide_only == ["Message"]  # `kubectl get -o wide`, as cert-manager's Status
 
 
 def test_schema_is_structural() -> None:
