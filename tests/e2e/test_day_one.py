@@ -1,0 +1,197 @@
+"""Day one on a real cluster: a migration under live traffic with the default cutover
+settings, a reader with only SELECT on the alias, a missing Secret and a missing topic.
+
+The operator runs as its own process against the local stack; a producer writes into the
+source topic at a fixed rate for the whole migration, and the index is compared with the
+test's own recomputation of every record it produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from e2e_views import (
+    AliasReader,
+    G,
+    LiveProducer,
+    P,
+    V,
+    ViewHandle,
+    alias_rows,
+    expected_rows,
+)
+from kubernetes import client
+
+from dvstack import replay
+from dvstack.waiting import wait_for
+
+RATE = 250  # records/s, the whole migration long
+SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "
+          "FROM events GROUP BY customer_id")
+
+
+def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
+              secret: str = "views-db") -> dict[str, Any]:
+    """A view with NO cutover settings: the defaults are what is under test."""
+    return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"source": {"kafka": {"bootstrapServers": bootstrap},
+                                "topics": [topic], "schema": replay.ORDER_SCHEMA},
+                     "transform": {"sql": replay.ORDERS_BY_CUSTOMER_SQL},
+                     "sink": {"postgres": {"secretRef": {"name": secret}, "table": table},
+                              "primaryKey": ["customer_id"]},
+                     "deletionPolicy": "Delete"}}
+
+
+def select_only_role(dsn: str, pg: dict[str, Any], table: str) -> str:
+    """A role with USAGE on the schema and SELECT on the alias, nothing on the indexes."""
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        conn.execute(f'GRANT SELECT ON public."{table}" TO {role}')
+    return (f"host={pg['host']} port={pg['port']} dbname={pg['database']} user={role} "
+            f"password={password}")
+
+
+def results_file(stack: Any, name: str) -> Path:
+    results = Path(stack.state_dir) / "results"
+    results.mkdir(exist_ok=True)
+    return results / name
+
+
+def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
+        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
+    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    table = f"live_{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 3)
+    backlog = replay.make_orders(30_000, seed=23)
+    replay.produce(stack.kafka_bootstrap, topic, backlog)
+    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
+    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=RATE).start()
+    readers: list[AliasReader] = []
+    try:
+        custom.create_namespaced_custom_object(
+            G, V, namespace, P, view_body(namespace, "orders", stack.kafka_bootstrap, topic, table))
+        handle = ViewHandle(custom, namespace, "orders")
+        v1 = handle.wait_serving_new(None, "v1 to become Ready under live traffic", timeout=600)
+
+        readers = [AliasReader(stack.pg_dsn, table).start(),
+                   AliasReader(select_only_role(stack.pg_dsn, stack.pg, table), table).start()]
+        produced_before = producer.count()
+        applied = time.monotonic()
+        handle.patch({"spec": {"transform": {"sql": SQL_V2}}})
+        v2 = handle.wait_serving_new(v1, "v2 to replay and cut over under live traffic",
+                                     timeout=900)
+        apply_to_switch = time.monotonic() - applied
+        produced_during = producer.count() - produced_before
+    finally:
+        live = producer.stop()
+        for reader in readers:
+            reader.stop()
+    assert producer.failures == []
+    assert producer.achieved_rate() >= 200, producer.achieved_rate()
+    status = handle.status()
+    record = handle.record(v2)
+    cutover = status["lastCutover"]
+    assert cutover["toRevision"] == v2 and cutover["fromRevision"] == v1
+    started_to_switch = (parse(cutover["switchedAt"]) - parse(record["startedAt"]))
+
+    # After the producer stopped, the served index equals the recomputation of EVERY record,
+    # including those produced while v2 replayed and after the switch.
+    events = backlog + live
+    columns = ["orders", "revenue", "biggest"]
+    expected = expected_rows(events, columns)
+    wait_for(lambda: alias_rows(stack.pg_dsn, table, columns) == expected, timeout=300,
+             interval=2, what="the alias to equal the recomputation of every produced record")
+    differing = len(set(alias_rows(stack.pg_dsn, table, columns).items()) ^ set(expected.items()))
+    assert differing == 0
+    for reader in readers:
+        assert reader.errors == [], reader.errors[:3]
+        assert reader.queries > 100
+
+    results_file(stack, "day_one_live_traffic.json").write_text(json.dumps({
+        "producer_rate_target": RATE, "producer_rate_achieved": round(producer.achieved_rate(), 1),
+        "records_produced_during_migration": produced_during,
+        "records_total": len(events), "records_backlog": len(backlog),
+        "apply_to_switch_seconds": round(apply_to_switch, 1),
+        "candidate_start_to_cutover_seconds": round(started_to_switch, 1),
+        "gate_held_at": cutover.get("gateHeldAt"), "switched_at": cutover["switchedAt"],
+        "rows_differing": differing,
+        "reader_queries": [r.queries for r in readers],
+        "reader_errors": [len(r.errors) for r in readers],
+        "reader_worst_stall_ms": [round(r.worst_stall * 1000, 1) for r in readers],
+        "select_only_reader": "readers[1]",
+    }, indent=2))
+
+    custom.delete_namespaced_custom_object(G, V, namespace, P, "orders")
+    wait_for(handle.gone, timeout=120, interval=1, what="the view to be deleted")
+
+
+def parse(value: str) -> float:
+    from e2e_views import parse_time
+
+    return parse_time(value).timestamp()
+
+
+def kubectl_get_wide(stack: Any, namespace: str) -> str:
+    env = {**os.environ, "KUBECONFIG": stack.kubeconfig}
+    return subprocess.run(["kubectl", "get", "dv", "-n", namespace, "-o", "wide"], env=env,
+                          capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+def test_a_missing_secret_and_a_missing_topic_stall_only_their_own_views(
+        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
+    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 2)
+    events = replay.make_orders(5_000, seed=31)
+    replay.produce(stack.kafka_bootstrap, topic, events)
+    secret_table, topic_table = (f"ms_{uuid.uuid4().hex[:8]}", f"mt_{uuid.uuid4().hex[:8]}")
+    # view "secretless" names a Secret that does not exist yet; view "typo" a topic that never
+    # will; both on the same Kafka cluster.
+    custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
+        namespace, "secretless", stack.kafka_bootstrap, topic, secret_table, secret="late-db"))
+    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
+    custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
+        namespace, "typo", stack.kafka_bootstrap, f"{topic}-typo", topic_table))
+    secretless, typo = ViewHandle(custom, namespace, "secretless"), ViewHandle(
+        custom, namespace, "typo")
+    created = time.monotonic()
+
+    def degraded(handle: ViewHandle, reason: str) -> bool:
+        return handle.condition("Degraded").get("reason") == reason
+
+    # DV_LAG_POLL_SECONDS is 1 in the e2e operator: "within one poll" with room for a pass
+    wait_for(lambda: degraded(secretless, "SecretMissing"), timeout=15, interval=0.2,
+             what="the view without its Secret to say SecretMissing")
+    secret_seen = time.monotonic() - created
+    wait_for(lambda: degraded(typo, "TopicMissing"), timeout=15, interval=0.2,
+             what="the view naming a missing topic to say TopicMissing")
+    wide = kubectl_get_wide(stack, namespace)
+    assert "late-db" in wide and "not found" in wide, wide
+    assert f"{topic}-typo" in typo.condition("Stalled").get("message", "")
+
+    # Creating the Secret heals the first view; the second stays stalled alone.
+    replay.ensure_namespace_and_sink_secret(core, namespace, "late-db", stack.pg)
+    secretless.wait_serving_new(None, "the view to heal once its Secret exists", timeout=600)
+    columns = ["orders", "revenue"]
+    assert alias_rows(stack.pg_dsn, secret_table, columns) == expected_rows(events, columns)
+    assert degraded(typo, "TopicMissing")
+    assert typo.active() is None
+    results_file(stack, "day_one_missing.json").write_text(json.dumps({
+        "secret_missing_reported_after_seconds": round(secret_seen, 1),
+        "kubectl_get_dv_wide_while_missing": wide}, indent=2))
+    for name in ("secretless", "typo"):
+        custom.delete_namespaced_custom_object(G, V, namespace, P, name)
+    wait_for(lambda: secretless.gone() and typo.gone(), timeout=120, interval=1,
+             what="both views to be deleted")
