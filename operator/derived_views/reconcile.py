@@ -23,15 +23,20 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
+from derived_views.core.job_state import KNOWN_STATES
 from derived_views.core.observed import (
+    DriverObserved,
     Observed,
     SinkObserved,
+    SparkApplicationObserved,
+    drivers_by_revision,
     index_tables_to_observe,
     revisions_to_observe,
     spark_application_from_object,
     status_from_object,
     topics_to_observe,
     view_from_object,
+    with_drivers,
 )
 from derived_views.core.plan import plan
 from derived_views.metrics import Metrics
@@ -100,6 +105,24 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
         return None
 
 
+def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
+          ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
+    """The view's SparkApplications and driver pods by revision: two list calls."""
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    apps = {}
+    for obj in deps.kube.spark_applications(ns, name):
+        observed_app = spark_application_from_object(obj)
+        if observed_app is not None:
+            apps[observed_app.revision] = observed_app
+            if observed_app.state not in KNOWN_STATES:
+                log.warning("%s/%s: SparkApplication %s is in state %r, which this operator "
+                            "does not know; treating it as not running", ns, name,
+                            observed_app.name, observed_app.state)
+    drivers = drivers_by_revision(deps.kube.driver_pods(ns, name), name, apps,
+                                  revisions_to_observe(spec, status))
+    return with_drivers(apps, drivers), drivers
+
+
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
     """One pass for one view; returns True once the plan has released the view for deletion.
 
@@ -137,17 +160,13 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
                             for e in exc.errors())
         deps.kube.patch_view_status(ns, name, _invalid_spec_status(body, message, now))
         return bool(meta.get("deletionTimestamp"))
-    apps = {}
-    for obj in deps.kube.spark_applications(ns, name):
-        observed_app = spark_application_from_object(obj)
-        if observed_app is not None:
-            apps[observed_app.revision] = observed_app
     status = status_from_object(body)
+    apps, drivers = _jobs(spec, status, body, deps)
     sink = _sink(spec, status, body, deps, record)
     conn = sink[0] if sink else None
     try:
         observed = Observed(view=view_from_object(body), status=status,
-                            config=deps.config, spark_applications=apps,
+                            config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink[1] if sink else None,
                             end_offsets=_end_offsets(spec, status, body, deps))
         record.stage = "plan"
