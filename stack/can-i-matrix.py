@@ -41,7 +41,8 @@ get/list/watch and patch/update (Kopf's finalizer and bookkeeping
 annotations) plus their status; SparkApplications get/list/watch and
 create/delete only (one per revision, never edited in place); Secrets `get`
 by name only (a view's Kafka and PostgreSQL credentials), never list or
-watch; Events create/patch; and its own Kopf peering object. Cluster-wide,
+watch; Pods get/list/watch only (the Spark drivers' state and termination
+messages); Events create/patch; and its own Kopf peering object. Cluster-wide,
 Kopf reads CRDs and lists/watches namespaces. No rule uses a wildcard. In
 cluster mode every namespace is served, so `get secrets` holds in all of
 them; `watch.mode: namespaces` confines it to the listed namespaces.

@@ -23,6 +23,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
+from derived_views.core.job_state import KNOWN_STATES
 from derived_views.core.kafka_client import (
     KafkaCluster,
     KafkaSecretInvalid,
@@ -30,14 +31,18 @@ from derived_views.core.kafka_client import (
     client_settings,
 )
 from derived_views.core.observed import (
+    DriverObserved,
     Observed,
     SinkObserved,
+    SparkApplicationObserved,
+    drivers_by_revision,
     index_tables_to_observe,
     revisions_to_observe,
     spark_application_from_object,
     status_from_object,
     topics_to_observe,
     view_from_object,
+    with_drivers,
 )
 from derived_views.core.plan import plan
 from derived_views.core.revision import revision_of
@@ -171,6 +176,24 @@ def gating(spec: DerivedViewSpec, status: DerivedViewStatus) -> bool:
     return status.active is None or status.active.revision != revision_of(spec)
 
 
+def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
+          ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
+    """The view's SparkApplications and driver pods by revision: two list calls."""
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    apps = {}
+    for obj in deps.kube.spark_applications(ns, name):
+        observed_app = spark_application_from_object(obj)
+        if observed_app is not None:
+            apps[observed_app.revision] = observed_app
+            if observed_app.state not in KNOWN_STATES:
+                log.warning("%s/%s: SparkApplication %s is in state %r, which this operator "
+                            "does not know; treating it as not running", ns, name,
+                            observed_app.name, observed_app.state)
+    drivers = drivers_by_revision(deps.kube.driver_pods(ns, name), name, apps,
+                                  revisions_to_observe(spec, status))
+    return with_drivers(apps, drivers), drivers
+
+
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
     """One pass for one view; returns True once the plan has released the view for deletion.
 
@@ -208,12 +231,8 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
                             for e in exc.errors())
         deps.kube.patch_view_status(ns, name, _invalid_spec_status(body, message, now))
         return bool(meta.get("deletionTimestamp"))
-    apps = {}
-    for obj in deps.kube.spark_applications(ns, name):
-        observed_app = spark_application_from_object(obj)
-        if observed_app is not None:
-            apps[observed_app.revision] = observed_app
     status = status_from_object(body)
+    apps, drivers = _jobs(spec, status, body, deps)
     # Ledger first, end offsets after: read the other way round, records arriving in between
     # would be committed but not yet counted at the end, and a busy topic could read as
     # caught up. Only a view with a revision to gate pays for a fetch of its own.
@@ -224,7 +243,7 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
         offsets = _end_offsets(spec, status, body, deps,
                                not_before=ledger_read if gating(spec, status) else None)
         observed = Observed(view=view_from_object(body), status=status,
-                            config=deps.config, spark_applications=apps,
+                            config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,
                             end_offsets=offsets.ends, missing_topics=offsets.missing,
                             source_problem=offsets.problem())

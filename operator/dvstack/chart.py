@@ -180,6 +180,7 @@ CHECKS: tuple[Check, ...] = (
     _both("update", DV, "watched", True, "status"),
     *(_both(v, SPARK, "watched", True) for v in ("get", "list", "watch", "create", "delete")),
     _both("get", "secrets", "watched", True),
+    *(_both(v, "pods", "watched", True) for v in ("get", "list", "watch")),
     _both("create", "events", "watched", True),
     _both("patch", "events", "watched", True),
     # Kopf's own cluster-wide reads.
@@ -201,6 +202,7 @@ CHECKS: tuple[Check, ...] = (
     Check("list", DV, "unwatched", True, False),
     Check("list", DV, "all", True, False),
     Check("create", SPARK, "unwatched", True, False),
+    Check("list", "pods", "unwatched", True, False),
     # Never, in either mode.
     _both("list", "secrets", "watched", False),
     _both("watch", "secrets", "watched", False),
@@ -216,6 +218,9 @@ CHECKS: tuple[Check, ...] = (
     _both("patch", SPARK, "watched", False),
     _both("update", SPARK, "watched", False),
     _both("create", "pods", "watched", False),
+    _both("delete", "pods", "watched", False),
+    _both("patch", "pods", "watched", False),
+    _both("create", "pods/exec", "watched", False),
     _both("create", "deployments.apps", "watched", False),
     _both("delete", "namespaces", "all", False),
     _both("create", "namespaces", "all", False),

@@ -79,18 +79,32 @@ derivedviews.io/release-namespace: {{ .Release.Namespace }}
 {{- end -}}
 {{- end -}}
 
-{{- define "dv.sparkServiceAccountName" -}}
-{{- default (printf "%s-spark" (include "dv.uniqueName" .)) .Values.sparkOperator.serviceAccountName -}}
-{{- end -}}
-
-{{/* Namespaces where Spark drivers get a ServiceAccount, as a JSON list. */}}
+{{/* Namespaces where SparkApplications run, as a JSON list (empty: not known, cluster mode). */}}
 {{- define "dv.sparkJobNamespaces" -}}
 {{- if .Values.sparkOperator.jobNamespaces -}}
 {{- toJson .Values.sparkOperator.jobNamespaces -}}
 {{- else if eq .Values.watch.mode "namespaces" -}}
 {{- toJson .Values.watch.namespaces -}}
 {{- else -}}
-{{- fail "sparkOperator.jobNamespaces must list the namespaces where DerivedViews (and so their SparkApplications) live when watch.mode is cluster" -}}
+{{- toJson (list) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the chart creates the Spark ServiceAccount (somewhere to create it in). */}}
+{{- define "dv.sparkServiceAccountCreated" -}}
+{{- if and .Values.sparkOperator.serviceAccount.create (include "dv.sparkJobNamespaces" . | fromJsonArray) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount of Spark drivers and executors (DV_SPARK_SERVICE_ACCOUNT). */}}
+{{- define "dv.sparkServiceAccountName" -}}
+{{- if .Values.sparkOperator.serviceAccount.name -}}
+{{- .Values.sparkOperator.serviceAccount.name -}}
+{{- else if include "dv.sparkServiceAccountCreated" . -}}
+{{- printf "%s-spark" (include "dv.uniqueName" .) | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+spark-operator-spark
 {{- end -}}
 {{- end -}}
 
@@ -98,7 +112,8 @@ derivedviews.io/release-namespace: {{ .Release.Namespace }}
 What the operator does to the objects of the namespaces it serves. In cluster
 mode these rules are in the ClusterRole; in namespaces mode, in a Role per
 watched namespace. Secrets: `get` by name only (the Kafka and PostgreSQL
-credentials a view references); never list or watch.
+credentials a view references); never list or watch. Pods: read only, for the
+drivers' state (why a driver cannot start, a failed job's termination message).
 */}}
 {{- define "dv.servedNamespaceRules" -}}
 - apiGroups: ["derivedviews.io"]
@@ -113,6 +128,9 @@ credentials a view references); never list or watch.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -1,4 +1,5 @@
-"""Kubernetes API adapter: SparkApplications, Secrets, DerivedView status and events."""
+"""Kubernetes API adapter: SparkApplications, their driver pods, Secrets, DerivedView status
+and events."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from kubernetes.client.exceptions import ApiException
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 DV_GROUP, DV_VERSION, DV_PLURAL = "derivedviews.io", "v1alpha1", "derivedviews"
 VIEW_LABEL = "derivedviews.io/view"
+SPARK_ROLE_LABEL = "spark-role"
+"""Spark labels its pods `spark-role=driver` / `spark-role=executor`."""
 
 
 class SecretMissing(Exception):
@@ -40,12 +43,28 @@ class Kube:
                 raise
 
     def delete_spark_application(self, namespace: str, name: str) -> None:
+        """Foreground deletion: the API server keeps the application (deletionTimestamp set)
+        until its driver pod is gone, so the planner waits before recreating the same name."""
         try:
-            self.custom.delete_namespaced_custom_object(SPARK_GROUP, SPARK_VERSION, namespace,
-                                                        SPARK_PLURAL, name)
+            self.custom.delete_namespaced_custom_object(
+                SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name,
+                body=client.V1DeleteOptions(propagation_policy="Foreground"))
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    # Driver pods ---------------------------------------------------------------
+    def driver_pods(self, namespace: str, view: str) -> list[dict[str, Any]]:
+        """The view's Spark pods except executors, as API dicts: one list call per view.
+
+        The driver carries the view label the renderer sets in `spec.driver.labels`;
+        `spark-role!=executor` also matches pods without a spark-role label.
+        """
+        listing = self.core.list_namespaced_pod(
+            namespace, label_selector=f"{VIEW_LABEL}={view},{SPARK_ROLE_LABEL}!=executor")
+        pods: list[dict[str, Any]] = self.core.api_client.sanitize_for_serialization(
+            listing.items)
+        return pods
 
     # Secrets -----------------------------------------------------------------
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
@@ -31,6 +31,47 @@ PROGRESS_RULE = "self.stableForSeconds < self.progressDeadlineSeconds"
 PROGRESS_MESSAGE = "cutover.stableForSeconds must be less than cutover.progressDeadlineSeconds"
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
 IMMUTABLE_RULE = "self == oldSelf"
+
+SPARK_CONF_DENIED: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("spark.kubernetes.authenticate.driver.serviceAccountName",
+      "spark.kubernetes.authenticate.executor.serviceAccountName"),
+     "use spec.spark.serviceAccount"),
+    (("spark.kubernetes.container.image", "spark.kubernetes.driver.container.image",
+      "spark.kubernetes.executor.container.image"),
+     "use spec.spark.image"),
+    (("spark.kubernetes.authenticate.oauthToken", "spark.kubernetes.authenticate.oauthTokenFile",
+      "spark.kubernetes.authenticate.driver.oauthToken",
+      "spark.kubernetes.authenticate.driver.oauthTokenFile",
+      "spark.kubernetes.authenticate.executor.oauthToken",
+      "spark.kubernetes.authenticate.executor.oauthTokenFile"),
+     "jobs authenticate as their ServiceAccount: grant spec.spark.serviceAccount what the job "
+     "needs"),
+    (("spark.master", "spark.kubernetes.driver.master", "spark.submit.deployMode",
+      "spark.kubernetes.submission.waitAppCompletion"),
+     "the Spark Operator submits every job to its own cluster in cluster mode; remove them"),
+    (("spark.kubernetes.namespace",),
+     "a view's jobs run in the view's namespace; create the view where they should run"),
+    (("spark.app.name", "spark.kubernetes.driver.pod.name"),
+     "the operator names each job after metadata.name and the revision, and reads causes from "
+     "its driver pod <job>-driver; remove them"),
+    (("spark.driver.cores", "spark.driver.memory"), "use spec.spark.driver"),
+    (("spark.executor.instances", "spark.executor.cores", "spark.executor.memory"),
+     "use spec.spark.executor"),
+)
+"""sparkConf keys the Kubeflow Spark Operator denies (its webhook's deniedSparkConfKeys and
+spark.kubernetes.namespace) or sets itself from the SparkApplication's fields, so a value
+here would be refused or silently ignored; each group with where to say it instead."""
+SPARK_CONF_MAX_KEYS = 256
+
+
+def spark_conf_message(keys: tuple[str, ...], instead: str) -> str:
+    return (f"spec.spark.sparkConf must not set {', '.join(keys)} (the Spark Operator sets or "
+            f"denies them): {instead}")
+
+
+def spark_conf_rule(keys: tuple[str, ...]) -> str:
+    listed = ", ".join(f"'{k}'" for k in keys)
+    return f"!self.exists(k, k in [{listed}])"
 
 
 def cel(*rules: tuple[str, str]) -> dict[str, Any]:
@@ -266,8 +307,22 @@ class Spark(ApiModel):
         json_schema_extra=object_default(), description="Executor resources.")
                         ] = ExecutorResources()
     spark_conf: Annotated[dict[str, str], Field(
+        max_length=SPARK_CONF_MAX_KEYS,
+        json_schema_extra=cel(*((spark_conf_rule(keys), spark_conf_message(keys, instead))
+                                for keys, instead in SPARK_CONF_DENIED)),
         description="Spark configuration, merged over the operator's defaults "
-                    "(spark.sql.shuffle.partitions=4, ...).")] = {}
+                    "(spark.sql.shuffle.partitions=4, ...). Keys the Spark Operator sets itself "
+                    "or denies (spark.master, images, service accounts, resources, ...) are "
+                    "refused, naming the field to use instead.")] = {}
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _spark_conf_allowed(cls, conf: dict[str, str]) -> dict[str, str]:
+        for keys, instead in SPARK_CONF_DENIED:
+            if any(k in conf for k in keys):
+                raise ValueError(spark_conf_message(keys, instead))
+        return conf
+
     restart_policy: Annotated[RestartPolicy, Field(
         json_schema_extra=object_default(), description="Retries of a failing job.")
                               ] = RestartPolicy()

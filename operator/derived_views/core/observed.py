@@ -12,8 +12,8 @@ what to look up, so the shell holds no rules of its own.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL
@@ -27,10 +27,37 @@ from derived_views.core.times import parse_timestamp
 TopicPartition = tuple[str, int]
 
 RUNNING = "RUNNING"
-FAILED_STATES = frozenset({"FAILED", "SUBMISSION_FAILED"})
+SUBMISSION_FAILED = "SUBMISSION_FAILED"
+FAILED_STATES = frozenset({"FAILED", SUBMISSION_FAILED})
 STOPPED_STATES = FAILED_STATES | {"COMPLETED"}
 """Terminal states of the Spark Operator: the job will not run again unless resubmitted.
-COMPLETED counts as stopped: a view's streaming job is meant to run until deleted."""
+COMPLETED counts as stopped: a view's streaming job is meant to run until deleted.
+SUBMISSION_FAILED is terminal only when the restart policy allows no resubmission."""
+
+DRIVER_CONTAINER = "spark-kubernetes-driver"
+"""Name of the driver container in the driver pod (Spark on Kubernetes)."""
+
+
+@dataclass(frozen=True)
+class DriverObserved:
+    """A job's driver pod as the kubelet reports it.
+
+    On a cluster the job's own cause of failure is here (the termination message), not in
+    the SparkApplication, and so is why a driver cannot start (a missing Secret).
+    """
+
+    name: str
+    phase: str = ""
+    """`status.phase`: Pending, Running, Succeeded, Failed, Unknown ("" before the first report)."""
+    waiting_reason: str = ""
+    """The driver container's `state.waiting.reason`, e.g. CreateContainerConfigError."""
+    waiting_message: str = ""
+    exit_code: int | None = None
+    """From `state.terminated`, else `lastState.terminated` (the previous attempt)."""
+    terminated_reason: str = ""
+    terminated_message: str = ""
+    """The termination message the job wrote: its one-line cause."""
+    deleting: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,6 +88,12 @@ class SparkApplicationObserved:
     """Its deletionTimestamp is set: going away, neither to be deleted again nor judged."""
     job_settings: str = ""
     """The spec.spark hash it was created with ("" for objects from before it was stamped)."""
+    driver_pod: str = ""
+    """`status.driverInfo.podName` ("" before the first submission)."""
+    retries_submission: bool = False
+    """A failed submission will be retried by the Spark Operator (its restart policy allows it)."""
+    driver: DriverObserved | None = None
+    """Its driver pod, when one exists."""
 
     @property
     def running(self) -> bool:
@@ -68,7 +101,13 @@ class SparkApplicationObserved:
 
     @property
     def stopped(self) -> bool:
+        if self.state == SUBMISSION_FAILED:
+            return not self.retries_submission
         return self.state in STOPPED_STATES
+
+    @property
+    def driver_pod_name(self) -> str:
+        return self.driver_pod or driver_pod_name(self.name)
 
 
 @dataclass(frozen=True)
@@ -127,6 +166,9 @@ class Observed:
     KafkaUnavailable."""
     sink_problem: tuple[str, str] | None = None
     """(reason, message) why `sink` is None: SecretMissing, SinkSecretInvalid, SinkUnreachable."""
+    driver_pods: Mapping[str, DriverObserved] = field(default_factory=dict)
+    """Driver pods of this view's jobs by revision, whether or not their SparkApplication still
+    exists: a new SparkApplication must wait until the previous one's driver pod is gone."""
 
 
 # Helpers for the shell ----------------------------------------------------------------------
@@ -155,13 +197,77 @@ def spark_application_from_object(obj: Mapping[str, Any]) -> SparkApplicationObs
         return None
     status = obj.get("status") or {}
     state = status.get("applicationState") or {}
+    submission_attempts = int(status.get("submissionAttempts") or 0)
+    policy = (obj.get("spec") or {}).get("restartPolicy") or {}
     return SparkApplicationObserved(
         name=str(meta["name"]), revision=str(revision), state=str(state.get("state") or ""),
         error_message=str(state.get("errorMessage") or ""),
         execution_attempts=int(status.get("executionAttempts") or 0),
-        submission_attempts=int(status.get("submissionAttempts") or 0),
+        submission_attempts=submission_attempts,
         deleting=bool(meta.get("deletionTimestamp")),
-        job_settings=str((meta.get("annotations") or {}).get(JOB_SETTINGS_ANNOTATION, "")))
+        job_settings=str((meta.get("annotations") or {}).get(JOB_SETTINGS_ANNOTATION, "")),
+        driver_pod=str((status.get("driverInfo") or {}).get("podName") or ""),
+        retries_submission=_retries_submission(policy, submission_attempts))
+
+
+def _retries_submission(policy: Mapping[str, Any], submission_attempts: int) -> bool:
+    """Whether the Spark Operator resubmits after SUBMISSION_FAILED (its util.ShouldRetry):
+    always with Always; with OnFailure while attempts <= onSubmissionFailureRetries."""
+    kind = policy.get("type")
+    if kind == "Always":
+        return True
+    retries = policy.get("onSubmissionFailureRetries")
+    return kind == "OnFailure" and retries is not None and submission_attempts <= int(retries)
+
+
+def driver_pod_name(app_name: str) -> str:
+    """The Spark Operator's driver pod name when the app names none: `<app>-driver`."""
+    return f"{app_name}-driver"
+
+
+def driver_from_pod(obj: Mapping[str, Any]) -> DriverObserved:
+    """A Pod object (camelCase, as the API server returns it) -> DriverObserved."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    containers = list(status.get("containerStatuses") or [])
+    container = next((c for c in containers if c.get("name") == DRIVER_CONTAINER),
+                     containers[0] if len(containers) == 1 else {})
+    state = container.get("state") or {}
+    waiting = state.get("waiting") or {}
+    terminated = state.get("terminated") or (container.get("lastState") or {}).get(
+        "terminated") or {}
+    exit_code = terminated.get("exitCode")
+    return DriverObserved(
+        name=str(meta.get("name", "")), phase=str(status.get("phase") or ""),
+        waiting_reason=str(waiting.get("reason") or ""),
+        waiting_message=str(waiting.get("message") or ""),
+        exit_code=None if exit_code is None else int(exit_code),
+        terminated_reason=str(terminated.get("reason") or ""),
+        terminated_message=str(terminated.get("message") or "").strip(),
+        deleting=bool(meta.get("deletionTimestamp")))
+
+
+def drivers_by_revision(pods: Iterable[Mapping[str, Any]], view: str,
+                        apps: Mapping[str, SparkApplicationObserved],
+                        revisions: Iterable[str]) -> dict[str, DriverObserved]:
+    """Match driver pods to revisions by name: the name each app reports, else the name the
+    Spark Operator would give the revision's SparkApplication's driver. Other pods are ignored."""
+    wanted = {driver_pod_name(naming.spark_application_name(view, r)): r for r in revisions
+              if r not in apps}
+    wanted.update({app.driver_pod_name: revision for revision, app in apps.items()})
+    found: dict[str, DriverObserved] = {}
+    for pod in pods:
+        revision = wanted.get(str((pod.get("metadata") or {}).get("name", "")))
+        if revision is not None:
+            found[revision] = driver_from_pod(pod)
+    return found
+
+
+def with_drivers(apps: Mapping[str, SparkApplicationObserved],
+                 drivers: Mapping[str, DriverObserved]) -> dict[str, SparkApplicationObserved]:
+    """The apps, each with its revision's driver pod attached."""
+    return {revision: replace(app, driver=drivers.get(revision))
+            for revision, app in apps.items()}
 
 
 def revisions_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) -> frozenset[str]:

@@ -54,6 +54,14 @@ from derived_views.core.actions import (
     describe,
 )
 from derived_views.core.deadlines import TORN_DOWN_REASONS, deadline_verdict
+from derived_views.core.job_state import (
+    DRIVER_PENDING,
+    JOB_COMPLETED,
+    JOB_FAILED,
+    Judgement,
+    Kind,
+    judge,
+)
 from derived_views.core.lag import compute_lag, reset_partitions, within_gate
 from derived_views.core.observed import LedgerPosition, Observed, SwitchBlocker
 from derived_views.core.patch import merge_patch
@@ -64,8 +72,6 @@ from derived_views.render.sparkapplication import render_spark_application
 BUILDING = frozenset({Phase.Pending, Phase.Backfilling, Phase.CaughtUp})
 FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})
 
-JOB_FAILED = "JobFailed"
-JOB_COMPLETED = "JobCompleted"
 TOPIC_MISSING = "TopicMissing"
 TOPIC_RESET = "TopicReset"
 MAX_MESSAGE = 1024
@@ -153,6 +159,9 @@ class _Planner:
         self.claimed_by = owner if owner not in (None, me) else None
         self.awaiting_promotion = False
         self.blocked: SwitchBlocker | None = None
+        # Jobs that cannot run until someone acts (driver blocked, suspended), by revision.
+        self.job_problems: dict[str, Judgement] = {}
+        self.shown_job_problem: tuple[str, Judgement] | None = None
 
     # small helpers ----------------------------------------------------------------------------
 
@@ -202,6 +211,8 @@ class _Planner:
         if self.paused or revision in self.apps or any(c.revision == revision
                                                        for c in self.creates):
             return
+        if revision in self.obs.driver_pods:
+            return  # the previous job's driver pod is still there: a new one would be refused
         record = self.records[revision]
         if revision == self.desired:
             effective = self.spec
@@ -265,6 +276,9 @@ class _Planner:
         if app is not None and not app.deleting and not replacing:
             changes.update(job_state=app.state or None, execution_attempts=app.execution_attempts)
             app_live = True
+            judgement = judge(app)
+            if judgement.kind in (Kind.BLOCKED, Kind.SUSPENDED):
+                self.job_problems[revision] = judgement
         else:
             changes.update(job_state=None, execution_attempts=None)
             app_live = False
@@ -415,8 +429,8 @@ class _Planner:
         app = self.apps.get(revision)
         replacing = any(d.revision == revision for d in self.deletes)
         if not replacing and app is not None and not app.deleting and app.stopped:
-            reason = JOB_COMPLETED if app.state == "COMPLETED" else JOB_FAILED
-            detail = app.error_message or f"the job ended in state {app.state}"
+            ended = judge(app)  # the driver's termination message when there is one
+            reason, detail = ended.reason, ended.message
             self.set(revision, phase=Phase.Failed, reason=reason, message=_clip(detail),
                      caught_up_since=None, job_state=app.state,
                      execution_attempts=app.execution_attempts,
@@ -513,8 +527,8 @@ class _Planner:
                 self.create_app(revision)
             return
         if app.stopped and not failed:
-            reason = JOB_COMPLETED if app.state == "COMPLETED" else JOB_FAILED
-            detail = app.error_message or f"the job ended in state {app.state}"
+            ended = judge(app)
+            reason, detail = ended.reason, ended.message
             self.set(revision, reason=reason, message=_clip(detail),
                      retry_token=self.retry_token, generation=self.view.generation)
             self.event(reason, f"The job of active revision {revision} stopped ({app.state}): "
@@ -673,6 +687,7 @@ class _Planner:
                         f"index {active_record.index} of active revision {active} is missing")
 
         building = candidate is not None and candidate.phase in BUILDING
+        job_problem = None if problem is not None or deleting else self.job_problem(building)
         if deleting:
             reconciling = V("True", "Deleting", "the view is being deleted")
         elif self.paused:
@@ -697,6 +712,8 @@ class _Planner:
             ready = V("False", "Deleting", "the view is being deleted")
         elif problem is not None:
             ready = V("False", problem.reason, problem.message)
+        elif job_problem is not None and active is None:
+            ready = V("False", job_problem.reason, f"nothing serves yet: {job_problem.message}")
         elif self.sink is None:
             ready = V("Unknown", "SinkUnreachable", "could not ask the sink where the alias points")
         elif active is None:
@@ -720,9 +737,35 @@ class _Planner:
             caught_up = V("False", "LagAboveGate", f"revision {desired}: {lag_text}")
 
         calm = V("False", "AsExpected", "")
+        trouble = problem or job_problem
         return {cond.READY: ready, cond.RECONCILING: reconciling,
-                cond.STALLED: problem or calm, cond.CAUGHT_UP: caught_up,
-                cond.DEGRADED: problem or calm}
+                cond.STALLED: trouble or calm, cond.CAUGHT_UP: caught_up,
+                cond.DEGRADED: trouble or calm}
+
+    def job_problem(self, building: bool) -> cond.Verdict | None:
+        """A job that cannot run until someone acts: the served revision's first, then the
+        building candidate's. Nothing is torn down: the job runs once the cause is fixed."""
+        for revision in (self.active, self.desired if building else None):
+            judgement = None if revision is None else self.job_problems.get(revision)
+            if revision is not None and judgement is not None:
+                self.shown_job_problem = (revision, judgement)
+                return cond.Verdict("True", judgement.reason,
+                                    f"revision {revision}: {judgement.message}")
+        return None
+
+    def announce_job_problem(self, degraded: cond.Verdict) -> None:
+        """One event when a blocked or suspended job becomes the view's shown problem (or its
+        cause changes), not one per pass."""
+        if self.shown_job_problem is None:
+            return
+        revision, judgement = self.shown_job_problem
+        before = self.obs.status.condition(cond.DEGRADED)
+        if before is not None and (before.status, before.reason, before.message) == (
+                degraded.status, degraded.reason, degraded.message):
+            return
+        reason = DRIVER_PENDING if judgement.kind == Kind.BLOCKED else judgement.reason
+        self.event(reason, f"The job of revision {revision} cannot run: {judgement.message}.",
+                   warning=True)
 
     def summary(self, deleting: bool) -> tuple[ViewPhase, ActiveStatus | None,
                                                CandidateStatus | None]:
@@ -767,13 +810,15 @@ class _Planner:
         previous = self.obs.status
         phase, active, candidate = self.summary(deleting)
         shown = shown_lag(active, candidate)
+        verdicts = self.verdicts(deleting)
+        self.announce_job_problem(verdicts[cond.DEGRADED])
         status = DerivedViewStatus(
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
             revisions=list(self.records.values()),
             spent_builds=self.spent_builds,
             conditions=cond.build_conditions(
-                switch_guard.overlay(self.verdicts(deleting), self.blocked, self.desired),
+                switch_guard.overlay(verdicts, self.blocked, self.desired),
                 previous.conditions, self.now, self.view.generation),
             intent=None, last_cutover=self.last_cutover or previous.last_cutover,
             lag_history=self.lag_history(previous.lag_history, active, candidate))

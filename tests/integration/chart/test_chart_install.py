@@ -133,3 +133,33 @@ def test_same_release_name_in_two_namespaces_does_not_clash(
         assert all(objs.values()), (release, {k: v is not None for k, v in objs.items()})
         labels = objs["clusterrole.rbac.authorization.k8s.io"]["metadata"]["labels"]  # type: ignore[index]
         assert labels["derivedviews.io/release-namespace"] == release.namespace
+
+
+def test_spark_drivers_account_and_the_notes_on_job_namespaces(
+        helm_cli: Helm, kubectl: Kubectl, make_namespace: Callable[[str], str],
+        install: Callable[..., Release]) -> None:
+    ns = make_namespace("op")
+    a, b = make_namespace("wa"), make_namespace("wb")
+    release = install(ns, {"watch": {"mode": "namespaces", "namespaces": [a, b]}})
+    account = f"{release.unique_name}-spark"
+    sts = kubectl.get_json("statefulset", release.fullname, "-n", ns)
+    assert sts is not None and env_value(sts, "DV_SPARK_SERVICE_ACCOUNT") == account
+    for watched in (a, b):
+        for kind in ("serviceaccount", "role.rbac.authorization.k8s.io",
+                     "rolebinding.rbac.authorization.k8s.io"):
+            assert kubectl.get_json(kind, account, "-n", watched) is not None, (kind, watched)
+        # The driver may run its executors: pods and what they use, in its own namespace.
+        user = f"--as=system:serviceaccount:{watched}:{account}"
+
+        def can_i(verb: str, resource: str, namespace: str = watched, as_: str = user) -> bool:
+            return kubectl.run("auth", "can-i", verb, resource, "-n", namespace, as_,
+                               check=False).stdout.strip() == "yes"
+
+        for verb, resource in (("create", "pods"), ("delete", "pods"), ("create", "services"),
+                               ("create", "configmaps"), ("create", "persistentvolumeclaims")):
+            wait_for(lambda v=verb, r=resource: can_i(v, r), timeout=TIMEOUT,
+                     what=f"{account} to be allowed to {verb} {resource}")
+        assert not can_i("get", "secrets")
+    notes = helm_cli.run("get", "notes", release.name, "-n", ns).stdout
+    assert "spark.jobNamespaces" in notes
+    assert account in notes and a in notes and b in notes

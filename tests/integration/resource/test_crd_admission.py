@@ -49,6 +49,14 @@ def test_valid_view_is_accepted(crd_installed: None, kube_api_client: Any, names
     assert created["spec"]["source"]["maxOffsetsPerTrigger"] == 100_000
 
 
+def test_spark_tuning_is_accepted(crd_installed: None, kube_api_client: Any, namespace: str) -> None:
+    body = copy.deepcopy(VALID)
+    body["spec"]["spark"] = {"sparkConf": {"spark.sql.shuffle.partitions": "8",
+                                           "spark.executor.memoryOverhead": "1g"}}
+    created = _create(kube_api_client, namespace, body)
+    assert created["spec"]["spark"]["sparkConf"]["spark.sql.shuffle.partitions"] == "8"
+
+
 @pytest.mark.parametrize(("mutate", "expected"), [
     (lambda s: s["transform"].update(python={"function": "m:f"}),
      "set exactly one of transform.sql or transform.python"),
@@ -62,6 +70,24 @@ def test_valid_view_is_accepted(crd_installed: None, kube_api_client: Any, names
     (lambda s: s["source"].update(topics=["bad topic!"]), "spec.source.topics[0]"),
     (lambda s: s["source"].update(format="avro"), "spec.source.format"),
     (lambda s: s["sink"]["postgres"].update(table="Orders-Table"), "spec.sink.postgres.table"),
+    (lambda s: s.update(spark={"sparkConf": {"spark.kubernetes.driver.container.image": "x:1"}}),
+     "spec.spark.sparkConf must not set spark.kubernetes.container.image, "
+     "spark.kubernetes.driver.container.image, spark.kubernetes.executor.container.image "
+     "(the Spark Operator sets or denies them): use spec.spark.image"),
+    (lambda s: s.update(spark={"sparkConf": {
+        "spark.kubernetes.authenticate.executor.serviceAccountName": "cluster-admin"}}),
+     "use spec.spark.serviceAccount"),
+    (lambda s: s.update(spark={"sparkConf": {"spark.master": "k8s://https://elsewhere:443"}}),
+     "must not set spark.master"),
+    (lambda s: s.update(spark={"sparkConf": {"spark.kubernetes.namespace": "kube-system"}}),
+     "run in the view's namespace"),
+    (lambda s: s.update(spark={"sparkConf": {
+        "spark.kubernetes.authenticate.driver.oauthTokenFile": "/var/run/x"}}),
+     "grant spec.spark.serviceAccount what the job needs"),
+    (lambda s: s.update(spark={"sparkConf": {"spark.app.name": "mine"}}),
+     "reads causes from its driver pod"),
+    (lambda s: s.update(spark={"sparkConf": {"spark.driver.memory": "8g"}}),
+     "use spec.spark.driver"),
 ])
 def test_bad_views_are_rejected_with_a_clear_message(
         crd_installed: None, kube_api_client: Any, namespace: str, mutate: Any, expected: str) -> None:

@@ -100,8 +100,30 @@ def test_cel_rules_are_where_they_belong() -> None:
         ".spec.cutover": ["!has(self.deadlineSeconds) || "
                           "self.stableForSeconds < self.deadlineSeconds",
                           "self.stableForSeconds < self.progressDeadlineSeconds"],
+        ".spec.spark.sparkConf": [
+            "!self.exists(k, k in ['spark.kubernetes.authenticate.driver.serviceAccountName', "
+            "'spark.kubernetes.authenticate.executor.serviceAccountName'])",
+            "!self.exists(k, k in ['spark.kubernetes.container.image', "
+            "'spark.kubernetes.driver.container.image', "
+            "'spark.kubernetes.executor.container.image'])",
+            "!self.exists(k, k in ['spark.kubernetes.authenticate.oauthToken', "
+            "'spark.kubernetes.authenticate.oauthTokenFile', "
+            "'spark.kubernetes.authenticate.driver.oauthToken', "
+            "'spark.kubernetes.authenticate.driver.oauthTokenFile', "
+            "'spark.kubernetes.authenticate.executor.oauthToken', "
+            "'spark.kubernetes.authenticate.executor.oauthTokenFile'])",
+            "!self.exists(k, k in ['spark.master', 'spark.kubernetes.driver.master', "
+            "'spark.submit.deployMode', 'spark.kubernetes.submission.waitAppCompletion'])",
+            "!self.exists(k, k in ['spark.kubernetes.namespace'])",
+            "!self.exists(k, k in ['spark.app.name', 'spark.kubernetes.driver.pod.name'])",
+            "!self.exists(k, k in ['spark.driver.cores', 'spark.driver.memory'])",
+            "!self.exists(k, k in ['spark.executor.instances', 'spark.executor.cores', "
+            "'spark.executor.memory'])",
+        ],
     }
     assert spec["sink"]["properties"]["primaryKey"]["minItems"] == 1
+    # A bounded map keeps the sparkConf rules' estimated cost within the API server's limit.
+    assert spec["spark"]["properties"]["sparkConf"]["maxProperties"] == 256
     assert spec["source"]["properties"]["topics"]["x-kubernetes-list-type"] == "set"
 
 

@@ -78,6 +78,21 @@ def mutated(path: list[str], value: Any, drop: bool = False) -> dict[str, Any]:
      "stableForSeconds must be less than cutover.progressDeadlineSeconds"),
     (mutated(["source", "maxOffsetsPerTrigger"], 0), "greater than or equal to 1"),
     (mutated(["source", "unknownField"], 1), "Extra inputs"),
+    (mutated(["spark"], {"sparkConf": {"spark.kubernetes.container.image": "x:1"}}),
+     "sparkConf must not set .*spark.kubernetes.container.image.*: use spec.spark.image"),
+    (mutated(["spark"], {"sparkConf": {
+        "spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}}),
+     "use spec.spark.serviceAccount"),
+    (mutated(["spark"], {"sparkConf": {"spark.master": "k8s://https://elsewhere:443"}}),
+     "sparkConf must not set spark.master"),
+    (mutated(["spark"], {"sparkConf": {"spark.kubernetes.namespace": "kube-system"}}),
+     "run in the view's namespace"),
+    (mutated(["spark"], {"sparkConf": {"spark.kubernetes.authenticate.oauthToken": "t"}}),
+     "ServiceAccount"),
+    (mutated(["spark"], {"sparkConf": {"spark.kubernetes.driver.pod.name": "mine"}}),
+     "driver pod"),
+    (mutated(["spark"], {"sparkConf": {"spark.executor.memory": "8g"}}),
+     "use spec.spark.executor"),
 ])
 def test_invalid_specs_are_rejected(body: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
@@ -104,3 +119,10 @@ def test_condition_reasons_must_be_camel_case() -> None:
         DerivedViewStatus.model_validate({"conditions": [{
             "type": "Ready", "status": "True", "reason": "not camel case",
             "lastTransitionTime": "2026-03-01T12:00:00Z"}]})
+
+
+def test_spark_tuning_the_operator_leaves_alone_is_accepted() -> None:
+    body = mutated(["spark"], {"sparkConf": {"spark.sql.shuffle.partitions": "8",
+                                             "spark.executor.memoryOverhead": "1g",
+                                             "spark.kubernetes.executor.podNamePrefix": "dv"}})
+    assert DerivedViewSpec.model_validate(body).spark.spark_conf["spark.sql.shuffle.partitions"] == "8"

@@ -40,6 +40,17 @@ def env_of(c: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
 
 
+def spark_account(objs: list[dict[str, Any]]) -> str:
+    """The Spark drivers' ServiceAccount the operator is told to name."""
+    name: str = env_of(container(objs))["DV_SPARK_SERVICE_ACCOUNT"]
+    return name
+
+
+def operators(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """Objects of `kind` that belong to the operator, not to the Spark drivers' account."""
+    return [o for o in kinds(objs, kind) if o["metadata"]["name"] != spark_account(objs)]
+
+
 def rules(objs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for o in objs:
         if o["kind"] in RBAC_KINDS:
@@ -52,9 +63,9 @@ def rules(objs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str
 @pytest.mark.parametrize("values", [
     {},
     NAMESPACED,
-    {**NAMESPACED, "sparkOperator": {"enabled": True}},
-    {"sparkOperator": {"enabled": True, "jobNamespaces": ["jobs"]}, "replicaCount": 3},
-], ids=["cluster", "namespaces", "namespaces+spark", "cluster+spark"])
+    {**NAMESPACED, "sparkOperator": {"serviceAccount": {"create": False}}},
+    {"sparkOperator": {"jobNamespaces": ["jobs"]}, "replicaCount": 3},
+], ids=["cluster", "namespaces", "namespaces-spark-account", "cluster+job-namespaces"])
 def test_helm_lint_strict_passes(helm: Path, values: dict[str, Any], tmp_path: Path) -> None:
     values_file = tmp_path / "values.json"
     values_file.write_text(json.dumps(values))
@@ -80,7 +91,7 @@ def test_namespaces_mode_renders_roles_in_exactly_the_listed_namespaces(render: 
     watched = ["team-a", "team-b", "team-c"]
     objs = render({"watch": {"mode": "namespaces", "namespaces": watched}})
     for kind in ("Role", "RoleBinding", "KopfPeering"):
-        assert sorted(o["metadata"]["namespace"] for o in kinds(objs, kind)) == watched, kind
+        assert sorted(o["metadata"]["namespace"] for o in operators(objs, kind)) == watched, kind
     assert not kinds(objs, "ClusterKopfPeering")
     args = container(objs)["args"]
     assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in watched]
@@ -97,11 +108,11 @@ def test_namespaces_mode_renders_roles_in_exactly_the_listed_namespaces(render: 
 def test_bindings_point_at_the_release_service_account(render: Any) -> None:
     for values in MODES.values():
         objs = render(values, release="rel", namespace="ops")
-        sa = one(objs, "ServiceAccount")["metadata"]
+        sa = one(operators(objs, "ServiceAccount"), "ServiceAccount")["metadata"]
         assert sa["namespace"] == "ops"
         assert one(objs, "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"] == sa["name"]
         role_names = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in RBAC_KINDS}
-        for binding in kinds(objs, "ClusterRoleBinding") + kinds(objs, "RoleBinding"):
+        for binding in kinds(objs, "ClusterRoleBinding") + operators(objs, "RoleBinding"):
             assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],
                                             "namespace": "ops"}]
             ref = binding["roleRef"]
@@ -187,7 +198,7 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
         "operator": {"lagPollSeconds": 2.5},
         "spark": {"image": "registry.example/spark-job:9", "mainApplicationFile": "local:///job.py",
                   "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/"},
-        "sparkOperator": {"enabled": True, "serviceAccountName": "spark-driver",
+        "sparkOperator": {"serviceAccount": {"name": "spark-driver"},
                           "jobNamespaces": ["jobs"]},
     })
     env = {k: v for k, v in env_of(container(objs)).items() if isinstance(v, str)}
@@ -202,15 +213,18 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
 
 def test_default_settings_match_the_operator_defaults(render: Any) -> None:
     env = {k: v for k, v in env_of(container(render())).items() if isinstance(v, str)}
-    # except metrics: off when the operator runs by hand, on (port 9090) in the chart
-    assert from_env(env) == dataclasses.replace(from_env({}), metrics_port=9090)
+    # except metrics: off when the operator runs by hand, on (port 9090) in the chart; and the
+    # Spark drivers' account, which the chart always names (the Spark Operator chart's one in
+    # cluster mode)
+    assert from_env(env) == dataclasses.replace(from_env({}), metrics_port=9090,
+                                                spark_service_account="spark-operator-spark")
 
 
 # --- RBAC --------------------------------------------------------------------
 
 ALL_VALUE_SETS = [
-    {}, NAMESPACED, {**NAMESPACED, "sparkOperator": {"enabled": True}},
-    {"sparkOperator": {"enabled": True, "jobNamespaces": ["jobs"]}},
+    {}, NAMESPACED, {**NAMESPACED, "sparkOperator": {"serviceAccount": {"create": False}}},
+    {"sparkOperator": {"jobNamespaces": ["jobs"]}},
 ]
 
 
@@ -244,10 +258,13 @@ def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
         ("derivedviews.io", "derivedviews/status"): {"patch", "update"},
         ("sparkoperator.k8s.io", "sparkapplications"): {"get", "list", "watch", "create", "delete"},
         ("", "secrets"): {"get"},
+        ("", "pods"): {"get", "list", "watch"},
         ("", "events"): {"create", "patch"},
     }
     cluster = one(render(), "ClusterRole")
-    roles = kinds(render(NAMESPACED), "Role")
+    namespaced = render(NAMESPACED)
+    roles = operators(namespaced, "Role")
+    assert len(roles) == 2
     for obj in [cluster, *roles]:
         granted: dict[tuple[str, str], set[str]] = {}
         for rule in obj["rules"]:
@@ -299,23 +316,40 @@ def test_cluster_scoped_names_are_unique_per_release(render: Any) -> None:
     assert names_a and not names_a & names_b
 
 
-def test_spark_operator_wiring(render: Any, render_error: Any) -> None:
-    objs = render({**NAMESPACED, "sparkOperator": {"enabled": True}})
-    sa_name = env_of(container(objs))["DV_SPARK_SERVICE_ACCOUNT"]
-    driver_sas = [o for o in kinds(objs, "ServiceAccount") if o["metadata"]["name"] == sa_name]
-    assert sorted(o["metadata"]["namespace"] for o in driver_sas) == ["team-a", "team-b"]
-    driver_roles = [o for o in kinds(objs, "Role") if o["metadata"]["name"] == sa_name]
-    assert sorted(o["metadata"]["namespace"] for o in driver_roles) == ["team-a", "team-b"]
+def test_spark_drivers_get_an_account_in_every_job_namespace_by_default(render: Any) -> None:
+    objs = render(NAMESPACED)
+    name = spark_account(objs)
+    assert name == "ops-rel-derived-views-spark"
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        mine = [o for o in kinds(objs, kind) if o["metadata"]["name"] == name]
+        assert sorted(o["metadata"]["namespace"] for o in mine) == ["team-a", "team-b"], kind
     for binding in kinds(objs, "RoleBinding"):
-        if binding["metadata"]["name"] == sa_name:
-            assert binding["subjects"][0]["name"] == sa_name
-            assert binding["subjects"][0]["namespace"] == binding["metadata"]["namespace"]
-    # Disabled: no driver account, and the operator is not told to use one.
-    off = render(NAMESPACED)
-    assert "DV_SPARK_SERVICE_ACCOUNT" not in env_of(container(off))
-    assert len(kinds(off, "ServiceAccount")) == 1
-    # Cluster mode cannot guess where views live.
-    assert "jobNamespaces" in render_error({"sparkOperator": {"enabled": True}})
+        if binding["metadata"]["name"] == name:
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name,
+                                            "namespace": binding["metadata"]["namespace"]}]
+            assert binding["roleRef"]["name"] == name
+    role = next(o for o in kinds(objs, "Role") if o["metadata"]["name"] == name)
+    granted = {(g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"]
+               for r in rule["resources"]}
+    driver_needs = {"get", "list", "watch", "create", "delete"}
+    assert set(granted) == {("", "pods"), ("", "services"), ("", "configmaps"),
+                            ("", "persistentvolumeclaims")}
+    assert all(driver_needs <= verbs for verbs in granted.values()), granted
+    # jobNamespaces overrides where it is created, in either mode.
+    objs = render({"sparkOperator": {"jobNamespaces": ["jobs"]}})
+    assert [o["metadata"]["namespace"] for o in kinds(objs, "ServiceAccount")
+            if o["metadata"]["name"] == spark_account(objs)] == ["jobs"]
+
+
+def test_without_job_namespaces_the_platforms_account_is_named(render: Any) -> None:
+    objs = render()  # cluster mode: the chart cannot know where views live
+    assert spark_account(objs) == "spark-operator-spark"
+    assert len(kinds(objs, "ServiceAccount")) == 1 and not kinds(objs, "Role")
+    objs = render({**NAMESPACED, "sparkOperator": {"serviceAccount": {
+        "create": False, "name": "platform-spark"}}})
+    assert spark_account(objs) == "platform-spark"
+    assert len(kinds(objs, "ServiceAccount")) == 1
+    assert not [o for o in kinds(objs, "Role") if o["metadata"]["name"] == "platform-spark"]
 
 
 # --- values.schema.json ------------------------------------------------------

@@ -29,7 +29,10 @@ from derived_views.core.observed import (
     Observed,
     SinkObserved,
     ViewObserved,
+    drivers_by_revision,
+    revisions_to_observe,
     spark_application_from_object,
+    with_drivers,
 )
 from derived_views.core.patch import apply_merge_patch
 from derived_views.core.plan import plan
@@ -40,6 +43,27 @@ PARTITIONS = {("orders", 0): 0, ("orders", 1): 0, ("payments", 0): 0}
 
 class ActionFailed(Exception):
     """An adapter refused (alias moved, table in use): the shell stops the plan there."""
+
+
+def driver_pod(name: str, phase: str = "Running", *, waiting: tuple[str, str] | None = None,
+               terminated: tuple[int, str, str] | None = None, last: bool = False,
+               deleting: bool = False) -> dict[str, Any]:
+    """A driver Pod object as the kubelet reports it: `waiting` is (reason, message),
+    `terminated` (exitCode, reason, message), in `lastState` when `last`."""
+    state: dict[str, Any] = {}
+    last_state: dict[str, Any] = {}
+    if waiting is not None:
+        state["waiting"] = {"reason": waiting[0], "message": waiting[1]}
+    if terminated is not None:
+        done = {"exitCode": terminated[0], "reason": terminated[1], "message": terminated[2]}
+        (last_state if last else state)["terminated"] = done
+    if not state:
+        state["running"] = {"startedAt": "2026-03-01T12:00:00Z"}
+    meta: dict[str, Any] = {"name": name, "labels": {"spark-role": "driver"}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-03-01T12:00:00Z"
+    return {"metadata": meta, "status": {"phase": phase, "containerStatuses": [
+        {"name": "spark-kubernetes-driver", "state": state, "lastState": last_state}]}}
 
 
 @dataclass
@@ -110,6 +134,9 @@ class World:
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     delete_lingers: bool = False
     """Deleted SparkApplications stay (deleting) until the next tick, like a slow GC."""
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Driver pods by name: only those a test puts here (jobs run without pods otherwise). A
+    deleted application stays, deleting, while its driver pod exists (foreground deletion)."""
 
     # the spec ----------------------------------------------------------------------------------
 
@@ -129,10 +156,14 @@ class World:
         self.now += dt.timedelta(seconds=seconds)
         for tp in self.ends:
             self.ends[tp] += growth
+        for pod_name, pod in list(self.pods.items()):
+            if pod["metadata"].get("deletionTimestamp"):
+                del self.pods[pod_name]  # the kubelet killed the driver
         for name in list(self.apps):
             app = self.apps[name]
             if app.deleting:
-                del self.apps[name]
+                if f"{name}-driver" not in self.pods:
+                    del self.apps[name]
                 continue
             if app.state == "":
                 app.state = "SUBMITTED"
@@ -208,6 +239,10 @@ class World:
             seen = spark_application_from_object(app.as_object())
             assert seen is not None
             apps[seen.revision] = seen
+        drivers = drivers_by_revision(
+            self.pods.values(), VIEW, apps,
+            revisions_to_observe(self.spec, DerivedViewStatus.model_validate(self.status)))
+        apps = with_drivers(apps, drivers)
         return Observed(
             view=ViewObserved(namespace=NAMESPACE, name=VIEW, uid=UID, generation=self.generation,
                               annotations=dict(self.annotations),
@@ -218,7 +253,8 @@ class World:
             end_offsets=({tp: end for tp, end in self.ends.items()
                           if tp[0] not in self.missing_topics} if self.kafka_up else None),
             missing_topics=frozenset(self.missing_topics),
-            sink_problem=None if self.sink_up else self.sink_problem)
+            sink_problem=None if self.sink_up else self.sink_problem,
+            driver_pods=drivers)
 
     def earlier_batch(self, revision: str) -> LedgerPosition | None:
         """The newest batch 30 s or more before the newest, else the first (as the adapter)."""
@@ -255,7 +291,11 @@ class World:
                     self.apps[name] = App(copy.deepcopy(manifest), json.loads(args[1]))
             case A.DeleteSparkApplication(name=name):
                 if name in self.apps:
-                    if self.delete_lingers:
+                    pod = self.pods.get(f"{name}-driver")
+                    if pod is not None:  # foreground: the app waits for its driver pod
+                        pod["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:00Z"
+                        self.apps[name].deleting = True
+                    elif self.delete_lingers:
                         self.apps[name].deleting = True
                     else:
                         del self.apps[name]

@@ -8,12 +8,16 @@ from core_samples import SQL_V1, SQL_V2, make_spec
 
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.observed import (
+    DriverObserved,
+    driver_from_pod,
+    drivers_by_revision,
     index_tables_to_observe,
     revisions_to_observe,
     spark_application_from_object,
     status_from_object,
     topics_to_observe,
     view_from_object,
+    with_drivers,
 )
 
 
@@ -69,3 +73,78 @@ def test_what_to_observe_covers_the_spec_and_tracked_revisions() -> None:
     assert index_tables_to_observe(spec, status) == {"orders_by_customer__71250ff800",
                                                      "orders_by_customer__5d31ce3608"}
     assert topics_to_observe(spec, status) == {"orders", "payments"}
+
+
+# Driver pods ---------------------------------------------------------------------------------
+
+
+def kubelet_pod(name: str, status: dict[str, object], **meta: object) -> dict[str, object]:
+    return {"metadata": {"name": name, **meta}, "status": status}
+
+
+def test_a_pending_driver_says_why_its_container_waits() -> None:
+    pod = kubelet_pod("v-abc-driver", {"phase": "Pending", "containerStatuses": [
+        {"name": "spark-kubernetes-driver", "state": {"waiting": {
+            "reason": "CreateContainerConfigError", "message": 'secret "views-db" not found'}},
+         "lastState": {}}]})
+    assert driver_from_pod(pod) == DriverObserved(
+        name="v-abc-driver", phase="Pending", waiting_reason="CreateContainerConfigError",
+        waiting_message='secret "views-db" not found')
+
+
+def test_a_terminated_driver_gives_its_termination_message_current_before_last() -> None:
+    def container(state: dict[str, object], last: dict[str, object]) -> dict[str, object]:
+        return {"phase": "Failed", "containerStatuses": [
+            {"name": "istio-proxy", "state": {"running": {}}},
+            {"name": "spark-kubernetes-driver", "state": state, "lastState": last}]}
+    now = {"terminated": {"exitCode": 1, "reason": "Error", "message": "batch 3: boom\n"}}
+    before = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    seen = driver_from_pod(kubelet_pod("d", container(now, before),
+                                       deletionTimestamp="2026-03-01T12:00:00Z"))
+    assert (seen.exit_code, seen.terminated_reason, seen.terminated_message, seen.deleting) == (
+        1, "Error", "batch 3: boom", True)
+    seen = driver_from_pod(kubelet_pod("d", container({"waiting": {"reason": "x"}}, before)))
+    assert (seen.exit_code, seen.terminated_reason, seen.terminated_message) == (
+        137, "OOMKilled", "")
+
+
+def test_a_pod_without_statuses_yet() -> None:
+    assert driver_from_pod({"metadata": {"name": "d"}}) == DriverObserved(name="d")
+
+
+def test_driver_pods_are_matched_by_name_to_revisions_with_or_without_their_app() -> None:
+    app = spark_application_from_object({
+        "metadata": {"name": "orders-r1", "labels": {"derivedviews.io/revision": "r1"}},
+        "status": {"driverInfo": {"podName": "custom-driver"}}})
+    assert app is not None
+    pods = [kubelet_pod(n, {"phase": "Running"})
+            for n in ("custom-driver", "orders-r2-driver", "orders-r1-driver", "other-driver")]
+    found = drivers_by_revision(pods, "orders", {"r1": app}, ["r1", "r2"])
+    assert {r: d.name for r, d in found.items()} == {"r1": "custom-driver",
+                                                      "r2": "orders-r2-driver"}
+    attached = with_drivers({"r1": app}, found)
+    assert attached["r1"].driver == found["r1"]
+    assert app.driver is None and app.driver_pod_name == "custom-driver"
+
+
+def test_the_driver_pod_name_defaults_like_the_spark_operators() -> None:
+    app = spark_application_from_object({
+        "metadata": {"name": "orders-r1", "labels": {"derivedviews.io/revision": "r1"}}})
+    assert app is not None and app.driver_pod_name == "orders-r1-driver"
+
+
+def test_a_failed_submission_is_stopped_unless_the_spark_operator_retries_it() -> None:
+    def submission_failed(policy: dict[str, object], attempts: int) -> bool:
+        app = spark_application_from_object({
+            "metadata": {"name": "x", "labels": {"derivedviews.io/revision": "r"}},
+            "spec": {"restartPolicy": policy},
+            "status": {"applicationState": {"state": "SUBMISSION_FAILED"},
+                       "submissionAttempts": attempts}})
+        assert app is not None
+        return app.stopped
+
+    assert submission_failed({"type": "Never"}, 1)
+    assert submission_failed({"type": "OnFailure", "onFailureRetries": 3}, 1)
+    assert not submission_failed({"type": "OnFailure", "onSubmissionFailureRetries": 1}, 1)
+    assert submission_failed({"type": "OnFailure", "onSubmissionFailureRetries": 1}, 2)
+    assert not submission_failed({"type": "Always"}, 9)
