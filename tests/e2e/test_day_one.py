@@ -277,3 +277,29 @@ def test_a_driver_killed_mid_replay_resumes_from_its_checkpoint_exactly(
         "rows_lost": lost, "rows_duplicated": duplicated}, indent=2))
     custom.delete_namespaced_custom_object(G, V, namespace, P, "orders")
     wait_for(handle.gone, timeout=120, interval=1, what="the view to be deleted")
+
+
+def test_a_job_failing_on_a_bad_record_says_the_jobs_own_cause(
+        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
+    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    events = replay.make_orders(200, seed=51)
+    events[120] = {**events[120], "customer_id": None}  # a NULL in the view's primary key
+    replay.produce(stack.kafka_bootstrap, topic, events, key=lambda e: str(e["order_id"]))
+    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
+    body = view_body(namespace, "orders", stack.kafka_bootstrap, topic,
+                     f"bad_{uuid.uuid4().hex[:8]}")
+    body["spec"]["spark"] = {"restartPolicy": {"type": "Never"}}
+    custom.create_namespaced_custom_object(G, V, namespace, P, body)
+    handle = ViewHandle(custom, namespace, "orders")
+    wait_for(lambda: handle.condition("Degraded").get("reason") == "JobFailed", timeout=600,
+             interval=1, what="the job to fail on the NULL key")
+    message = handle.condition("Degraded")["message"]
+    assert "a row has NULL in primary-key column 'customer_id'" in message, message
+    assert "Exception" not in message.split("customer_id")[0], message  # no JVM name first
+    results_file(stack, "day_one_bad_record.json").write_text(json.dumps(
+        {"degraded_message": message, "ready_message": handle.condition("Ready")["message"]},
+        indent=2))
+    custom.delete_namespaced_custom_object(G, V, namespace, P, "orders")
+    wait_for(handle.gone, timeout=120, interval=1, what="the view to be deleted")
