@@ -91,8 +91,9 @@ def _delete_s3(location: str, access: S3Access) -> int:
                 name = obj["Key"][len(parent_prefix):].split("/", 1)[0]
                 if checkpoints.belongs_to_revision(name, revision):
                     keys.append(obj["Key"])
-        # Deepest first: stores that keep directory markers remove a marker once it is empty.
-        keys.sort(key=lambda k: (-k.count("/"), k))
+        # Every key before its prefixes: a directory marker (`dir/`) goes after what is in it,
+        # as stores that keep directories as such refuse to delete one that is not empty.
+        keys.sort(reverse=True)
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
             result = client.delete_objects(Bucket=bucket, Delete={

@@ -52,8 +52,13 @@ def put(stack: Any, prefix: str, names: list[str]) -> None:
     client = s3(stack)
     for name in names:
         client.put_object(Bucket=stack.s3["bucket"], Key=f"{prefix}{name}", Body=b"x")
-    # A directory marker, as S3A leaves for an empty directory.
+    # Directory markers, as S3A leaves them: one of an empty directory, one with contents
+    # (written before them, as Spark's state store does).
     client.put_object(Bucket=stack.s3["bucket"], Key=f"{prefix}{REVISION}/sources/", Body=b"")
+    client.put_object(Bucket=stack.s3["bucket"], Key=f"{prefix}{REVISION}/state/0/0/_metadata/",
+                      Body=b"")
+    client.put_object(Bucket=stack.s3["bucket"],
+                      Key=f"{prefix}{REVISION}/state/0/0/_metadata/schema", Body=b"x")
 
 
 def test_s3_deletes_the_revision_its_rebuilds_and_stale_copies_only(stack: Any) -> None:
@@ -139,4 +144,5 @@ def test_a_missing_secret_leaves_the_checkpoints_with_a_warning(
         delete_dropped_revision(Kube(kube_api_client), config, view_body(namespace, base),
                                 REVISION)
     assert f"secret {namespace}/no-such-secret not found" in caplog.text
-    assert {k for k in keys(stack, prefix) if not k.endswith("/")} == set(GOES)
+    assert {k for k in keys(stack, prefix) if not k.endswith("/")} == \
+        {*GOES, f"{REVISION}/state/0/0/_metadata/schema"}
