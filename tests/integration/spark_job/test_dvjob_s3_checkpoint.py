@@ -149,3 +149,10 @@ def test_a_killed_job_resumes_from_its_s3_checkpoint(stack: Any, schema: str,
             sql.Identifier(schema, "orders__r1"))).fetchall()}
     assert got == expected
     assert sum(n for n, _ in got.values()) == EVENTS
+    results = Path(stack.state_dir) / "results"
+    results.mkdir(exist_ok=True)
+    (results / "s3_checkpoint_restart.json").write_text(json.dumps({
+        "events": EVENTS, "batches": len(after), "ledger_batches_when_killed": len(before),
+        "restart_first_batch": resumed[0]["batch"],
+        "restart_skipped_batches": [p["batch"] for p in resumed if p["status"] == "skipped"],
+        "checkpoint_objects_when_killed": len(keys)}, indent=2))
