@@ -20,6 +20,11 @@ from dvstack.settings import load
 TESTS = Path(__file__).resolve().parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: minutes of work beyond the usual integration test "
+                                       "(deselect with -m 'not slow')")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark tests by folder so `-m "not e2e"` and friends work without boilerplate."""
     for item in items:
@@ -40,6 +45,8 @@ class Stack:
     kafka_sasl: dict[str, str]  # bootstrap, mechanism, security_protocol, username, password
     pg_dsn: str
     pg: dict[str, Any]
+    s3: dict[str, str]
+    """S3Proxy: endpoint, bucket, access_key, secret_key, region."""
     spark_jars: list[str]
     image_app_root: str
     repo: str

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from derived_views.adapters import checkpoints as ckpt
 from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kube import Kube, SecretMissing
@@ -286,6 +287,7 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any,
     elif isinstance(action, A.DropIndex):
         pg.drop_index(conn, action.schema, action.index, action.revision,
                       ledger=deps.config.ledger_table)
+        ckpt.delete_dropped_revision(deps.kube, deps.config, body, action.revision)
     elif isinstance(action, A.EmitEvent):
         deps.kube.event(body, reason=action.reason, message=action.message, type_=action.type)
     return False

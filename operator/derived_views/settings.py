@@ -10,7 +10,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from derived_views.core.checkpoints import EXAMPLE_BASE, SECRET_KEYS, durable_base_problem
 from derived_views.core.config import OperatorConfig
+
+DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
+"""Only usable outside a cluster (driver and executors on one machine); see core.checkpoints."""
 
 
 class SettingsError(ValueError):
@@ -45,6 +49,12 @@ class Settings:
     """Spacing of `status.lagHistory` samples per revision (what `dv plot` draws)."""
     metrics_port: int = 0
     """Port of the Prometheus endpoint; 0 turns it off."""
+    checkpoint_secret: str | None = None
+    """Secret (in each view's namespace) with the S3 credentials of s3a:// checkpoints."""
+    checkpoint_s3_endpoint: str | None = None
+    checkpoint_s3_region: str | None = None
+    in_cluster: bool = False
+    """Running in a pod (KUBERNETES_SERVICE_HOST is set): checkpoints must be durable."""
 
 
 def operator_config(settings: Settings, template: str) -> OperatorConfig:
@@ -54,11 +64,24 @@ def operator_config(settings: Settings, template: str) -> OperatorConfig:
                           main_application_file=settings.main_application_file,
                           spark_jars=settings.spark_jars,
                           spark_service_account=settings.spark_service_account,
-                          lag_history_seconds=settings.lag_history_seconds)
+                          lag_history_seconds=settings.lag_history_seconds,
+                          checkpoint_secret=settings.checkpoint_secret,
+                          checkpoint_s3_endpoint=settings.checkpoint_s3_endpoint,
+                          checkpoint_s3_region=settings.checkpoint_s3_region,
+                          in_cluster=settings.in_cluster)
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     e = os.environ if env is None else env
+    checkpoint_base = e.get("DV_CHECKPOINT_BASE") or DEFAULT_CHECKPOINT_BASE
+    in_cluster = bool(e.get("KUBERNETES_SERVICE_HOST"))
+    problem = durable_base_problem(checkpoint_base, in_cluster)
+    if problem is not None:
+        raise SettingsError(
+            f"DV_CHECKPOINT_BASE: {problem}: set DV_CHECKPOINT_BASE={EXAMPLE_BASE} and "
+            "DV_CHECKPOINT_SECRET to a Secret in each view's namespace with keys "
+            f"{' and '.join(SECRET_KEYS)} (chart: spark.checkpointBase, "
+            "spark.checkpointSecretName)")
     return Settings(
         lag_poll_seconds=_float(e, "DV_LAG_POLL_SECONDS", 5.0, 0.5),
         spark_image=e.get("DV_SPARK_IMAGE", "derived-views/spark-job:0.1.0"),
@@ -66,12 +89,25 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             "DV_MAIN_APPLICATION_FILE",
             "local:///opt/derived-views/spark_templates/derived_view_job.py"),
         spark_jars=tuple(j for j in e.get("DV_SPARK_JARS", "").split(",") if j),
-        checkpoint_base=e.get("DV_CHECKPOINT_BASE", "/tmp/derived-views/checkpoints"),
+        checkpoint_base=checkpoint_base,
         spark_service_account=e.get("DV_SPARK_SERVICE_ACCOUNT") or None,
         spark_template=e.get("DV_SPARK_TEMPLATE") or None,
         lag_history_seconds=int(_float(e, "DV_LAG_HISTORY_SECONDS", 10, 1)),
         metrics_port=_port(e, "DV_METRICS_PORT"),
+        checkpoint_secret=e.get("DV_CHECKPOINT_SECRET") or None,
+        checkpoint_s3_endpoint=_endpoint(e, "DV_CHECKPOINT_S3_ENDPOINT"),
+        checkpoint_s3_region=e.get("DV_CHECKPOINT_S3_REGION") or None,
+        in_cluster=in_cluster,
     )
+
+
+def _endpoint(env: Mapping[str, str], name: str) -> str | None:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(("http://", "https://")) or raw in ("http://", "https://"):
+        raise SettingsError(f"{name}={raw!r} must be a URL such as http://minio.storage:9000")
+    return raw
 
 
 def _port(env: Mapping[str, str], name: str) -> int:

@@ -13,7 +13,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from dvstack.settings import KAFKA_VERSION, KUBE_VERSION, SPARK_VERSION, Settings
+from dvstack.settings import (
+    HADOOP_VERSION,
+    KAFKA_VERSION,
+    KUBE_VERSION,
+    S3PROXY_VERSION,
+    SPARK_VERSION,
+    Settings,
+)
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,31 @@ def spark_kafka_jars(settings: Settings) -> list[Path]:
         settings.cache_dir / f"spark-{SPARK_VERSION}-kafka-jars",
     )
     return sorted(out.glob("*.jar"))
+
+
+def spark_s3_jars(settings: Settings) -> list[Path]:
+    """hadoop-aws (PySpark's Hadoop) and the AWS SDK modules S3A needs, for s3a:// paths."""
+    out = _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "spark-s3",
+        "dependency:copy-dependencies",
+        settings.cache_dir / f"spark-{SPARK_VERSION}-hadoop-{HADOOP_VERSION}-s3-jars",
+    )
+    return sorted(out.glob("*.jar"))
+
+
+def s3proxy_jar(settings: Settings) -> Path:
+    """S3Proxy's self-contained jar (`java -jar`)."""
+    out = _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "s3proxy",
+        "dependency:copy",
+        settings.cache_dir / f"s3proxy-{S3PROXY_VERSION}",
+    )
+    jars = sorted(out.glob("s3proxy-*-jar-with-dependencies.jar"))
+    if not jars:
+        raise SystemExit(f"no S3Proxy jar in {out}: delete that directory and run again")
+    return jars[0]
 
 
 def postgres_bindir() -> Path:

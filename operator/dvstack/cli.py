@@ -23,6 +23,7 @@ from dvstack import (
     kube_api,
     postgres_server,
     processes,
+    s3_store,
     sample,
     spark_crd,
 )
@@ -31,7 +32,7 @@ from dvstack.settings import Settings, load
 from dvstack.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
-              "spark-executor")
+              s3_store.NAME, "spark-executor")
 SPARK_EXECUTOR = "spark-executor"
 # Where the Spark job image keeps the project; the executor maps it to this checkout.
 IMAGE_APP_ROOT = "/opt/derived-views"
@@ -106,10 +107,11 @@ def _check_ports(settings: Settings) -> None:
               "kube-apiserver": [settings.apiserver_port],
               "kube-controller-manager": [settings.controller_manager_port],
               "kafka": [settings.kafka_port, settings.kafka_controller_port,
-                        settings.kafka_sasl_port]}
-    pg_pid = postgres_server.pg_dir(settings) / "data" / "postmaster.pid"
+                        settings.kafka_sasl_port],
+              s3_store.NAME: [settings.s3_port]}
     for name, ports in wanted.items():
-        ours = pg_pid.is_file() if name == "postgres" else processes.running(settings, name)
+        ours = (postgres_server.running_pid(settings) if name == "postgres"
+                else processes.running(settings, name))
         if ours:
             continue
         for port in ports:
@@ -128,7 +130,8 @@ def up(settings: Settings) -> dict[str, Any]:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     bins = artefacts.kube_binaries(settings)
     kafka_libs = artefacts.kafka_libs(settings)
-    spark_jars = artefacts.spark_kafka_jars(settings)
+    spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
+    s3proxy_jar = artefacts.s3proxy_jar(settings)
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
     _check_ports(settings)
@@ -136,6 +139,7 @@ def up(settings: Settings) -> dict[str, Any]:
     kube_api.start(settings, bins)
     _install_crds(settings)
     kafka_broker.start(settings, kafka_libs)
+    s3_store.start(settings, s3proxy_jar)
     _start_executor(settings, spark_jars)
     info: dict[str, Any] = {
         "kubeconfig": str(settings.kubeconfig),
@@ -146,6 +150,7 @@ def up(settings: Settings) -> dict[str, Any]:
         "pg": {"host": "127.0.0.1", "port": settings.pg_port,
                "database": postgres_server.DATABASE, "user": postgres_server.SUPERUSER,
                "password": postgres_server.password(settings)},
+        "s3": s3_store.info(settings),
         "spark_submit": str(Path(sys.executable).parent / "spark-submit"),
         "spark_jars": [str(j) for j in spark_jars],
         "image_app_root": IMAGE_APP_ROOT,
@@ -164,6 +169,7 @@ def up(settings: Settings) -> dict[str, Any]:
 
 def down(settings: Settings) -> None:
     processes.stop(settings, SPARK_EXECUTOR)
+    s3_store.stop(settings)
     kafka_broker.stop(settings)
     kube_api.stop(settings)
     postgres_server.stop(settings)
@@ -175,12 +181,10 @@ def status(settings: Settings) -> int:
     missing = 0
     for name in COMPONENTS:
         if name == "postgres":
-            pid_path = postgres_server.pg_dir(settings) / "data" / "postmaster.pid"
-            pid = int(pid_path.read_text().split()[0]) if pid_path.is_file() else None
-            state = "running" if pid and processes.alive(pid) else "stopped"
+            pid = postgres_server.running_pid(settings)
         else:
             pid = processes.running(settings, name)
-            state = "running" if pid else "stopped"
+        state = "running" if pid else "stopped"
         missing += state != "running"
         print(f"{name:26} {state:8} {pid or ''}")
     return 1 if missing else 0

@@ -1,15 +1,23 @@
 """PostgreSQL from Debian's packages, in a cluster of our own.
 
-initdb'd inside the state directory and started with pg_ctl (never the
-system service).  The server refuses to run as root, so when we are root it
-runs as the `postgres` user the Debian package creates.
+initdb'd once per state directory and started with pg_ctl (never the system
+service).  The server refuses to run as root, so when we are root it runs as
+the `postgres` user the Debian package creates.  That user may not be able to
+enter the checkout (a 0700 home or `mktemp -d` directory), so its cluster
+(data, socket, log) then lives in a directory it owns, keyed by the state
+directory: under its home (Debian: /var/lib/postgresql/derived-views/<key>),
+and every command it runs starts there.  The user's own directories keep their
+permissions; `.stack/logs/postgres.log` links to the server's log.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -24,7 +32,43 @@ DATABASE = "derived_views"
 
 
 def pg_dir(settings: Settings) -> Path:
+    """Our side: the password (and, when we run the server ourselves, the cluster)."""
     return settings.state_dir / "postgres"
+
+
+def cluster_dir(settings: Settings) -> Path:
+    """Where the server's own files live: a directory its user can enter."""
+    user = _run_as()
+    legacy = pg_dir(settings)
+    if user is None or (legacy / "data" / "PG_VERSION").is_file():
+        return legacy  # we are that user, or a cluster from before this layout keeps working
+    import pwd
+
+    home = Path(pwd.getpwnam(user).pw_dir)
+    base = home if home.is_dir() else Path("/var/tmp")
+    key = hashlib.sha256(str(settings.state_dir).encode()).hexdigest()[:16]
+    return base / "derived-views" / key
+
+
+def data_dir(settings: Settings) -> Path:
+    return cluster_dir(settings) / "data"
+
+
+def server_log(settings: Settings) -> Path:
+    """The log pg_ctl writes, as the server's user."""
+    if cluster_dir(settings) == pg_dir(settings):
+        return processes.log_file(settings, "postgres")
+    return cluster_dir(settings) / "postgres.log"
+
+
+def running_pid(settings: Settings) -> int | None:
+    """The postmaster's pid when it runs, from its pid file."""
+    pid_path = data_dir(settings) / "postmaster.pid"
+    try:
+        pid = int(pid_path.read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+    return pid if processes.alive(pid) else None
 
 
 def _run_as() -> str | None:
@@ -61,17 +105,35 @@ def _chown(path: Path, user: str | None) -> None:
             shutil.chown(p, user=user, group=None)
 
 
+def _link_log(settings: Settings, log: Path) -> None:
+    """`.stack/logs/postgres.log` shows the server's log wherever it lives."""
+    link = processes.log_file(settings, "postgres")
+    if link == log:
+        return
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() and link.readlink() == log:
+        return
+    link.unlink(missing_ok=True)
+    link.symlink_to(log)
+
+
 def start(settings: Settings) -> None:
     bindir = postgres_bindir()
     user = _run_as()
-    root = pg_dir(settings)
+    root = cluster_dir(settings)
     data = root / "data"
     sockets = root / "sockets"
-    log = processes.log_file(settings, "postgres")
+    log = server_log(settings)
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     pw = password(settings)
+    if root != pg_dir(settings):
+        (pg_dir(settings) / "cluster").write_text(f"{root}\n")  # for people looking for it
     if not (data / "PG_VERSION").is_file():
         root.mkdir(parents=True, exist_ok=True)
+        if user is not None and root != pg_dir(settings):
+            shutil.chown(root.parent, user=user, group=None)
+            root.parent.chmod(0o700)
+        root.chmod(0o700)
         pwfile = root / "pwfile"
         pwfile.write_text(pw + "\n")
         sockets.mkdir(exist_ok=True)
@@ -80,22 +142,25 @@ def start(settings: Settings) -> None:
         for parent in root.parents:
             if parent == Path("/"):
                 break
-            if user is not None and not os.access(parent, os.X_OK):
+            if user is not None and not _can_enter(user, parent):
                 raise SystemExit(f"{parent} is not traversable by user {user}")
         processes.run([str(bindir / "initdb"), "-D", str(data), "-U", SUPERUSER,
                        f"--pwfile={pwfile}", "--auth-local=trust", "--auth-host=scram-sha-256",
-                       "--encoding=UTF8", "--no-sync"], what="initdb", user=user)
+                       "--encoding=UTF8", "--no-sync"], what="initdb", user=user, cwd=root)
         pwfile.unlink()
     if not log.exists():
         log.touch()
     if user is not None:
         shutil.chown(log, user=user, group=None)
-    if not _server_running(bindir, data, user):
+    _link_log(settings, log)
+    if not _server_running(bindir, data, user, root):
+        # pg_ctl hands -o to /bin/sh: a path with spaces must be quoted there.
         processes.run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
-                       "-o", f"-p {settings.pg_port} -k {sockets} -c listen_addresses=127.0.0.1 "
+                       "-o", f"-p {settings.pg_port} -k {shlex.quote(str(sockets))} "
+                             "-c listen_addresses=127.0.0.1 "
                              "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                              "-c max_connections=200",
-                       "start"], what="pg_ctl start", user=user)
+                       "start"], what="pg_ctl start", user=user, cwd=root)
     wait_for(lambda: _connect(settings, "postgres"), timeout=60,
              what="PostgreSQL to accept connections",
              on_timeout=lambda: processes.tail(log))
@@ -110,21 +175,26 @@ def _connect(settings: Settings, database: str) -> bool:
         return conn.execute("SELECT 1").fetchone() == (1,)
 
 
-def _server_running(bindir: Path, data: Path, user: str | None) -> bool:
-    import subprocess
+def _can_enter(user: str, path: Path) -> bool:
+    """Whether `user` may traverse `path` (asked as that user: groups and ACLs count)."""
+    argv = ["runuser", "-u", user, "--", "test", "-x", str(path)]
+    return subprocess.run(argv, capture_output=True, check=False, cwd="/").returncode == 0
 
+
+def _server_running(bindir: Path, data: Path, user: str | None, cwd: Path) -> bool:
     argv = [str(bindir / "pg_ctl"), "-D", str(data), "status"]
     if user is not None:
         argv = ["runuser", "-u", user, "--", *argv]
-    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+    return subprocess.run(argv, capture_output=True, check=False, cwd=cwd).returncode == 0
 
 
 def stop(settings: Settings) -> None:
-    data = pg_dir(settings) / "data"
+    root = cluster_dir(settings)
+    data = root / "data"
     if not (data / "PG_VERSION").is_file():
         return
     bindir = postgres_bindir()
     user = _run_as()
-    if _server_running(bindir, data, user):
+    if _server_running(bindir, data, user, root):
         processes.run([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                      what="pg_ctl stop", user=user)
+                      what="pg_ctl stop", user=user, cwd=root)

@@ -30,6 +30,8 @@ LEDGER = "dv_ledger"
 # librdkafka's own notices (a retried idempotence handshake, a queue purged at
 # close) are noise in the demo's output; failures still surface as exceptions.
 QUIET = {"log_level": 3}
+CHECKPOINT_SECRET = "dv-checkpoints"
+"""Name of the checkpoint Secret the local stack's tools create (operator: DV_CHECKPOINT_SECRET)."""
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -173,9 +175,31 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
     }
 
 
+def checkpoint_secret(name: str, s3: dict[str, Any]) -> dict[str, Any]:
+    """The Secret the operator's DV_CHECKPOINT_SECRET names: S3 credentials for s3a:// checkpoints
+    (keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), from stack.json's `s3` block."""
+    return {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
+        "stringData": {"AWS_ACCESS_KEY_ID": str(s3["access_key"]),
+                       "AWS_SECRET_ACCESS_KEY": str(s3["secret_key"])},
+    }
+
+
 def ensure_namespace_and_sink_secret(core: Any, namespace: str, secret: str,
                                      pg: dict[str, Any]) -> None:
     """Create the namespace if needed and (re)create the sink Secret with current credentials."""
+    _ensure_namespace(core, namespace)
+    _replace_secret(core, namespace, sink_secret(secret, pg))
+
+
+def ensure_checkpoint_secret(core: Any, namespace: str, s3: dict[str, Any],
+                             secret: str = CHECKPOINT_SECRET) -> None:
+    """Create the namespace if needed and (re)create the checkpoint Secret (S3 credentials)."""
+    _ensure_namespace(core, namespace)
+    _replace_secret(core, namespace, checkpoint_secret(secret, s3))
+
+
+def _ensure_namespace(core: Any, namespace: str) -> None:
     from kubernetes.client.exceptions import ApiException
 
     try:
@@ -183,12 +207,17 @@ def ensure_namespace_and_sink_secret(core: Any, namespace: str, secret: str,
     except ApiException as exc:
         if exc.status != 409:
             raise
+
+
+def _replace_secret(core: Any, namespace: str, body: dict[str, Any]) -> None:
+    from kubernetes.client.exceptions import ApiException
+
     try:
-        core.delete_namespaced_secret(secret, namespace)
+        core.delete_namespaced_secret(body["metadata"]["name"], namespace)
     except ApiException as exc:
         if exc.status != 404:
             raise
-    core.create_namespaced_secret(namespace, sink_secret(secret, pg))
+    core.create_namespaced_secret(namespace, body)
 
 
 def lag(ends: dict[int, int], committed: dict[int, int]) -> int:

@@ -1,8 +1,10 @@
-"""`python -m dvstack sample-orders`: order events and a sink Secret for the tutorial.
+"""`python -m dvstack sample-orders`: order events and the Secrets a view needs, for the tutorial.
 
 A new user has no producer of their own yet; this gives them a topic with
 deterministic order events on the local Kafka and, in the view's namespace,
-the `views-db` Secret a DerivedView references for the local PostgreSQL.
+the `views-db` Secret a DerivedView references for the local PostgreSQL and
+the `dv-checkpoints` Secret (the local S3 store's credentials) the operator
+hands to the view's jobs for their s3a:// checkpoints (DV_CHECKPOINT_SECRET).
 Running it again appends more events (a live log), it never recreates the topic.
 """
 
@@ -31,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7,
                         help="a different seed gives different order ids (for appending)")
     parser.add_argument("--secret", default="views-db", help="name of the sink Secret")
+    parser.add_argument("--checkpoint-secret", default=replay.CHECKPOINT_SECRET,
+                        help="name of the checkpoint Secret (the operator's DV_CHECKPOINT_SECRET)")
 
 
 def run(info: dict[str, Any], args: argparse.Namespace) -> None:
@@ -47,4 +51,8 @@ def run(info: dict[str, Any], args: argparse.Namespace) -> None:
     core = client.CoreV1Api(config.new_client_from_config(config_file=info["kubeconfig"]))
     replay.ensure_namespace_and_sink_secret(core, args.namespace, args.secret, info["pg"])
     print(f"secret {args.namespace}/{args.secret} holds the local PostgreSQL's connection")
+    replay.ensure_checkpoint_secret(core, args.namespace, info["s3"], args.checkpoint_secret)
+    print(f"secret {args.namespace}/{args.checkpoint_secret} holds the local S3 store's "
+          f"credentials (checkpoints: s3a://{info['s3']['bucket']}/..., "
+          f"endpoint {info['s3']['endpoint']})")
     print(f"value schema: {replay.ORDER_SCHEMA}")

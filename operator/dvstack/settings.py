@@ -15,6 +15,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 KUBE_VERSION = "v1.34.4"
 KAFKA_VERSION = "4.1.0"
 SPARK_VERSION = "4.0.0"
+HADOOP_VERSION = "3.4.1"
+"""PySpark 4.0.0's Hadoop (pyspark/jars/hadoop-client-api-*.jar); hadoop-aws must match it."""
+S3PROXY_VERSION = "3.3.0"
+"""The first release whose filesystem-nio2 backend lists directory markers as S3A needs."""
 
 
 def _port(name: str, default: int) -> int:
@@ -40,6 +44,7 @@ class Settings:
     kafka_controller_port: int
     kafka_sasl_port: int
     pg_port: int
+    s3_port: int
 
     @property
     def logs_dir(self) -> Path:
@@ -73,4 +78,5 @@ def load() -> Settings:
         kafka_controller_port=_port("DV_KAFKA_CONTROLLER_PORT", 19093),
         kafka_sasl_port=_port("DV_KAFKA_SASL_PORT", 19094),
         pg_port=_port("DV_PG_PORT", 15432),
+        s3_port=_port("DV_S3_PORT", 19900),
     )

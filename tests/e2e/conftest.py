@@ -1,4 +1,8 @@
-"""e2e fixtures: the operator as a user runs it, as its own process."""
+"""e2e fixtures: the operator as a user runs it, as its own process, checkpointing to S3.
+
+Jobs checkpoint to the stack's S3 store (s3a://), as they must on a cluster,
+where a restarted driver keeps nothing of its pod's filesystem.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_checkpoints import checkpoint_env
 
+from dvstack import replay
 from dvstack.cli import apply_crds
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()
-def operator_process(stack: Any, kube_api_client: Any, tmp_path: Path) -> Iterator[Path]:
+def checkpoint_secret(stack: Any, kube_api_client: Any, namespace: str) -> str:
+    """The checkpoint Secret (S3 credentials from stack.json) in the test's namespace."""
+    from kubernetes import client
+
+    replay.ensure_checkpoint_secret(client.CoreV1Api(kube_api_client), namespace, stack.s3)
+    return replay.CHECKPOINT_SECRET
+
+
+@pytest.fixture()
+def operator_process(stack: Any, kube_api_client: Any, tmp_path: Path,
+                     checkpoint_secret: str) -> Iterator[Path]:
     """`derived-views-operator -A` against the local stack; yields its log file."""
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
     log_path = Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log"
@@ -26,10 +42,8 @@ def operator_process(stack: Any, kube_api_client: Any, tmp_path: Path) -> Iterat
         [sys.executable, "-m", "derived_views.main", "-A"], stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
              "DV_LAG_HISTORY_SECONDS": "1",
-             "DV_CHECKPOINT_BASE": str(tmp_path / "checkpoints")})
+             **checkpoint_env(stack, f"e2e/{tmp_path.name}")})
     yield log_path
     proc.terminate()
     proc.wait(timeout=30)
     log.close()
-
-

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from e2e_checkpoints import s3_keys
 from e2e_views import AliasReader, G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
@@ -45,6 +46,9 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
     handle = ViewHandle(custom, namespace, "orders")
 
     v1 = handle.wait_serving_new(None, "v1 to become Ready")
+    v1_checkpoint = handle.record(v1)["checkpointLocation"]
+    assert v1_checkpoint.startswith("s3a://")
+    assert any("/commits/" in k for k in s3_keys(stack, v1_checkpoint))
     v1_columns = ["orders", "revenue"]
     assert alias_rows(stack.pg_dsn, table, v1_columns) == expected_rows(events, v1_columns)
 
@@ -60,6 +64,10 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
     assert handle.phases()[v1] in ("Retiring", "Retired")
     wait_for(lambda: handle.phases().get(v1) == "Retired",
              timeout=60, interval=1, what="v1's index to be dropped after its retain window")
+    # Its checkpoint went with its index; v2's is kept.
+    assert s3_keys(stack, v1_checkpoint) == []
+    v2_checkpoint = handle.record(handle.active() or "")["checkpointLocation"]
+    assert any("/commits/" in k for k in s3_keys(stack, v2_checkpoint))
     results = Path(stack.state_dir) / "results"
     results.mkdir(exist_ok=True)
     (results / "operator_migration.json").write_text(json.dumps(
@@ -72,3 +80,4 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
         left = conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE %s",
                             (f"{table}%",)).fetchone()
     assert left == (0,)  # deletionPolicy Delete dropped the alias and every index
+    assert s3_keys(stack, v2_checkpoint) == []  # and every index's checkpoint

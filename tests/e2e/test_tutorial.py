@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from e2e_checkpoints import checkpoint_env
 from e2e_views import ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
@@ -108,7 +109,7 @@ def test_readme_tutorial(stack: Any, kube_api_client: Any, tmp_path: Path) -> No
                 env={**admin_env, **op_env, "DV_LAG_POLL_SECONDS": "1",
                      "DV_METRICS_PORT": str(metrics_port),
                      "DV_LAG_HISTORY_SECONDS": "1",
-                     "DV_CHECKPOINT_BASE": str(tmp_path / "checkpoints")})
+                     **checkpoint_env(stack, "checkpoints")})
 
         # 3. Events and the sink Secret, then the view.
         sh.run("03-sample-orders", sys.executable, "-m", "dvstack", "sample-orders",

@@ -23,6 +23,16 @@ class OperatorConfig:
     """Job image when the view does not name one."""
     checkpoint_base: str
     """Checkpoint root when the view does not name one."""
+    checkpoint_secret: str | None = None
+    """Secret in each view's namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for
+    s3a:// checkpoints (driver and executor env, and the operator's own deletes)."""
+    checkpoint_s3_endpoint: str | None = None
+    """S3 endpoint of a non-AWS store (`fs.s3a.endpoint`, path-style access)."""
+    checkpoint_s3_region: str | None = None
+    """`fs.s3a.endpoint.region` for s3a:// checkpoints."""
+    in_cluster: bool = False
+    """The operator runs in a pod: checkpoints must be on a store every pod reaches
+    (see core.checkpoints.durable_base_problem)."""
     main_application_file: str = DEFAULT_MAIN_APPLICATION_FILE
     spark_jars: tuple[str, ...] = ()
     """`deps.jars`: the Kafka connector jars (and anything else every job needs)."""

@@ -53,6 +53,7 @@ from derived_views.core.actions import (
     UpdateStatus,
     describe,
 )
+from derived_views.core.checkpoints import durable_base_problem
 from derived_views.core.deadlines import TORN_DOWN_REASONS, deadline_verdict
 from derived_views.core.job_state import (
     DRIVER_PENDING,
@@ -158,6 +159,9 @@ class _Planner:
         owner = self.sink.alias_owner if self.sink is not None else None
         self.claimed_by = owner if owner not in (None, me) else None
         self.awaiting_promotion = False
+        base = spec.spark.checkpoint_base
+        self.checkpoint_problem = (None if base is None
+                                   else durable_base_problem(base, self.cfg.in_cluster))
         self.blocked: SwitchBlocker | None = None
         # Jobs that cannot run until someone acts (driver blocked, suspended), by revision.
         self.job_problems: dict[str, Judgement] = {}
@@ -354,8 +358,8 @@ class _Planner:
     def start_desired(self) -> None:
         """Make sure the spec's revision has a record that is building (or stays Failed)."""
         revision = self.desired
-        if revision == self.active:
-            return
+        if revision == self.active or self.checkpoint_problem is not None:
+            return  # (a revision keeps the checkpoint location it starts with: not a bad one)
         record = self.records.get(revision)
         if record is None:
             self.start_new(revision)
@@ -647,7 +651,11 @@ class _Planner:
         resets = {r: self.resets_of(r) for r in dict.fromkeys(serving)}
 
         problem: cond.Verdict | None = None
-        if self.claimed_by is not None:
+        if self.checkpoint_problem is not None:
+            problem = V("True", "CheckpointNotDurable",
+                        f"spec.spark.checkpointBase: {self.checkpoint_problem}; remove it to use "
+                        "the operator's base, or name a store every pod reaches")
+        elif self.claimed_by is not None:
             problem = V("True", "SinkTableClaimed",
                         f"{self.schema}.{self.alias} belongs to DerivedView {self.claimed_by}; "
                         "two views cannot share a sink table: choose another "

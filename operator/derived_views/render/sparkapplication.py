@@ -23,7 +23,7 @@ from derived_views.api.constants import (
     VIEW_LABEL,
 )
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core import naming
+from derived_views.core import checkpoints, naming
 from derived_views.core.config import OperatorConfig
 from derived_views.core.job_config import job_config, job_config_json
 from derived_views.core.revision import job_settings_of
@@ -69,6 +69,20 @@ def job_env(spec: DerivedViewSpec) -> list[dict[str, Any]]:
         env += [_secret_env(var, kafka_secret, key, optional=True) for var, key in KAFKA_ENV]
         env.append({"name": KAFKA_SECRET_NAME_ENV, "value": kafka_secret})
     return env
+
+
+def checkpoint_env(config: OperatorConfig, checkpoint_location: str) -> list[dict[str, Any]]:
+    """S3 credentials of an s3a:// checkpoint, as references to the configured Secret."""
+    if not checkpoints.is_s3a(checkpoint_location) or not config.checkpoint_secret:
+        return []
+    return [_secret_env(key, config.checkpoint_secret, key) for key in checkpoints.SECRET_KEYS]
+
+
+def checkpoint_hadoop_conf(config: OperatorConfig, checkpoint_location: str) -> dict[str, str]:
+    """`spec.hadoopConf` entries that let S3A reach an s3a:// checkpoint."""
+    if not checkpoints.is_s3a(checkpoint_location):
+        return {}
+    return checkpoints.s3a_hadoop_conf(config.checkpoint_s3_endpoint, config.checkpoint_s3_region)
 
 
 def restart_policy(spec: DerivedViewSpec) -> dict[str, Any]:
@@ -138,4 +152,12 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
                     env=[*(executor.get("env") or []), *copy.deepcopy(env)],
                     labels={**(executor.get("labels") or {}), **labels})
     body["driver"], body["executor"] = driver, executor
+
+    # Checkpoint store: credentials by reference, endpoint and region as Hadoop settings.
+    store_env = checkpoint_env(config, checkpoint_location)
+    for role in (driver, executor):
+        role["env"] = [*role["env"], *copy.deepcopy(store_env)]
+    hadoop_conf = checkpoint_hadoop_conf(config, checkpoint_location)
+    if hadoop_conf:
+        body["hadoopConf"] = {**(body.get("hadoopConf") or {}), **hadoop_conf}
     return dict(manifest)

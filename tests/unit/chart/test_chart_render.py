@@ -197,7 +197,10 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     objs = render({
         "operator": {"lagPollSeconds": 2.5},
         "spark": {"image": "registry.example/spark-job:9", "mainApplicationFile": "local:///job.py",
-                  "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/"},
+                  "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/",
+                  "checkpointSecretName": "dv-checkpoints",
+                  "checkpointS3Endpoint": "http://minio.storage:9000",
+                  "checkpointS3Region": "eu-central-1"},
         "sparkOperator": {"serviceAccount": {"name": "spark-driver"},
                           "jobNamespaces": ["jobs"]},
     })
@@ -208,16 +211,23 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     assert settings.main_application_file == "local:///job.py"
     assert settings.spark_jars == ("local:///a.jar", "local:///b.jar")
     assert settings.checkpoint_base == "s3a://ck/"
+    assert settings.checkpoint_secret == "dv-checkpoints"
+    assert settings.checkpoint_s3_endpoint == "http://minio.storage:9000"
+    assert settings.checkpoint_s3_region == "eu-central-1"
     assert settings.spark_service_account == "spark-driver"
 
 
 def test_default_settings_match_the_operator_defaults(render: Any) -> None:
     env = {k: v for k, v in env_of(container(render())).items() if isinstance(v, str)}
-    # except metrics: off when the operator runs by hand, on (port 9090) in the chart; and the
+    # except metrics: off when the operator runs by hand, on (port 9090) in the chart; the
     # Spark drivers' account, which the chart always names (the Spark Operator chart's one in
-    # cluster mode)
+    # cluster mode); and the checkpoint base: a local directory serves a hand-run operator, a
+    # pod needs a store
     assert from_env(env) == dataclasses.replace(from_env({}), metrics_port=9090,
-                                                spark_service_account="spark-operator-spark")
+                                                spark_service_account="spark-operator-spark",
+                                                checkpoint_base="s3a://derived-views/checkpoints")
+    # what a pod adds (KUBERNETES_SERVICE_HOST) passes the operator's own start-up check
+    assert from_env({**env, "KUBERNETES_SERVICE_HOST": "10.0.0.1"}).in_cluster
 
 
 # --- RBAC --------------------------------------------------------------------
@@ -370,6 +380,20 @@ def test_schema_rejects_bad_values(render_error: Any) -> None:
     assert "lagPollSeconds" in render_error({"operator": {"lagPollSeconds": 0.1}})
     assert "replicaCount" in render_error({"replicaCount": 0})
     assert "watch" in render_error({"watch": {"mode": "namespaces", "namespaces": ["Bad_Name"]}})
+    assert "checkpointS3Endpoint" in render_error({"spark": {"checkpointS3Endpoint": "minio:9000"}})
+
+
+@pytest.mark.parametrize("base", ["/tmp/derived-views/checkpoints", "checkpoints",
+                                  "file:///var/ck", "local:///opt/ck", "FILE:/var/ck", ""])
+def test_schema_refuses_a_pod_local_checkpoint_base(render_error: Any, base: str) -> None:
+    assert "checkpointBase" in render_error({"spark": {"checkpointBase": base}})
+
+
+@pytest.mark.parametrize("base", ["s3a://bucket/ck", "hdfs:///ck", "gs://b/ck"])
+def test_schema_accepts_a_shared_checkpoint_store(render: Any, base: str) -> None:
+    env = env_of(container(render({"spark": {"checkpointBase": base}})))
+    assert env["DV_CHECKPOINT_BASE"] == base
+    assert "DV_CHECKPOINT_SECRET" not in env
 
 
 def test_schema_forbids_additional_properties_everywhere() -> None:

@@ -820,3 +820,25 @@ def test_a_missing_sink_secret_is_named_in_degraded_and_heals_when_created() -> 
     world.reconcile()
     assert world.condition("Ready") == ("True", "Serving")
     assert world.condition("Degraded") == ("False", "AsExpected")
+
+
+def test_a_pod_local_checkpoint_base_in_a_cluster_starts_no_job_and_says_what_to_set() -> None:
+    from core_samples import make_config
+
+    world = World(spec_body(SQL_V1, spark={"checkpointBase": "/tmp/ck"}),
+                  config=make_config(in_cluster=True))
+    world.reconcile()
+    assert world.apps == {}
+    assert world.condition("Stalled") == ("True", "CheckpointNotDurable")
+    message = world.parsed_status().condition("Stalled").message  # type: ignore[union-attr]
+    assert "'/tmp/ck'" in message and "s3a://bucket/prefix" in message
+    assert world.parsed_status().revisions == []  # nothing recorded with that location
+    world.edit(spec_body(SQL_V1, spark={"checkpointBase": "s3a://views/ck"}))
+    world.settle(ticks=8)
+    assert world.alias == I1
+    location = world.parsed_status().record(R1).checkpoint_location  # type: ignore[union-attr]
+    assert location == f"s3a://views/ck/shop/orders-by-customer/{R1}"
+    # outside a cluster (the local stack) a plain directory is fine
+    local = World(spec_body(SQL_V1, spark={"checkpointBase": "/tmp/ck"}))
+    local.settle(ticks=8)
+    assert local.alias == I1

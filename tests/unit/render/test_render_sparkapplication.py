@@ -159,3 +159,60 @@ def test_rendering_is_pure() -> None:
 def test_a_template_of_another_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="SparkApplication"):
         render(spark_template="apiVersion: v1\nkind: Pod\n")
+
+
+S3_CONFIG = dict(checkpoint_secret="dv-checkpoints", checkpoint_s3_endpoint="http://minio:9000",
+                 checkpoint_s3_region="eu-central-1")
+
+
+def test_s3a_checkpoints_get_credentials_by_reference_and_s3a_settings() -> None:
+    spec = render(**S3_CONFIG)["spec"]
+    expected = [
+        {"name": "AWS_ACCESS_KEY_ID",
+         "valueFrom": {"secretKeyRef": {"name": "dv-checkpoints", "key": "AWS_ACCESS_KEY_ID"}}},
+        {"name": "AWS_SECRET_ACCESS_KEY",
+         "valueFrom": {"secretKeyRef": {"name": "dv-checkpoints",
+                                        "key": "AWS_SECRET_ACCESS_KEY"}}},
+    ]
+    for role in ("driver", "executor"):
+        env = spec[role]["env"]
+        assert [e for e in env if e["name"].startswith("AWS_")] == expected
+        # references only; the one plain value is the Kafka Secret's name, not a secret
+        assert all("value" not in e for e in env if e["name"] != "DV_KAFKA_SECRET_NAME")
+    assert spec["hadoopConf"] == {"fs.s3a.endpoint": "http://minio:9000",
+                                  "fs.s3a.path.style.access": "true",
+                                  "fs.s3a.endpoint.region": "eu-central-1"}
+    # The rest of the manifest is what it is without a checkpoint store.
+    plain = render()["spec"]
+    assert plain["driver"]["env"] == [e for e in spec["driver"]["env"]
+                                      if not e["name"].startswith("AWS_")]
+    assert "hadoopConf" not in plain
+
+
+def test_on_aws_only_the_credentials_are_added() -> None:
+    spec = render(checkpoint_secret="dv-checkpoints")["spec"]
+    assert "hadoopConf" not in spec
+    assert [e["name"] for e in spec["executor"]["env"]][-2:] == ["AWS_ACCESS_KEY_ID",
+                                                                "AWS_SECRET_ACCESS_KEY"]
+
+
+def test_a_non_s3a_checkpoint_gets_no_s3_settings() -> None:
+    cfg = OperatorConfig(**{**CONFIG.__dict__, **S3_CONFIG})
+    manifest = render_spark_application(
+        cfg.spark_template, config=cfg, namespace="shop", view="orders-by-customer",
+        uid="0d4b7c1e-5f2a-4c8e-9a71-3f9c2b6d8e10", spec=DerivedViewSpec.model_validate(BODY),
+        revision=REVISION,
+        checkpoint_location=f"hdfs://nn:8020/ck/shop/orders-by-customer/{REVISION}")
+    spec = manifest["spec"]
+    assert "hadoopConf" not in spec
+    assert not any(e["name"].startswith("AWS_") for e in spec["driver"]["env"])
+
+
+def test_template_hadoop_conf_is_kept_and_ours_wins() -> None:
+    body = yaml.safe_load(CONFIG.spark_template)
+    body.setdefault("spec", {})["hadoopConf"] = {"fs.s3a.connection.maximum": "50",
+                                                 "fs.s3a.endpoint": "http://stale:1"}
+    template = yaml.safe_dump(body)
+    spec = render(spark_template=template, **S3_CONFIG)["spec"]
+    assert spec["hadoopConf"]["fs.s3a.connection.maximum"] == "50"
+    assert spec["hadoopConf"]["fs.s3a.endpoint"] == "http://minio:9000"

@@ -1,0 +1,62 @@
+"""Operator settings from the environment: the checkpoint store, and refusing a pod-local one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from derived_views.settings import DEFAULT_CHECKPOINT_BASE, SettingsError, from_env, operator_config
+
+IN_POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+
+
+def test_checkpoint_settings_reach_the_planner_config() -> None:
+    settings = from_env({**IN_POD, "DV_CHECKPOINT_BASE": "s3a://derived-views/checkpoints",
+                         "DV_CHECKPOINT_SECRET": "dv-checkpoints",
+                         "DV_CHECKPOINT_S3_ENDPOINT": "http://minio.storage:9000",
+                         "DV_CHECKPOINT_S3_REGION": "eu-central-1"})
+    config = operator_config(settings, "template")
+    assert (config.checkpoint_base, config.checkpoint_secret, config.checkpoint_s3_endpoint,
+            config.checkpoint_s3_region, config.in_cluster) == (
+        "s3a://derived-views/checkpoints", "dv-checkpoints", "http://minio.storage:9000",
+        "eu-central-1", True)
+
+
+def test_outside_a_cluster_the_local_default_is_fine() -> None:
+    settings = from_env({})
+    assert settings.checkpoint_base == DEFAULT_CHECKPOINT_BASE
+    assert not settings.in_cluster
+    assert (settings.checkpoint_secret, settings.checkpoint_s3_endpoint,
+            settings.checkpoint_s3_region) == (None, None, None)
+
+
+@pytest.mark.parametrize("base", [None, "/var/lib/ck", "file:///var/lib/ck", "local:///ck"])
+def test_in_a_pod_a_pod_local_base_is_refused_naming_what_to_set(base: str | None) -> None:
+    env = dict(IN_POD) if base is None else {**IN_POD, "DV_CHECKPOINT_BASE": base}
+    with pytest.raises(SettingsError) as caught:
+        from_env(env)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "DV_CHECKPOINT_BASE=s3a://bucket/prefix" in message
+    assert "DV_CHECKPOINT_SECRET" in message
+    assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in message
+
+
+@pytest.mark.parametrize("endpoint", ["minio:9000", "http://", "ftp://x"])
+def test_an_endpoint_must_be_a_url(endpoint: str) -> None:
+    with pytest.raises(SettingsError, match="DV_CHECKPOINT_S3_ENDPOINT"):
+        from_env({"DV_CHECKPOINT_S3_ENDPOINT": endpoint})
+
+
+def test_the_operator_stops_at_start_up_with_one_line() -> None:
+    """What a pod's log shows: the reason and what to set, not a traceback."""
+    env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "DV_CHECKPOINT_BASE": "/tmp/ck",
+           "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "derived_views.main", "-A"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith("derived-views-operator: DV_CHECKPOINT_BASE: ")
+    assert "Traceback" not in done.stderr
