@@ -26,8 +26,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from derived_views.core.patch import merge_patch
 from dvstack import kubelet_model as km
-from dvstack.merge_patch import diff
 
 log = logging.getLogger("spark-executor.kubelet")
 
@@ -283,7 +283,7 @@ class LocalKubelet:
         if old_state == state:
             return
         new = km.pod_status(pod, state, now=now_text(), container_id=container_id)
-        patch = diff(old, new)
+        patch = merge_patch(old, new)
         if patch:
             meta = pod["metadata"]
             self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"],

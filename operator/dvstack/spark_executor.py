@@ -84,9 +84,9 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from derived_views.core.patch import merge_patch
 from dvstack import spark_app_states as states
 from dvstack.local_kubelet import LocalKubelet
-from dvstack.merge_patch import diff
 from dvstack.spark_driver_pod import LABEL_APP_SELECTOR, driver_pod, in_scope
 from dvstack.spark_local_command import LocalSpark, SubmissionError, command
 
@@ -188,7 +188,7 @@ class SparkOperator:
 
     def _write_status(self, app: dict[str, Any], new: dict[str, Any]) -> None:
         old = app.get("status") or {}
-        patch = diff(old, new)
+        patch = merge_patch(old, new)
         if not patch:
             return
         meta = app["metadata"]

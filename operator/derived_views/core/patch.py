@@ -14,10 +14,13 @@ from typing import Any
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The patch that turns `old` into `new`: changed keys, nulls for removed ones.
 
-    Objects are diffed key by key; lists and scalars are replaced whole.
+    Objects are diffed key by key; lists and scalars are replaced whole. A null in `new`
+    means absent, so a key absent (or null) on both sides needs no entry.
     """
     patch: dict[str, Any] = {}
     for key, value in new.items():
+        if value is None and old.get(key) is None:
+            continue
         if key not in old:
             patch[key] = value
         elif isinstance(value, Mapping) and isinstance(old[key], Mapping):

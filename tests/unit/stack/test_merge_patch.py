@@ -1,4 +1,5 @@
-"""Status writes are RFC 7386 merge patches: nulls for removed keys, lists whole."""
+"""The stand-in writes statuses as RFC 7386 merge patches (core.patch, the operator's own):
+nulls for removed keys, lists whole."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dvstack.merge_patch import diff
+from derived_views.core.patch import merge_patch as diff
 
 
 def apply(target: Any, patch: Any) -> Any:
