@@ -94,8 +94,9 @@ class Metrics:
                                   "Messages the revision's index is behind the log (sum over "
                                   "partitions)", REVISION, registry=r),
             "lag_seconds": Gauge("derived_views_lag_seconds",
-                                 "Seconds since the revision's index last committed a batch "
-                                 "while behind (0 when caught up)", REVISION, registry=r),
+                                 "The revision's lag in time: seconds since its last commit "
+                                 "plus the time to drain its lag at its measured commit rate "
+                                 "(0 when caught up)", REVISION, registry=r),
             "index_rows": Gauge("derived_views_index_rows",
                                 "Rows in the revision's index table (PostgreSQL's estimate)",
                                 INDEX, registry=r),
