@@ -46,7 +46,6 @@ from derived_views.core.observed import (
     with_drivers,
 )
 from derived_views.core.plan import plan
-from derived_views.core.revision import revision_of
 from derived_views.metrics import Metrics
 
 log = logging.getLogger("derived_views")
@@ -172,11 +171,6 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
     return SourceOffsets(ends)
 
 
-def gating(spec: DerivedViewSpec, status: DerivedViewStatus) -> bool:
-    """Whether this pass may decide a cutover: a revision other than the active is wanted."""
-    return status.active is None or status.active.revision != revision_of(spec)
-
-
 def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
           ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
     """The view's SparkApplications and driver pods by revision: two list calls."""
@@ -235,14 +229,14 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
     status = status_from_object(body)
     apps, drivers = _jobs(spec, status, body, deps)
     # Ledger first, end offsets after: read the other way round, records arriving in between
-    # would be committed but not yet counted at the end, and a busy topic could read as
-    # caught up. Only a view with a revision to gate pays for a fetch of its own.
+    # would be committed but not yet counted at the end, so a busy topic could read as caught
+    # up (or, with a committed offset above a stale end, as reset). Passes that overlap share
+    # one fetch; a pass after the last fetch started makes its own.
     ledger_read = deps.offsets.now()
     sink = _sink(spec, status, body, deps, record)
     conn = sink.conn
     try:
-        offsets = _end_offsets(spec, status, body, deps,
-                               not_before=ledger_read if gating(spec, status) else None)
+        offsets = _end_offsets(spec, status, body, deps, not_before=ledger_read)
         observed = Observed(view=view_from_object(body), status=status,
                             config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,
