@@ -226,3 +226,15 @@ class LiveProducer:
 
     def achieved_rate(self) -> float:
         return len(self.events) / max(self.stopped_at - self.started_at, 1e-9)
+
+
+def wait_alias_equals(dsn: str, table: str, events: list[dict[str, Any]], columns: list[str],
+                      what: str, timeout: float = 180) -> None:
+    """Wait until the alias equals the test's recomputation of `events`.
+
+    Ready means the served index is within the cutover gate of the log (seconds behind at
+    most, by default), not that it holds the last record yet: it gets there by itself.
+    """
+    expected = expected_rows(events, columns)
+    wait_for(lambda: alias_rows(dsn, table, columns) == expected, timeout=timeout, interval=1,
+             what=what)

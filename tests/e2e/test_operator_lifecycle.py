@@ -101,7 +101,8 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
 
     # 1. first revision: backfill, Active, alias serves; exactly one finalizer.
     v1 = view.wait_serving_new(None, "v1 to replay and serve")
-    assert rows_equal("v1")
+    wait_for(lambda: rows_equal("v1"), timeout=180, interval=1,
+             what="the alias to hold every event (v1)")
     assert view.get()["metadata"]["finalizers"] == ["derivedviews.io/cleanup"]
     scenarios["apply v1 -> Active, alias serves"] = "PASS"
 
@@ -129,7 +130,8 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
         wait_for(v2_serving, timeout=300, interval=0.5, what="v2 to replay and take over")
         v2 = view.active()
         assert v2 is not None
-        assert rows_equal("v2")
+        wait_for(lambda: rows_equal("v2"), timeout=180, interval=1,
+                 what="the alias to hold every event (v2)")
         assert lags and lags[-1] <= lags[0]
         results["migrate_v1_to_v2"] = _switch_delay(view, reader, "biggest", since)
         assert view.phases()[v1] == "Retiring"  # retained for rollback
@@ -146,7 +148,8 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
         since = time.time()
         view.patch({"spec": {"transform": {"sql": SQL["v1"]}}})
         assert view.wait_serving_new(v2, "the rollback to v1") == v1
-        assert rows_equal("v1")
+        wait_for(lambda: rows_equal("v1"), timeout=180, interval=1,
+                 what="the alias to hold every event (v1)")
         after = view.record(v1)
         assert after["checkpointLocation"] == v1_record["checkpointLocation"]
         assert after.get("build", 0) == v1_record.get("build", 0)
@@ -180,7 +183,8 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
         since = time.time()
         view.patch({"metadata": {"annotations": {"derivedviews.io/promote": v4}}})
         assert view.wait_serving_new(v1, "v4 to be promoted") == v4
-        assert rows_equal("v4")
+        wait_for(lambda: rows_equal("v4"), timeout=180, interval=1,
+                 what="the alias to hold every event (v4)")
         results["promote_v1_to_v4"] = _switch_delay(view, reader, "smallest", since)
         scenarios["manual mode: cutover only after the promote annotation"] = "PASS"
 

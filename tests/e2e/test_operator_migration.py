@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 from e2e_checkpoints import s3_keys
-from e2e_views import AliasReader, G, P, V, ViewHandle, alias_rows, expected_rows
+from e2e_views import AliasReader, G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from dvstack import replay
@@ -50,7 +50,7 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
     assert v1_checkpoint.startswith("s3a://")
     assert any("/commits/" in k for k in s3_keys(stack, v1_checkpoint))
     v1_columns = ["orders", "revenue"]
-    assert alias_rows(stack.pg_dsn, table, v1_columns) == expected_rows(events, v1_columns)
+    wait_alias_equals(stack.pg_dsn, table, events, v1_columns, "v1's alias to hold every event")
 
     reader = AliasReader(stack.pg_dsn, table).start()
     try:
@@ -60,7 +60,7 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
         reader.stop()
     assert reader.errors == []
     v2_columns = ["orders", "revenue", "biggest"]
-    assert alias_rows(stack.pg_dsn, table, v2_columns) == expected_rows(events, v2_columns)
+    wait_alias_equals(stack.pg_dsn, table, events, v2_columns, "v2's alias to hold every event")
     assert handle.phases()[v1] in ("Retiring", "Retired")
     wait_for(lambda: handle.phases().get(v1) == "Retired",
              timeout=60, interval=1, what="v1's index to be dropped after its retain window")

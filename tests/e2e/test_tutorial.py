@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 from e2e_checkpoints import checkpoint_env
-from e2e_views import ViewHandle, alias_rows, expected_rows
+from e2e_views import ViewHandle, expected_rows, wait_alias_equals
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -122,8 +122,8 @@ def test_readme_tutorial(stack: Any, kube_api_client: Any, tmp_path: Path) -> No
                "--timeout", "600")
         v1 = view.active()
         assert v1 is not None and view.ready()
-        assert alias_rows(stack.pg_dsn, table, ["orders", "revenue"]) == \
-            expected_rows(events, ["orders", "revenue"])
+        wait_alias_equals(stack.pg_dsn, table, events, ["orders", "revenue"],
+                          "v1's alias to hold every event")
 
         # 4. Change the SQL: a candidate replays beside v1, then takes over.
         sh.run("06-apply-v2", "kubectl", "apply", "-f", "-",
@@ -147,8 +147,8 @@ def test_readme_tutorial(stack: Any, kube_api_client: Any, tmp_path: Path) -> No
         assert watch.returncode == 0, watched
         v2 = view.active()
         assert v2 not in (None, v1) and view.ready()
-        assert alias_rows(stack.pg_dsn, table, ["orders", "revenue", "biggest"]) == \
-            expected_rows(events, ["orders", "revenue", "biggest"])
+        wait_alias_equals(stack.pg_dsn, table, events, ["orders", "revenue", "biggest"],
+                          "v2's alias to hold every event")
 
         # 5. After: the table, the detail, the picture.
         sh.run("10-get-dv-after", "kubectl", "get", "dv", "-n", shop)
