@@ -62,6 +62,18 @@ def select_only_role(dsn: str, pg: dict[str, Any], table: str) -> str:
             f"password={password}")
 
 
+def orders_backlog(stack: Any, core: client.CoreV1Api, namespace: str, count: int,
+                   seed: int) -> tuple[str, list[dict[str, Any]]]:
+    """A fresh 3-partition topic holding `count` order events, and the namespace's sink
+    Secret; returns the topic and the events."""
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 3)
+    backlog = replay.make_orders(count, seed=seed)
+    replay.produce(stack.kafka_bootstrap, topic, backlog)
+    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
+    return topic, backlog
+
+
 def results_file(stack: Any, name: str) -> Path:
     results = Path(stack.state_dir) / "results"
     results.mkdir(exist_ok=True)
@@ -71,12 +83,8 @@ def results_file(stack: Any, name: str) -> Path:
 def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    topic, backlog = orders_backlog(stack, core, namespace, 30_000, seed=23)
     table = f"live_{uuid.uuid4().hex[:8]}"
-    replay.create_topic(stack.kafka_bootstrap, topic, 3)
-    backlog = replay.make_orders(30_000, seed=23)
-    replay.produce(stack.kafka_bootstrap, topic, backlog)
-    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=RATE).start()
     readers: list[AliasReader] = []
     try:
@@ -223,12 +231,8 @@ def ledger_batches(dsn: str, revision: str) -> list[tuple[int, Any]]:
 def test_a_driver_killed_mid_replay_resumes_from_its_checkpoint_exactly(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    topic, backlog = orders_backlog(stack, core, namespace, 120_000, seed=41)
     table = f"kill_{uuid.uuid4().hex[:8]}"
-    replay.create_topic(stack.kafka_bootstrap, topic, 3)
-    backlog = replay.make_orders(120_000, seed=41)
-    replay.produce(stack.kafka_bootstrap, topic, backlog)
-    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     body = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table)
     body["spec"]["source"]["maxOffsetsPerTrigger"] = 6_000  # many small batches to land in
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=100, seed=43).start()
