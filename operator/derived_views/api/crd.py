@@ -104,7 +104,9 @@ def crd() -> dict[str, Any]:
             "scope": "Namespaced",
             "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL,
                       "singular": SINGULAR, "shortNames": list(SHORT_NAMES),
-                      "categories": ["all"]},
+                      # not "all": `kubectl delete all --all` must not delete views (and,
+                      # with deletionPolicy Delete, drop their indexes)
+                      "categories": ["derived-views"]},
             "versions": [{
                 "name": VERSION,
                 "served": True,

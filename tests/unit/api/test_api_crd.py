@@ -57,6 +57,11 @@ def test_identity_and_versions() -> None:
     assert v["subresources"] == {"status": {}}
 
 
+def test_views_are_not_in_the_all_category() -> None:
+    names = crd.crd()["spec"]["names"]
+    assert names["categories"] == ["derived-views"]  # `kubectl delete all --all` spares them
+
+
 def test_printer_columns() -> None:
     columns = {c["name"]: c["jsonPath"] for c in version()["additionalPrinterColumns"]}
     assert columns == {"Active": ".status.active.revision",
