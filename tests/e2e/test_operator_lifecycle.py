@@ -211,8 +211,10 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
     served_index = view.status()["active"]["index"]
     custom.delete_namespaced_custom_object(G, V, namespace, P, "life")
     wait_for(view.gone, timeout=120, interval=1, what="the view to be deleted")
-    assert custom.list_namespaced_custom_object(
-        "sparkoperator.k8s.io", "v1beta2", namespace, "sparkapplications")["items"] == []
+    # Foreground deletion: each SparkApplication goes once its driver pod is gone
+    wait_for(lambda: custom.list_namespaced_custom_object(
+        "sparkoperator.k8s.io", "v1beta2", namespace, "sparkapplications")["items"] == [],
+        timeout=120, interval=1, what="the view's jobs to be deleted")
     assert _table_oid(stack.pg_dsn, served_index) is not None
     assert rows_equal("v4")  # the alias still answers from the retained index
     scenarios["deletion with Retain keeps alias and index, stops jobs"] = "PASS"
