@@ -30,6 +30,32 @@ def test_equal_documents_need_no_patch() -> None:
     assert merge_patch({"a": {"b": 1}}, {"a": {"b": 1}}) == {}
 
 
+def test_a_null_for_a_key_absent_on_both_sides_needs_no_patch() -> None:
+    assert merge_patch({"a": 1}, {"a": 1, "gone": None}) == {}
+
+
+def test_a_container_state_is_replaced_key_by_key() -> None:
+    """The stand-in kubelet's status writes: one state key goes, another comes."""
+    old = {"state": {"waiting": {"reason": "X"}}, "conditions": [{"a": 1}], "keep": 1}
+    new = {"state": {"running": {"startedAt": "T"}}, "conditions": [{"a": 1}, {"b": 2}],
+           "keep": 1}
+    assert merge_patch(old, new) == {"state": {"waiting": None, "running": {"startedAt": "T"}},
+                                     "conditions": [{"a": 1}, {"b": 2}]}
+
+
+def rfc7386_apply(target: Any, patch: Any) -> Any:
+    """RFC 7386 section 2, as written there (independent of apply_merge_patch)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = rfc7386_apply(result.get(key), value)
+    return result
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3),
     lambda children: st.lists(children, max_size=3)
@@ -50,3 +76,4 @@ def test_applying_the_patch_gives_the_new_document(old: dict[str, Any],
                                                    new: dict[str, Any]) -> None:
     old, new = strip_nulls(old), strip_nulls(new)
     assert apply_merge_patch(old, merge_patch(old, new)) == new
+    assert rfc7386_apply(old, merge_patch(old, new)) == new
