@@ -178,6 +178,8 @@ CHECKS: tuple[Check, ...] = (
     *(_both(v, DV, "watched", True) for v in ("get", "list", "watch", "patch", "update")),
     _both("patch", DV, "watched", True, "status"),
     _both("update", DV, "watched", True, "status"),
+    # Owner references with blockOwnerDeletion under OwnerReferencesPermissionEnforcement.
+    _both("update", DV, "watched", True, "finalizers"),
     *(_both(v, SPARK, "watched", True) for v in ("get", "list", "watch", "create", "delete")),
     _both("get", "secrets", "watched", True),
     *(_both(v, "pods", "watched", True) for v in ("get", "list", "watch")),

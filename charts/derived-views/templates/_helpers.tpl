@@ -42,6 +42,18 @@ helm.sh/chart: {{ include "dv.chart" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: derived-views
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The operator image: repository@digest when a digest is given, else repository:tag. */}}
+{{- define "dv.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Labels for objects outside the release namespace: say which release owns them. */}}
@@ -122,6 +134,12 @@ drivers' state (why a driver cannot start, a failed job's termination message).
 - apiGroups: ["derivedviews.io"]
   resources: ["derivedviews/status"]
   verbs: ["patch", "update"]
+# Owner references with blockOwnerDeletion (the SparkApplications the operator
+# creates) need update on the owner's finalizers where the
+# OwnerReferencesPermissionEnforcement admission plugin is on (OpenShift).
+- apiGroups: ["derivedviews.io"]
+  resources: ["derivedviews/finalizers"]
+  verbs: ["update"]
 - apiGroups: ["sparkoperator.k8s.io"]
   resources: ["sparkapplications"]
   verbs: ["get", "list", "watch", "create", "delete"]

@@ -163,3 +163,38 @@ def test_spark_drivers_account_and_the_notes_on_job_namespaces(
     notes = helm_cli.run("get", "notes", release.name, "-n", ns).stdout
     assert "spark.jobNamespaces" in notes
     assert account in notes and a in notes and b in notes
+
+
+def test_namespace_users_get_views_through_the_default_roles(
+        kubectl: Kubectl, make_namespace: Callable[[str], str],
+        install: Callable[..., Release]) -> None:
+    """The controller-manager aggregates the chart's ClusterRoles into view/edit/admin:
+    a user bound to `edit` in a namespace may write DerivedViews there, `view` may read."""
+    ns = make_namespace("op")
+    team = make_namespace("team")
+    install(ns, {"watch": {"mode": "cluster"}})
+    for user, role in (("alice", "edit"), ("bob", "view"), ("dana", "admin")):
+        kubectl.run("create", "rolebinding", f"{user}-{role}", f"--clusterrole={role}",
+                    f"--user={user}", "-n", team)
+
+    def answer(verb: str, user: str, resource: str = "derivedviews.derivedviews.io",
+               *extra: str) -> str:
+        proc = kubectl.run("auth", "can-i", verb, resource, f"--as={user}", "-n", team, *extra,
+                           check=False)
+        return proc.stdout.strip()
+
+    expected = {
+        ("create", "alice"): "yes", ("delete", "alice"): "yes", ("patch", "dana"): "yes",
+        ("list", "bob"): "yes", ("watch", "bob"): "yes",
+        ("create", "bob"): "no", ("delete", "bob"): "no", ("list", "carol"): "no",
+    }
+
+    def mismatches() -> dict[tuple[str, str], str]:
+        return {k: answer(*k) for k, want in expected.items() if answer(*k) != want}
+
+    # The aggregation controller and the authorizer's informer are asynchronous.
+    wait_for(lambda: not mismatches(), timeout=TIMEOUT,
+             what="view/edit/admin to include the chart's DerivedView rules",
+             on_timeout=lambda: str(mismatches()))
+    # Users never write the status: it is the operator's.
+    assert answer("patch", "alice", "derivedviews.derivedviews.io", "--subresource=status") == "no"

@@ -46,9 +46,19 @@ def spark_account(objs: list[dict[str, Any]]) -> str:
     return name
 
 
+AGGREGATE_LABELS = tuple(f"rbac.authorization.k8s.io/aggregate-to-{r}" for r in ("view", "edit", "admin"))
+
+
+def aggregated(obj: dict[str, Any]) -> bool:
+    """A ClusterRole for the namespace's users (aggregated into view/edit/admin), not the operator's."""
+    labels = obj["metadata"].get("labels", {})
+    return any(labels.get(k) == "true" for k in AGGREGATE_LABELS)
+
+
 def operators(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    """Objects of `kind` that belong to the operator, not to the Spark drivers' account."""
-    return [o for o in kinds(objs, kind) if o["metadata"]["name"] != spark_account(objs)]
+    """Objects of `kind` that belong to the operator, not to the Spark drivers' account or users."""
+    return [o for o in kinds(objs, kind)
+            if o["metadata"]["name"] != spark_account(objs) and not aggregated(o)]
 
 
 def rules(objs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
@@ -81,7 +91,8 @@ def test_cluster_mode_renders_cluster_role_and_cluster_peering(render: Any) -> N
     objs = render()
     assert sorted(o["kind"] for o in objs) == sorted([
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "StatefulSet",
-        "ClusterKopfPeering", "Service"])
+        "ClusterKopfPeering", "Service", "PodDisruptionBudget",
+        "ClusterRole", "ClusterRole"])  # the last two: aggregated into view/edit/admin
     args = container(objs)["args"]
     assert "--all-namespaces" in args
     assert not [a for a in args if a.startswith("--namespace")]
@@ -97,7 +108,7 @@ def test_namespaces_mode_renders_roles_in_exactly_the_listed_namespaces(render: 
     assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in watched]
     assert "--all-namespaces" not in args
     # Nothing namespaced is granted cluster-wide in this mode: only Kopf's own reads.
-    cluster_role = one(objs, "ClusterRole")
+    cluster_role = one(operators(objs, "ClusterRole"), "ClusterRole")
     granted = {(g, res) for r in cluster_role["rules"] for g in r["apiGroups"]
                for res in r["resources"]}
     assert granted == {("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
@@ -137,11 +148,9 @@ def test_pod_runs_non_root_read_only_without_capabilities(render: Any, mode: str
     objs = render(MODES[mode])
     pod = one(objs, "StatefulSet")["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["runAsUser"] == 10001
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     sc = container(objs)["securityContext"]
     assert sc["runAsNonRoot"] is True
-    assert sc["runAsUser"] == 10001
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"] == {"drop": ["ALL"]}
@@ -266,12 +275,13 @@ def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
     expected = {
         ("derivedviews.io", "derivedviews"): {"get", "list", "watch", "patch", "update"},
         ("derivedviews.io", "derivedviews/status"): {"patch", "update"},
+        ("derivedviews.io", "derivedviews/finalizers"): {"update"},
         ("sparkoperator.k8s.io", "sparkapplications"): {"get", "list", "watch", "create", "delete"},
         ("", "secrets"): {"get"},
         ("", "pods"): {"get", "list", "watch"},
         ("", "events"): {"create", "patch"},
     }
-    cluster = one(render(), "ClusterRole")
+    cluster = one(operators(render(), "ClusterRole"), "ClusterRole")
     namespaced = render(NAMESPACED)
     roles = operators(namespaced, "Role")
     assert len(roles) == 2
