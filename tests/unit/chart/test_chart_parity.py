@@ -177,3 +177,38 @@ def test_a_digest_pins_the_image(render: Any, render_error: Any) -> None:
 @pytest.mark.parametrize("key", ["affinity", "podSecurityContext"])
 def test_scheduling_and_security_values_refuse_typos(render_error: Any, key: str) -> None:
     assert "nodeAfinity" in render_error({key: {"nodeAfinity": {}}})
+
+
+# --- CRD upgrade path --------------------------------------------------------
+
+def hook_objects(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objs if "helm.sh/hook" in o["metadata"].get("annotations", {})]
+
+
+def test_a_pre_upgrade_hook_applies_the_new_crd(render: Any) -> None:
+    """Helm never upgrades crds/: a Job running the new operator image's `derived-views-crds`
+    does, before the new operator pods roll out, with RBAC that lives only while it runs."""
+    objs = render()
+    hooks = hook_objects(objs)
+    assert sorted(o["kind"] for o in hooks) == [
+        "ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"]
+    for o in hooks:
+        ann = o["metadata"]["annotations"]
+        assert ann["helm.sh/hook"] == "pre-upgrade"
+        assert "hook-succeeded" in ann["helm.sh/hook-delete-policy"]
+    weights = {o["kind"]: int(o["metadata"]["annotations"]["helm.sh/hook-weight"]) for o in hooks}
+    assert weights["Job"] > max(weights[k] for k in ("ClusterRole", "ClusterRoleBinding",
+                                                      "ServiceAccount"))
+    (role,) = [o for o in hooks if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": ["apiextensions.k8s.io"],
+                              "resources": ["customresourcedefinitions"],
+                              "resourceNames": ["derivedviews.derivedviews.io"],
+                              "verbs": ["get", "patch"]}]
+    (job,) = [o for o in hooks if o["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["derived-views-crds"]
+    assert c["image"] == pod_spec(objs)["containers"][0]["image"]
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["restartPolicy"] == "Never"
+    assert not hook_objects(render({"crdUpgrade": {"enabled": False}}))

@@ -55,10 +55,16 @@ def aggregated(obj: dict[str, Any]) -> bool:
     return any(labels.get(k) == "true" for k in AGGREGATE_LABELS)
 
 
+def hook(obj: dict[str, Any]) -> bool:
+    """An object of a Helm hook (the CRD upgrade Job and its RBAC), present only while it runs."""
+    return "helm.sh/hook" in obj["metadata"].get("annotations", {})
+
+
 def operators(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    """Objects of `kind` that belong to the operator, not to the Spark drivers' account or users."""
+    """Objects of `kind` that belong to the operator, not to the Spark drivers' account, the
+    namespace's users or the CRD upgrade hook."""
     return [o for o in kinds(objs, kind)
-            if o["metadata"]["name"] != spark_account(objs) and not aggregated(o)]
+            if o["metadata"]["name"] != spark_account(objs) and not aggregated(o) and not hook(o)]
 
 
 def rules(objs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
@@ -92,7 +98,8 @@ def test_cluster_mode_renders_cluster_role_and_cluster_peering(render: Any) -> N
     assert sorted(o["kind"] for o in objs) == sorted([
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "StatefulSet",
         "ClusterKopfPeering", "Service", "PodDisruptionBudget",
-        "ClusterRole", "ClusterRole"])  # the last two: aggregated into view/edit/admin
+        "ClusterRole", "ClusterRole",  # aggregated into view/edit/admin
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"])  # the CRD upgrade hook
     args = container(objs)["args"]
     assert "--all-namespaces" in args
     assert not [a for a in args if a.startswith("--namespace")]
@@ -123,7 +130,7 @@ def test_bindings_point_at_the_release_service_account(render: Any) -> None:
         assert sa["namespace"] == "ops"
         assert one(objs, "StatefulSet")["spec"]["template"]["spec"]["serviceAccountName"] == sa["name"]
         role_names = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in RBAC_KINDS}
-        for binding in kinds(objs, "ClusterRoleBinding") + operators(objs, "RoleBinding"):
+        for binding in operators(objs, "ClusterRoleBinding") + operators(objs, "RoleBinding"):
             assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],
                                             "namespace": "ops"}]
             ref = binding["roleRef"]
@@ -364,11 +371,11 @@ def test_spark_drivers_get_an_account_in_every_job_namespace_by_default(render: 
 def test_without_job_namespaces_the_platforms_account_is_named(render: Any) -> None:
     objs = render()  # cluster mode: the chart cannot know where views live
     assert spark_account(objs) == "spark-operator-spark"
-    assert len(kinds(objs, "ServiceAccount")) == 1 and not kinds(objs, "Role")
+    assert len(operators(objs, "ServiceAccount")) == 1 and not kinds(objs, "Role")
     objs = render({**NAMESPACED, "sparkOperator": {"serviceAccount": {
         "create": False, "name": "platform-spark"}}})
     assert spark_account(objs) == "platform-spark"
-    assert len(kinds(objs, "ServiceAccount")) == 1
+    assert len(operators(objs, "ServiceAccount")) == 1
     assert not [o for o in kinds(objs, "Role") if o["metadata"]["name"] == "platform-spark"]
 
 
