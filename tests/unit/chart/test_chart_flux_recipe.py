@@ -9,6 +9,7 @@ import yaml
 
 from conftest import Render
 from derived_views.core import conditions
+from dvstack import spark_crd
 
 FLUX = Path(__file__).resolve().parents[3] / "gitops" / "flux"
 
@@ -28,7 +29,7 @@ def test_the_helmrelease_values_render_the_chart(render: Render) -> None:
 
 
 def test_views_wait_for_the_operator_and_check_only_conditions_it_sets() -> None:
-    operator, views = docs("kustomizations.yaml")
+    _spark, operator, views = docs("kustomizations.yaml")
     assert views["spec"]["dependsOn"] == [{"name": operator["metadata"]["name"]}]
     assert operator["spec"]["path"] == "./gitops/flux/operator"
     assert views["spec"]["wait"] is True
@@ -46,3 +47,18 @@ def test_the_git_repository_ships_what_the_kustomization_reads() -> None:
     (repo,) = docs("git-repository.yaml")
     ignore = repo["spec"]["ignore"]
     assert "!/charts/" in ignore and "!/gitops/flux/operator/" in ignore
+    assert "!/gitops/flux/spark-operator/" in ignore
+
+
+def test_the_operator_waits_for_the_spark_operator_that_runs_its_jobs() -> None:
+    """Views start SparkApplications: the Spark Operator (its CRD and webhook) comes first,
+    at the version whose CRD the tests run against, serving the views' namespace."""
+    spark, operator, views = docs("kustomizations.yaml")
+    assert operator["spec"]["dependsOn"] == [{"name": spark["metadata"]["name"]}]
+    assert spark["spec"]["path"] == "./gitops/flux/spark-operator" and spark["spec"]["wait"]
+    repository, release = docs("spark-operator/helmrelease.yaml")
+    assert repository["kind"] == "HelmRepository"
+    assert release["spec"]["chart"]["spec"]["sourceRef"]["name"] == repository["metadata"]["name"]
+    assert f"v{release['spec']['chart']['spec']['version']}" == spark_crd.VERSION
+    assert views["spec"]["targetNamespace"] in release["spec"]["values"]["spark"]["jobNamespaces"]
+    assert release["spec"]["values"]["webhook"]["enable"] is True
