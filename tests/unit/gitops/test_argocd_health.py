@@ -1,33 +1,18 @@
-"""The Argo CD health script, run by a real Lua interpreter (lupa) over hand-written statuses."""
+"""The Argo CD health script, run by Lua 5.1 (lupa) over hand-written statuses."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import lupa
 import pytest
 import yaml
 
+from argocd_lua import SCRIPT_PATH, health
+
 GITOPS = Path(__file__).resolve().parents[3] / "gitops" / "argocd"
-SCRIPT = (GITOPS / "health.lua").read_text()
+SCRIPT = SCRIPT_PATH.read_text()
 CM_KEY = "resource.customizations.health.derivedviews.io_DerivedView"
-
-
-def to_lua(lua: Any, value: Any) -> Any:
-    """Nested dicts/lists as Lua tables (lists 1-based, as Argo CD's JSON decoding gives)."""
-    if isinstance(value, dict):
-        return lua.table_from({k: to_lua(lua, v) for k, v in value.items()})
-    if isinstance(value, list):
-        return lua.table_from([to_lua(lua, v) for v in value])
-    return value
-
-
-def health(obj: dict[str, Any]) -> tuple[str, str]:
-    lua = lupa.LuaRuntime(unpack_returned_tuples=True)
-    lua.globals().obj = to_lua(lua, obj)
-    hs = lua.execute(SCRIPT)
-    return str(hs["status"]), str(hs["message"])
 
 
 def cond(type_: str, status: str, reason: str = "AsExpected", message: str = "") -> dict[str, Any]:
