@@ -1,24 +1,20 @@
-"""Helpers of the operator e2e tests: a view handle and a reader of the alias.
-
-The reader is the zero-downtime witness: it queries the alias in a loop on its
-own connection and records every error, its worst stall, and the moment the
-alias's columns change (how it sees a cutover, independently of the operator).
-"""
+"""Helpers of the operator e2e tests: a view handle, the test's own recomputation, and the
+live traffic (a producer and a reader of the alias, from dvstack.traffic, which the demo
+shares)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import threading
-import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from dvstack.traffic import AliasReader as AliasReader
+from dvstack.traffic import LiveProducer as LiveProducer
 from dvstack.waiting import wait_for
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
@@ -104,128 +100,6 @@ class ViewHandle:
         items = core.list_namespaced_event(
             self.namespace, field_selector=f"involvedObject.name={self.name}").items
         return [(e.type, e.reason, e.message) for e in items]
-
-
-@dataclass
-class AliasReader:
-    """Queries the alias in a loop; the zero-downtime witness."""
-
-    dsn: str
-    table: str
-    errors: list[str] = field(default_factory=list)
-    worst_stall: float = 0.0
-    queries: int = 0
-    column_changes: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def _run(self) -> None:
-        columns: tuple[str, ...] = ()
-        # No server-side prepared statements: a prepared `SELECT *` cannot survive a cutover
-        # that changes the alias's columns (PostgreSQL: "cached plan must not change result
-        # type"); the README tells readers to name their columns for that reason.
-        with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None) as conn:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                try:
-                    cur = conn.execute(f'SELECT * FROM "{self.table}" LIMIT 1')
-                    cur.fetchall()
-                    seen = tuple(d.name for d in cur.description or ())
-                    if seen != columns:
-                        columns = seen
-                        self.column_changes.append((time.time(), seen))
-                except psycopg.Error as exc:
-                    self.errors.append(repr(exc))
-                self.queries += 1
-                self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
-
-    def start(self) -> AliasReader:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    def first_seen(self, column: str, after: float) -> float | None:
-        """When the reader first saw `column` in the alias after time `after`."""
-        return next((t for t, cols in self.column_changes if t >= after and column in cols), None)
-
-
-@dataclass
-class LiveProducer:
-    """Order events into a topic at a fixed rate from its own thread: the live traffic of an e2e.
-
-    Pacing waits on a schedule (`Event.wait` until the next slot), not on other components;
-    every event it produced, acknowledged or not, is kept for the test's recomputation, and
-    any delivery failure is an error the test reports.
-    """
-
-    bootstrap: str
-    topic: str
-    rate: float
-    seed: int = 101
-    events: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    started_at: float = 0.0
-    stopped_at: float = 0.0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def _run(self) -> None:
-        from confluent_kafka import Producer
-
-        from dvstack import replay
-
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5,
-                             "enable.idempotence": True, "log_level": 3})
-
-        def on_delivery(err: Any, _msg: Any) -> None:
-            if err is not None:
-                self.failures.append(str(err))
-
-        # a stream of distinct events: another seed and a start time after any batch's
-        source = iter(replay.make_orders(2_000_000, seed=self.seed,
-                                         start_ms=1_800_000_000_000))
-        interval = 1.0 / self.rate
-        self.started_at = time.monotonic()
-        sent = 0
-        while not self._stop.is_set():
-            due = self.started_at + sent * interval
-            if self._stop.wait(max(due - time.monotonic(), 0)):
-                break
-            event = next(source)
-            producer.produce(self.topic, key=event["customer_id"].encode(),
-                             value=json.dumps(event).encode(), on_delivery=on_delivery)
-            with self._lock:
-                self.events.append(event)
-            sent += 1
-            producer.poll(0)
-        left = producer.flush(60)
-        if left:
-            self.failures.append(f"{left} events unacknowledged at stop")
-        self.stopped_at = time.monotonic()
-
-    def start(self) -> LiveProducer:
-        self._thread = threading.Thread(target=self._run, daemon=True, name="live-producer")
-        self._thread.start()
-        return self
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.events)
-
-    def stop(self) -> list[dict[str, Any]]:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=90)
-        return list(self.events)
-
-    def achieved_rate(self) -> float:
-        return len(self.events) / max(self.stopped_at - self.started_at, 1e-9)
 
 
 def wait_alias_equals(dsn: str, table: str, events: list[dict[str, Any]], columns: list[str],
