@@ -661,7 +661,7 @@ class _Planner:
                         "the operator's base, or name a store every pod reaches")
         elif self.spec_refusal is not None and desired != active:
             problem = V("True", self.spec_refusal.reason,
-                        f"{self.spec_refusal.message}; no job is started for revision {desired}"
+                        f"{self.spec_refusal.message.rstrip('.')}; no job is started for revision {desired}"
                         + (f", revision {active} keeps serving" if active else ""))
         elif self.claimed_by is not None:
             problem = V("True", "SinkTableClaimed",
