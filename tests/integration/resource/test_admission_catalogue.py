@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from admission_catalogue import CASES, G, P, VALID, V, Case, render
+from admission_catalogue import CASES, VALID, Case, G, P, V, render
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 

@@ -237,10 +237,10 @@ def _sql_literals() -> list[tuple[str, str]]:
             if isinstance(node, ast.Dict):
                 values = [v for k, v in zip(node.keys, node.values, strict=True)
                           if isinstance(k, ast.Constant) and k.value == "sql"]
-            elif isinstance(node, ast.keyword) and node.arg == "sql":
-                values = [node.value]
-            elif isinstance(node, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id.startswith("SQL") for t in node.targets):
+            elif (isinstance(node, ast.keyword) and node.arg == "sql") or (
+                    isinstance(node, ast.Assign) and any(
+                        isinstance(t, ast.Name) and t.id.startswith("SQL")
+                        for t in node.targets)):
                 values = [node.value]
             for value in values:
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
