@@ -28,7 +28,7 @@ INTERVAL_UNITS = frozenset({"year", "month", "day", "hour", "minute", "second", 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<quoted>`(?:[^`]|``)*`)
   | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
-  | (?P<word>[A-Za-z0-9_]+)
+  | (?P<word>\w+)
   | (?P<punct>[<>(),:])
 )""", re.VERBOSE)
 

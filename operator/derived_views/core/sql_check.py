@@ -323,3 +323,20 @@ def _output_names(query: exp.Expr, columns: list[str]
 def _produced(key: str, outputs: list[tuple[str, bool]]) -> bool:
     return any(name == key or (not certain and name.lower() == key.lower())
                for name, certain in outputs)
+
+
+def aggregate_functions(sql: str) -> list[str]:
+    """Aggregate functions the SQL calls (e.g. ['sum', 'count']), in order, without repeats;
+    [] when it does not parse. A hook for rules on changelog sources: over a Debezium
+    topic an aggregate counts every version of a row unless the SQL keeps the latest first.
+    Window functions over aggregates count too; unknown functions are not listed."""
+    try:
+        statements = _parse(sql)
+    except SqlglotError:
+        return []
+    names: dict[str, None] = {}
+    for statement in statements:
+        for node in statement.find_all(exp.AggFunc):
+            spelt = node.sql(dialect="spark")  # Spark's name, e.g. max_by, not sqlglot's
+            names.setdefault(spelt.split("(", 1)[0].strip().lower(), None)
+    return list(names)
