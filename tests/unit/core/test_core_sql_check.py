@@ -286,3 +286,32 @@ def test_aggregate_functions_lists_what_the_sql_aggregates() -> None:
     assert aggregate_functions(sql) == ["sum", "count", "max_by"]
     assert aggregate_functions("SELECT * FROM events") == []
     assert aggregate_functions("SELEC") == []
+
+
+def _literal_specs() -> list[tuple[str, dict[str, Any]]]:
+    """Whole view specs written as literals in the sources (source, transform and sink)."""
+    found = []
+    for path in sorted(ROOT.glob("tests/**/*.py")):
+        if path.name in DELIBERATELY_INVALID:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Dict):
+                continue
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            if not {"source", "transform", "sink"} <= keys:
+                continue
+            try:
+                spec = ast.literal_eval(node)
+                DerivedViewSpec.model_validate(spec)
+            except ValueError:
+                continue  # built from variables, or invalid on purpose (the spec's tests)
+            found.append((f"{path.relative_to(ROOT)}:{node.lineno}", spec))
+    return found
+
+
+def test_every_literal_spec_in_the_tests_passes() -> None:
+    specs = _literal_specs()
+    assert len(specs) >= 5
+    for where, spec in specs:
+        refusal = check_spec(DerivedViewSpec.model_validate(spec))
+        assert refusal is None, (where, refusal)
