@@ -660,8 +660,9 @@ class _Planner:
                         f"spec.spark.checkpointBase: {self.checkpoint_problem}; remove it to use "
                         "the operator's base, or name a store every pod reaches")
         elif self.spec_refusal is not None and desired != active:
+            refused = self.spec_refusal.message.rstrip(".")
             problem = V("True", self.spec_refusal.reason,
-                        f"{self.spec_refusal.message.rstrip('.')}; no job is started for revision {desired}"
+                        f"{refused}; no job is started for revision {desired}"
                         + (f", revision {active} keeps serving" if active else ""))
         elif self.claimed_by is not None:
             problem = V("True", "SinkTableClaimed",
