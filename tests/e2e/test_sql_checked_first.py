@@ -1,9 +1,9 @@
 """Mistakes in a view's SQL or schema are refused within seconds of the apply, before any job.
 
-The operator runs as its own process against the local stack. Several broken views are
-created at once (as a team applying a directory would); each must say Stalled with the
-reason and Spark's wording within one pass, and no SparkApplication may be created for
-any of them. The seconds from apply to the Stalled reason go to
+The operator runs as its own process against the local stack. Once it has handled a
+first view, several broken views are created at once (as a team applying a directory
+would); each must say Stalled with the reason and Spark's wording within one pass, and
+no SparkApplication may be created for any of them. The seconds from apply to the Stalled reason go to
 `.stack/results/sql_checked_first.json`.
 """
 
@@ -59,6 +59,13 @@ def test_broken_sql_and_schema_stall_within_seconds_without_a_job(
     topic = f"orders-{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 2)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
+    # Measure from a running operator, not its start-up: a canary (a topic that does not
+    # exist, so no job either) must have been handled first.
+    canary = ViewHandle(custom, namespace, "canary")
+    custom.create_namespaced_custom_object(G, V, namespace, P, body(
+        "canary", replay.ORDER_SCHEMA, GOOD_SQL, stack.kafka_bootstrap, f"absent-{topic}"))
+    wait_for(lambda: canary.condition("Stalled").get("reason") == "TopicMissing", timeout=180,
+             interval=0.5, what="the operator to handle a first view")
     handles = {name: ViewHandle(custom, namespace, name) for name in BROKEN}
     applied: dict[str, float] = {}
     for name, (schema, sql, _, _) in BROKEN.items():
@@ -100,7 +107,7 @@ def test_broken_sql_and_schema_stall_within_seconds_without_a_job(
     wait_for(lambda: handles["column"].condition("Stalled").get("reason") != "InvalidTransform"
              and handles["column"].status().get("revisions"), timeout=30, interval=0.5,
              what="the fixed view to start its revision")
-    for name in BROKEN:
+    for name in [*BROKEN, "canary"]:
         custom.delete_namespaced_custom_object(G, V, namespace, P, name)
-    wait_for(lambda: all(h.gone() for h in handles.values()), timeout=120, interval=1,
+    wait_for(lambda: all(h.gone() for h in [*handles.values(), canary]), timeout=120, interval=1,
              what="the views to be deleted")
