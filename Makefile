@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test stack-up stack-down stack-status lint crds rbac-doc bench
+.PHONY: setup demo test stack-up stack-down stack-status lint crds rbac-doc admission-doc bench
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -45,6 +45,10 @@ crds: setup
 ## rbac-doc: regenerate docs/rbac-can-i.md from a real install on the local stack
 rbac-doc: stack-up
 	$(PY) stack/can-i-matrix.py
+
+## admission-doc: regenerate docs/admission.md from the local API server's refusals
+admission-doc: stack-up
+	DV_WRITE_DOCS=1 $(PY) -m dvstack test -- tests/integration/resource/test_admission_catalogue.py -q
 
 ## bench: replay rate versus a bare Kafka consumer, measured in one run
 bench: stack-up

@@ -40,7 +40,11 @@ SQL = {
     "v3": "SELECT customer_id, min(amount) AS smallest FROM events GROUP BY customer_id",
     "v4": "SELECT customer_id, count(*) AS orders, min(amount) AS smallest "
           "FROM events GROUP BY customer_id",
+    # Refused by the operator before any job starts (core/sql_check) ...
     "broken": "SELECT customer_id, no_such_column FROM events GROUP BY customer_id",
+    # ... and one only Spark can refuse (functions are not checked): the job fails.
+    "fails_in_spark": "SELECT customer_id, no_such_function(amount) AS x FROM events "
+                      "GROUP BY customer_id",
 }
 COLUMNS = {"v1": ["orders", "revenue"], "v2": ["orders", "revenue", "biggest"],
            "v4": ["orders", "smallest"]}
@@ -188,19 +192,32 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
         results["promote_v1_to_v4"] = _switch_delay(view, reader, "smallest", since)
         scenarios["manual mode: cutover only after the promote annotation"] = "PASS"
 
-        # 7. a broken transform: Degraded, the active keeps serving.
+        # 7. a broken transform: refused before any job starts, the active keeps serving.
+        apps_before = {a["metadata"]["name"] for a in custom.list_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", namespace, "sparkapplications")["items"]}
         view.patch({"spec": {"transform": {"sql": SQL["broken"]}}})
-        wait_for(lambda: view.condition("Degraded").get("status") == "True",
-                 timeout=240, interval=1, what="the broken candidate to mark the view Degraded")
+        wait_for(lambda: view.condition("Stalled").get("reason") == "InvalidTransform",
+                 timeout=30, interval=0.5, what="the broken SQL to be refused (Stalled)")
+        stalled = view.condition("Stalled")
+        assert "`no_such_column` cannot be resolved" in stalled["message"]
+        assert f"revision {v4} keeps serving" in stalled["message"]
+        apps_after = {a["metadata"]["name"] for a in custom.list_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", namespace, "sparkapplications")["items"]}
+        assert apps_after <= apps_before  # no job for the refused revision
+        assert view.active() == v4 and rows_equal("v4")
+        # A mistake only Spark finds (an unknown function): the job fails, Degraded.
+        view.patch({"spec": {"transform": {"sql": SQL["fails_in_spark"]}}})
+        wait_for(lambda: view.condition("Degraded").get("reason") == "JobFailed",
+                 timeout=240, interval=1, what="the failing candidate to mark the view Degraded")
         degraded = view.condition("Degraded")
-        assert degraded["reason"] == "JobFailed"
-        assert "no_such_column" in degraded["message"]
+        assert "no_such_function" in degraded["message"].lower()
         assert view.active() == v4 and rows_equal("v4")
         assert any(r == "JobFailed" for _, r, _ in view.events(core))
         view.patch({"spec": {"transform": {"sql": SQL["v4"]}}})
         wait_for(lambda: view.ready() and view.condition("Degraded").get("status") == "False",
                  timeout=120, interval=1, what="reverting the broken change to clear Degraded")
-        scenarios["broken transform -> Degraded while the active serves"] = "PASS"
+        scenarios["broken transform -> refused (SQL) or Degraded (Spark) while the active "
+                  "serves"] = "PASS"
     finally:
         reader.stop()
     assert reader.errors == []

@@ -17,6 +17,8 @@ TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 TABLE_PATTERN = r"^[a-z_][a-z0-9_]{0,39}$"
 PG_SCHEMA_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
 COLUMN_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+BOOTSTRAP_PATTERN = r"^ *[^, ]+:[0-9]{1,5} *(, *[^, ]+:[0-9]{1,5} *)*$"
+"""host:port[,host:port...]: the job's Java Kafka client refuses an address without a port."""
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 PYTHON_FUNCTION_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 SPARK_MEMORY_PATTERN = r"^[0-9]+([kmgtpKMGTP][bB]?)?$"
@@ -103,7 +105,7 @@ class KafkaConnection(ApiModel):
     """How to reach the Kafka cluster (connection details: not part of the revision)."""
 
     bootstrap_servers: Annotated[str, Field(
-        min_length=1, max_length=4096,
+        min_length=1, max_length=4096, pattern=BOOTSTRAP_PATTERN,
         description="Comma-separated host:port list of the Kafka brokers. A connection detail: "
                     "changing it does not start a replay.")]
     secret_ref: Annotated[SecretRef | None, Field(

@@ -67,6 +67,7 @@ from derived_views.core.lag import compute_lag, reset_partitions, within_gate
 from derived_views.core.observed import LedgerPosition, Observed, SwitchBlocker
 from derived_views.core.patch import merge_patch
 from derived_views.core.revision import content_of, job_settings_of, revision_of, with_content
+from derived_views.core.sql_check import check_spec
 from derived_views.core.times import seconds_between, utc
 from derived_views.render.sparkapplication import render_spark_application
 
@@ -162,6 +163,8 @@ class _Planner:
         base = spec.spark.checkpoint_base
         self.checkpoint_problem = (None if base is None
                                    else durable_base_problem(base, self.cfg.in_cluster))
+        # A schema or SQL Spark would refuse: no job starts for it, the active one serves on.
+        self.spec_refusal = check_spec(spec)
         self.blocked: SwitchBlocker | None = None
         # Jobs that cannot run until someone acts (driver blocked, suspended), by revision.
         self.job_problems: dict[str, Judgement] = {}
@@ -358,7 +361,8 @@ class _Planner:
     def start_desired(self) -> None:
         """Make sure the spec's revision has a record that is building (or stays Failed)."""
         revision = self.desired
-        if revision == self.active or self.checkpoint_problem is not None:
+        if (revision == self.active or self.checkpoint_problem is not None
+                or self.spec_refusal is not None):
             return  # (a revision keeps the checkpoint location it starts with: not a bad one)
         record = self.records.get(revision)
         if record is None:
@@ -655,6 +659,11 @@ class _Planner:
             problem = V("True", "CheckpointNotDurable",
                         f"spec.spark.checkpointBase: {self.checkpoint_problem}; remove it to use "
                         "the operator's base, or name a store every pod reaches")
+        elif self.spec_refusal is not None and desired != active:
+            refused = self.spec_refusal.message.rstrip(".")
+            problem = V("True", self.spec_refusal.reason,
+                        f"{refused}; no job is started for revision {desired}"
+                        + (f", revision {active} keeps serving" if active else ""))
         elif self.claimed_by is not None:
             problem = V("True", "SinkTableClaimed",
                         f"{self.schema}.{self.alias} belongs to DerivedView {self.claimed_by}; "
@@ -707,6 +716,8 @@ class _Planner:
             if self.awaiting_promotion:
                 message += f"; annotate {PROMOTE_ANNOTATION}={desired} to switch readers"
             reconciling = V("True", reason, message)
+        elif desired != active and candidate is None and self.spec_refusal is not None:
+            reconciling = V("False", self.spec_refusal.reason, f"revision {desired} is refused")
         elif desired != active and candidate is None:
             reconciling = V("True", "Starting", f"revision {desired} is about to start")
         else:

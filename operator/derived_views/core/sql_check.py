@@ -1,0 +1,342 @@
+"""A view's schema DDL and Spark SQL, checked before any job starts: a pure function of the spec.
+
+Without this, a typo in the SQL surfaces when a Spark driver has started and
+analysed the query, minutes after the apply, and costs a driver start each
+time. Here the SQL is parsed with sqlglot's Spark dialect and its column
+references are resolved against what the job's `events` view holds (the DDL's
+fields plus the `_kafka_*` and, for Debezium, `_debezium_*` columns), and the
+primary key is looked for in the output.
+
+No false refusals: the check refuses only what Spark certainly refuses. Where
+the SQL uses something whose columns it cannot know (a table-valued function,
+a star over an expression, a struct built from strings), it lets the query
+through and the job has the last word. Python transforms are not checked (the
+function runs only inside the job).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.core.spark_ddl import DdlError, Field, parse_schema
+
+INVALID_SCHEMA = "InvalidSchema"
+INVALID_TRANSFORM = "InvalidTransform"
+EVENTS_VIEW = "events"
+KAFKA_COLUMNS = ("_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset",
+                 "_kafka_timestamp", "_kafka_tombstone")
+DEBEZIUM_COLUMNS = ("_debezium_op", "_debezium_ts_ms", "_debezium_deleted")
+"""The metadata columns the job adds to `events` (spark_templates/dvjob/parse.py; a unit
+test holds the two lists equal)."""
+
+GENERATED_NAMES = re.compile(r"^(col|key|value|pos|c\d+|col\d+|window|session_window)$")
+"""Names Spark gives generator outputs (explode, posexplode, json_tuple, stack) and time
+windows when the SQL does not alias them: never refused as unknown."""
+BARE_WORDS = frozenset({
+    "current_date", "current_timestamp", "current_user", "user", "session_user",
+    "current_catalog", "current_database", "current_schema", "current_time", "all", "default",
+    "year", "years", "quarter", "month", "months", "week", "weeks", "day", "days", "dayofyear",
+    "hour", "hours", "minute", "minutes", "second", "seconds", "millisecond", "milliseconds",
+    "microsecond", "microseconds", "nanosecond", "nanoseconds", "true", "false", "null",
+})
+"""Words Spark reads as functions, literals or units where sqlglot may see a column."""
+GENERATOR_FUNCTIONS = frozenset({"stack", "json_tuple", "explode_outer", "posexplode_outer",
+                                 "inline_outer", "variant_explode", "variant_explode_outer"})
+NOT_A_QUERY = (exp.Create, exp.Drop, exp.Insert, exp.Delete, exp.Update, exp.Merge,
+               exp.Alter, exp.TruncateTable, exp.Use, exp.Set)
+SUGGESTIONS = 5
+WINDOW_FUNCTION = re.compile(r"\b(window|session_window)\s*\(", re.IGNORECASE)
+PARSER_GAPS = (re.compile(r"[A-Za-z0-9_`]:[A-Za-z_`$\[]"),)
+"""Spark syntax sqlglot 30 does not parse (the variant path `v:a.b`): a query failing to
+parse that contains it is let through."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the spec's revision cannot run: a Stalled reason and its message."""
+
+    reason: str
+    message: str
+
+
+def check_spec(spec: DerivedViewSpec) -> Refusal | None:
+    """The first certain problem of the spec's schema or SQL, None when none is found."""
+    return _check(spec.source.value_schema, spec.source.format, spec.transform.sql,
+                  tuple(spec.sink.primary_key))
+
+
+@functools.lru_cache(maxsize=256)
+def _check(ddl: str, fmt: str, sql: str | None, primary_key: tuple[str, ...]
+           ) -> Refusal | None:
+    try:
+        fields = parse_schema(ddl)
+    except DdlError as exc:
+        return Refusal(INVALID_SCHEMA, f"source.schema: cannot parse {_quote(ddl)}: {exc}")
+    if sql is None:
+        return None  # a Python transform: only the job can run it
+    try:
+        problem = check_sql(sql, fields, fmt, primary_key)
+    except SqlglotError:
+        return None  # sqlglot could not model the query: let the job decide
+    return None if problem is None else Refusal(INVALID_TRANSFORM, problem)
+
+
+def _quote(text: str, limit: int = 120) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def check_sql(sql: str, fields: list[Field] | None, fmt: str,
+              primary_key: tuple[str, ...]) -> str | None:
+    """The first certain problem of `sql`, as a message; `fields` None: the schema is unknown."""
+    try:
+        statements = _parse(sql)
+    except ParseError as exc:
+        if any(gap.search(sql) for gap in PARSER_GAPS):
+            return None
+        return f"transform.sql: {_syntax_error(exc)}"
+    if not statements:
+        return "transform.sql: no query: write SELECT ... FROM events"
+    if len(statements) > 1:
+        return ("transform.sql: [PARSE_SYNTAX_ERROR] one query only: the transform is a single "
+                "SELECT (or WITH ... SELECT) over the view `events`")
+    query = statements[0]
+    if isinstance(query, NOT_A_QUERY):
+        return (f"transform.sql: a {query.key.upper()} statement is not a query: the transform "
+                "is a SELECT (or WITH ... SELECT) over the view `events`")
+    missing_table = _unknown_table(query)
+    if missing_table is not None:
+        return (f"transform.sql: [TABLE_OR_VIEW_NOT_FOUND] The table or view `{missing_table}` "
+                f"cannot be found: the transform reads the view `{EVENTS_VIEW}`")
+    if fields is None:
+        return None
+    columns = _events_columns(fields, fmt)
+    unknown = _unknown_column(query, columns, fields)
+    if unknown is not None:
+        return f"transform.sql: {_unresolved(unknown, columns)}"
+    outputs = _output_names(query, columns)
+    if outputs is not None:
+        missing = [k for k in primary_key if not _produced(k, outputs)]
+        if missing:
+            shown = ", ".join(name for name, _ in outputs) or "none"
+            return (f"sink.primaryKey: {', '.join(missing)} not in the transform's output "
+                    f"columns ({shown}); names are case-sensitive")
+    return None
+
+
+def _parse(sql: str) -> list[exp.Expr]:
+    """The statements of `sql`; sqlglot reads `window(` as the WINDOW clause, so a query that
+    fails is parsed again with the time-window functions renamed."""
+    try:
+        parsed = sqlglot.parse(sql, read="spark")
+    except ParseError as first:
+        renamed = WINDOW_FUNCTION.sub(r"dv_\1(", sql)
+        if renamed == sql:
+            raise
+        try:
+            parsed = sqlglot.parse(renamed, read="spark")
+        except ParseError:
+            raise first from None
+    return [s for s in parsed if s is not None]
+
+
+def _syntax_error(exc: ParseError) -> str:
+    detail = exc.errors[0] if exc.errors else {}
+    near = str(detail.get("highlight") or "").strip()
+    where = (f" (line {detail['line']}, column {detail['col']})"
+             if detail.get("line") is not None else "")
+    cause = str(detail.get("description") or "").strip()
+    clause = re.search(r"<class '[\w.]*?(\w+)'>", cause)
+    if clause is not None:  # sqlglot names its own classes: say which clause is incomplete
+        cause = f"incomplete {clause.group(1).upper()}"
+    return (f"[PARSE_SYNTAX_ERROR] Syntax error at or near '{near}'{where}"
+            + (f": {cause}" if cause else ""))
+
+
+def _unresolved(name: str, columns: list[str]) -> str:
+    ranked = sorted(columns, key=lambda c: (_distance(name.lower(), c.lower()), c))
+    shown = ", ".join(f"`{c}`" for c in ranked[:SUGGESTIONS])
+    return (f"[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter "
+            f"with name `{name}` cannot be resolved. Did you mean one of the following? "
+            f"[{shown}].")
+
+
+def _distance(a: str, b: str) -> int:
+    """Levenshtein distance, as Spark ranks its suggestions."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def _events_columns(fields: list[Field], fmt: str) -> list[str]:
+    metadata = KAFKA_COLUMNS + (DEBEZIUM_COLUMNS if fmt == "debezium" else ())
+    return [f.name for f in fields] + list(metadata)
+
+
+def _cte_names(query: exp.Expr) -> set[str]:
+    return {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+
+
+def _unknown_table(query: exp.Expr) -> str | None:
+    """A plain table name that is neither `events` nor a CTE (Spark's catalog is empty)."""
+    known = _cte_names(query) | {EVENTS_VIEW}
+    for table in query.find_all(exp.Table):
+        if (isinstance(table.this, exp.Identifier) and not table.args.get("db")
+                and not table.args.get("catalog") and table.name.lower() not in known):
+            return table.name
+    return None
+
+
+def _events_aliases(query: exp.Expr) -> set[str]:
+    """Names that stand for `events` (and nothing else) in a qualified column."""
+    bound: dict[str, set[str]] = {}
+    for table in query.find_all(exp.Table):
+        alias = table.alias
+        if alias:
+            bound.setdefault(alias.lower(), set()).add(table.name.lower())
+    for node in query.find_all(exp.Subquery, exp.Lateral, exp.CTE):
+        if node.alias:
+            bound.setdefault(node.alias.lower(), set()).add("")
+    aliases = {a for a, tables in bound.items() if tables == {EVENTS_VIEW}}
+    if EVENTS_VIEW not in bound or bound[EVENTS_VIEW] == {EVENTS_VIEW}:
+        aliases.add(EVENTS_VIEW)
+    return aliases
+
+
+def _defined_names(query: exp.Expr) -> set[str]:
+    """Every name the query itself defines (aliases, CTEs, lambda parameters, named windows,
+    and, since struct fields may be named by them, identifier-like string literals)."""
+    names: set[str] = set()
+    for node in query.walk():
+        if isinstance(node, exp.Alias | exp.TableAlias | exp.CTE | exp.Subquery | exp.Window
+                      ) and node.alias:
+            names.add(node.alias.lower())
+        if isinstance(node, exp.TableAlias):
+            names.update(c.name.lower() for c in node.columns)
+        elif isinstance(node, (exp.Aliases, exp.Lambda)):
+            names.update(e.name.lower() for e in node.expressions)
+        elif isinstance(node, exp.Pivot):
+            names.update(i.name.lower() for i in node.find_all(exp.Identifier))
+        elif isinstance(node, exp.Literal) and node.is_string:
+            names.add(node.this.lower())
+    return names
+
+
+def _opaque(query: exp.Expr) -> bool:
+    """True when the query may produce columns whose names cannot be known here."""
+    for node in query.walk():
+        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
+            return True  # a table-valued function
+        if isinstance(node, exp.Unnest | exp.Command):
+            return True
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star):
+            return True  # func(...).*
+    return False
+
+
+def _unknown_column(query: exp.Expr, columns: list[str],
+                    fields: list[Field]) -> str | None:
+    """A column no scope of the query can provide, or None (also when unsure)."""
+    if _opaque(query):
+        return None
+    top = {c.lower() for c in columns}
+    known = (top | {n.lower() for f in fields for n in f.nested} | _defined_names(query)
+             | BARE_WORDS)
+    events_aliases = _events_aliases(query)
+    for column in query.find_all(exp.Column):
+        if isinstance(column.this, exp.Star):
+            continue
+        name = column.name
+        qualifier = column.table
+        if not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            continue  # Spark's auto-generated names such as `count(1)`
+        if column.args.get("db") or column.args.get("catalog"):
+            continue  # a.b.c: struct access, whose parts cannot be told apart here
+        if not qualifier:
+            if name.lower() not in known and not GENERATED_NAMES.match(name.lower()):
+                return name
+        elif (qualifier.lower() in events_aliases and qualifier.lower() not in top
+              and name.lower() not in top):
+            return f"{qualifier}.{name}"
+    return None
+
+
+def _output_names(query: exp.Expr, columns: list[str]
+                  ) -> list[tuple[str, bool]] | None:
+    """The result's column names, each with whether its case is certain; None when unsure."""
+    while isinstance(query, exp.SetOperation):
+        query = query.this  # a UNION's columns are named by its first query
+    if isinstance(query, exp.Subquery):
+        query = query.unnest()
+    if not isinstance(query, exp.Select) or query.args.get("laterals") or query.args.get(
+            "pivots") or _opaque(query):
+        return None
+    by_lower = {c.lower(): c for c in columns}
+    sources = [query.args.get("from_") or query.args.get("from"),
+               *query.args.get("joins", [])]
+    only_events = all(
+        s is not None and isinstance(s.this, exp.Table)
+        and isinstance(s.this.this, exp.Identifier) and s.this.name.lower() == EVENTS_VIEW
+        for s in sources) and bool(sources)
+    names: list[tuple[str, bool]] = []
+    for projection in query.expressions:
+        while isinstance(projection, exp.Paren):
+            projection = projection.this
+        if isinstance(projection, exp.Alias):
+            names.append((projection.alias, True))
+        elif isinstance(projection, exp.Star) or (
+                isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)):
+            if not only_events or len(sources) > 1:
+                return None
+            star = projection if isinstance(projection, exp.Star) else projection.this
+            excluded = {e.name.lower() for e in star.args.get("except_") or star.args.get("except") or []}
+            names.extend((c, True) for c in columns if c.lower() not in excluded)
+        elif isinstance(projection, exp.Column):
+            resolved = by_lower.get(projection.name.lower())
+            if resolved is not None and not projection.table:
+                names.append((resolved, True))
+            else:
+                names.append((projection.name, False))
+        elif isinstance(projection, exp.Literal) and projection.is_string:
+            names.append((projection.this, True))
+        elif isinstance(projection, exp.Dot):
+            names.append((projection.name, False))  # a struct field, named after the field
+        elif isinstance(projection, exp.Explode | exp.Posexplode | exp.Inline) or (
+                isinstance(projection, exp.Anonymous)
+                and projection.name.lower() in GENERATOR_FUNCTIONS):
+            return None  # generators name their columns themselves
+        # anything else is named like `sum(amount)`: never a primary key column
+    return names
+
+
+def _produced(key: str, outputs: list[tuple[str, bool]]) -> bool:
+    return any(name == key or (not certain and name.lower() == key.lower())
+               for name, certain in outputs)
+
+
+def aggregate_functions(sql: str) -> list[str]:
+    """Aggregate functions the SQL calls (e.g. ['sum', 'count']), in order, without repeats;
+    [] when it does not parse. A hook for rules on changelog sources: over a Debezium
+    topic an aggregate counts every version of a row unless the SQL keeps the latest first.
+    Window functions over aggregates count too; unknown functions are not listed."""
+    try:
+        statements = _parse(sql)
+    except SqlglotError:
+        return []
+    names: dict[str, None] = {}
+    for statement in statements:
+        for node in statement.find_all(exp.AggFunc):
+            spelt = node.sql(dialect="spark")  # Spark's name, e.g. max_by, not sqlglot's
+            names.setdefault(spelt.split("(", 1)[0].strip().lower(), None)
+    return list(names)
