@@ -1,0 +1,72 @@
+"""Fault-suite fixtures, and the hook that writes docs/reliability.md at the end of a run.
+
+Each scenario leaves one JSON result in the stack's results/faults directory;
+when a session ran at least one fault test, the results present there are
+merged into the table of docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+E2E = Path(__file__).resolve().parents[1] / "e2e"
+sys.path.insert(0, str(E2E))  # the e2e helpers (views, producer, checkpoints) are shared
+
+from faults_support import OperatorProcess, results_dir  # noqa: E402
+from reliability_table import write_table  # noqa: E402
+
+from dvstack import replay  # noqa: E402
+from dvstack.cli import apply_crds  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+FAULTS = Path(__file__).resolve().parent
+_RAN: list[str] = []  # fault tests that ran in this session
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if FAULTS in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.faults)
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and "faults" in report.keywords:
+        _RAN.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _RAN:
+        return
+    from dvstack.settings import load
+
+    state = load().state_dir
+    found = sorted((state / "results" / "faults").glob("*.json"))
+    if found:
+        write_table([json.loads(p.read_text()) for p in found], REPO / "docs" / "reliability.md")
+
+
+@pytest.fixture()
+def operator(stack: Any, kube_api_client: Any, namespace: str, tmp_path: Path
+             ) -> Iterator[OperatorProcess]:
+    """The operator as its own process (started), with the checkpoint Secret in place."""
+    from kubernetes import client
+
+    replay.ensure_checkpoint_secret(client.CoreV1Api(kube_api_client), namespace, stack.s3)
+    apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
+    log_path = Path(stack.logs_dir) / f"operator-faults-{tmp_path.name}.log"
+    process = OperatorProcess(stack, log_path, tmp_path, f"faults/{tmp_path.name}").start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture()
+def results(stack: Any) -> Path:
+    return results_dir(stack)
