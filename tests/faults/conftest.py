@@ -62,7 +62,8 @@ def operator(stack: Any, kube_api_client: Any, namespace: str, tmp_path: Path
     replay.ensure_checkpoint_secret(client.CoreV1Api(kube_api_client), namespace, stack.s3)
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
     log_path = Path(stack.logs_dir) / f"operator-faults-{tmp_path.name}.log"
-    process = OperatorProcess(stack, log_path, tmp_path, f"faults/{tmp_path.name}").start()
+    process = OperatorProcess(stack, namespace, log_path, tmp_path,
+                              f"faults/{tmp_path.name}").start()
     yield process
     process.stop()
 

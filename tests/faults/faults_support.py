@@ -28,9 +28,9 @@ from derived_views.test_hooks import HOLD_BEFORE_SWITCH
 from dvstack import replay
 from dvstack.waiting import wait_for
 
-RATE = 60  # records/s during every scenario
+RATE = 40  # records/s during every scenario
 BACKLOG = 3_000  # records in the topic before the view exists
-MAX_OFFSETS_PER_TRIGGER = 400  # several batches per replay: room to land a fault in one
+MAX_OFFSETS_PER_TRIGGER = 2_000  # several batches per replay: room to land a fault in one
 COLUMNS = ["orders", "revenue", "variant"]
 BUILDING = ("Pending", "Backfilling", "CaughtUp")
 JOB_HOLD_CONF = "spark.derivedviews.testHook.holdBeforeCommit"
@@ -60,14 +60,17 @@ def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
 
 
 class OperatorProcess:
-    """`derived-views-operator -A` as its own process, which a scenario kills and restarts.
+    """`derived-views-operator -n NAMESPACE` as its own process, which a scenario kills and
+    restarts; watching only the test's namespace, so scenarios may run side by side.
 
     Every process it starts carries the hold-before-switch hook's variable; the hook stays
     inert until a test arms its file (`arm_switch_hold`).
     """
 
-    def __init__(self, stack: Any, log_path: Path, hook_dir: Path, checkpoint_prefix: str):
+    def __init__(self, stack: Any, namespace: str, log_path: Path, hook_dir: Path,
+                 checkpoint_prefix: str):
         self.stack = stack
+        self.namespace = namespace
         self.log_path = log_path
         self.hook_file = hook_dir / "hold-before-switch"
         self.env = {**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
@@ -79,7 +82,7 @@ class OperatorProcess:
     def start(self) -> OperatorProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "derived_views.main", "-A"], stdout=log,
+                [sys.executable, "-m", "derived_views.main", "-n", self.namespace], stdout=log,
                 stderr=subprocess.STDOUT, env=self.env)
         self.starts += 1
         return self
