@@ -7,6 +7,7 @@ merged into the table of docs/reliability.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -65,7 +66,26 @@ def operator(stack: Any, kube_api_client: Any, namespace: str, tmp_path: Path
     process = OperatorProcess(stack, namespace, log_path, tmp_path,
                               f"faults/{tmp_path.name}").start()
     yield process
+    _delete_views(kube_api_client, namespace, process)
     process.stop()
+
+
+def _delete_views(kube_api_client: Any, namespace: str, process: OperatorProcess) -> None:
+    """Delete what a failed scenario left, while an operator runs to release its finalizer
+    (else the namespace's deletion would wait on it forever)."""
+    from e2e_views import G, P, V
+    from kubernetes import client
+
+    from dvstack.waiting import TimedOut, wait_for
+
+    custom = client.CustomObjectsApi(kube_api_client)
+    if process.proc is None or process.proc.poll() is not None:
+        process.start()
+    custom.delete_collection_namespaced_custom_object(G, V, namespace, P)
+    # on a time-out the test's own failure says more; the namespace goes when the view does
+    with contextlib.suppress(TimedOut):
+        wait_for(lambda: not custom.list_namespaced_custom_object(G, V, namespace, P)["items"],
+                 timeout=180, interval=1, what=f"the views of {namespace} to be deleted")
 
 
 @pytest.fixture()

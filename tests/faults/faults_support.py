@@ -26,11 +26,11 @@ from kubernetes import client
 
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH
 from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.waiting import TimedOut, wait_for
 
-RATE = 40  # records/s during every scenario
-BACKLOG = 3_000  # records in the topic before the view exists
-MAX_OFFSETS_PER_TRIGGER = 2_000  # several batches per replay: room to land a fault in one
+RATE = 20  # records/s during every scenario (a 2-core machine shared with other jobs)
+BACKLOG = 2_000  # records in the topic before the view exists
+MAX_OFFSETS_PER_TRIGGER = 3_000  # several batches per replay: room to land a fault in one
 COLUMNS = ["orders", "revenue", "variant"]
 BUILDING = ("Pending", "Backfilling", "CaughtUp")
 JOB_HOLD_CONF = "spark.derivedviews.testHook.holdBeforeCommit"
@@ -51,7 +51,7 @@ def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
         "transform": {"sql": sql(variant)},
         "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                  "primaryKey": ["customer_id"]},
-        "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 4},
+        "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 15},
         "deletionPolicy": "Delete"}
     if spark_conf:
         spec["spark"] = {"sparkConf": spark_conf}
@@ -184,7 +184,7 @@ class Migrations:
         assert old is not None
         self.variant += 1
         self.handle.patch({"spec": {"transform": {"sql": sql(self.variant)}}})
-        wait_for(lambda: self.revision() not in (None, old), timeout=60, interval=0.1,
+        wait_for(lambda: self.revision() not in (None, old), timeout=300, interval=0.1,
                  what=f"variant {self.variant}'s revision to be recorded")
         new = self.revision()
         assert new is not None
@@ -193,14 +193,14 @@ class Migrations:
     def phase(self, revision: str) -> str | None:
         return self.handle.phases().get(revision)
 
-    def wait_phase(self, revision: str, phases: tuple[str, ...], timeout: float = 300) -> str:
+    def wait_phase(self, revision: str, phases: tuple[str, ...], timeout: float = 900) -> str:
         wait_for(lambda: self.phase(revision) in phases, timeout=timeout, interval=0.1,
                  what=f"revision {revision} to reach {' or '.join(phases)}")
         phase = self.phase(revision)
         assert phase is not None
         return phase
 
-    def wait_serving(self, revision: str, timeout: float = 600) -> float:
+    def wait_serving(self, revision: str, timeout: float = 1200) -> float:
         """Wait until `revision` serves and the view is Ready; returns the time.monotonic()."""
         wait_for(lambda: self.handle.active() == revision and self.handle.ready(),
                  timeout=timeout, interval=0.5, what=f"revision {revision} to serve, Ready")
@@ -233,7 +233,7 @@ def loss_and_duplicates(expected: dict[str, tuple[Any, ...]], got: dict[str, tup
 
 
 def converge(dsn: str, table: str, events: list[dict[str, Any]], variant: int,
-             timeout: float = 300) -> tuple[bool, int, int]:
+             timeout: float = 600) -> tuple[bool, int, int]:
     """Wait until the alias equals the recomputation of `events` (served by `variant`);
     returns (converged, rows lost, rows duplicated) as measured at the end."""
     expected = {k: (*v, float(variant)) for k, v in
@@ -242,7 +242,7 @@ def converge(dsn: str, table: str, events: list[dict[str, Any]], variant: int,
         wait_for(lambda: alias_rows(dsn, table, COLUMNS) == expected, timeout=timeout,
                  interval=1, what="the alias to equal the recomputation of every record")
         converged = True
-    except (TimeoutError, AssertionError, RuntimeError):
+    except TimedOut:
         converged = False
     lost, duplicated = loss_and_duplicates(expected, alias_rows(dsn, table, COLUMNS))
     return converged, lost, duplicated
@@ -353,7 +353,7 @@ class Scene:
             namespace, "orders", stack.kafka_bootstrap, topic, table, 1, spark_conf))
         views = Migrations(ViewHandle(custom, namespace, "orders"), custom)
         try:
-            wait_for(lambda: views.revision() is not None, timeout=60, interval=0.2,
+            wait_for(lambda: views.revision() is not None, timeout=300, interval=0.2,
                      what="the first revision to be recorded")
             first = views.revision()
             assert first is not None

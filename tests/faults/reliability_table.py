@@ -54,7 +54,7 @@ def _row(r: dict[str, Any]) -> str:
             f"{r['rows_duplicated']} | {errors} | {r.get('note', '')} |")
 
 
-def write_table(results: list[dict[str, Any]], path: Path, rate: int = 40) -> None:
+def write_table(results: list[dict[str, Any]], path: Path, rate: int = 20) -> None:
     rank = {name: i for i, name in enumerate(ORDER)}
     rows = sorted(results, key=lambda r: (rank.get(r["scenario"], len(ORDER)), r["scenario"]))
     newest = max((r.get("finished_at", 0) for r in rows), default=0)

@@ -30,7 +30,7 @@ OUTAGE_SECONDS = 3.0
 def _mid_replay(scene: Scene, dsn: str) -> str:
     """Start the next migration and wait until its candidate is replaying; return it."""
     _, new = scene.views.start_next()
-    wait_for(lambda: ledger_batches(dsn, new) >= 2, timeout=300, interval=0.2,
+    wait_for(lambda: ledger_batches(dsn, new) >= 2, timeout=900, interval=0.2,
              what="two committed batches of the candidate")
     assert scene.views.phase(new) in BUILDING
     return new
@@ -82,13 +82,13 @@ def test_postgres_restarted_mid_replay_and_mid_cutover_loses_nothing(
         # test hook) while the database restarts under it, then goes on
         old, new = scene.views.start_next()
         operator.arm_switch_hold()
-        wait_for(operator.switch_held, timeout=600, interval=0.1,
+        wait_for(operator.switch_held, timeout=900, interval=0.1,
                  what="the operator to hold between intent and switch")
         cutover_restarted = time.monotonic()
         restarts.restart(settings, "postgres", down_seconds=OUTAGE_SECONDS)
         operator.release_switch()
         cutover_ready = scene.views.wait_serving(new)
-        wait_for(lambda: scene.views.phase(old) == "Retired", timeout=120, interval=0.5,
+        wait_for(lambda: scene.views.phase(old) == "Retired", timeout=300, interval=0.5,
                  what=f"revision {old} to be retired")
         converged, lost, duplicated = scene.finish()
     finally:

@@ -34,7 +34,7 @@ def test_a_driver_killed_mid_replay_and_mid_batch_loses_and_duplicates_nothing(
     try:
         # mid-replay: the candidate has committed batches and is behind
         _, replaying = views.start_next()
-        wait_for(lambda: ledger_batches(stack.pg_dsn, replaying) >= 2, timeout=300,
+        wait_for(lambda: ledger_batches(stack.pg_dsn, replaying) >= 2, timeout=900,
                  interval=0.2, what="two committed batches of the candidate")
         assert views.phase(replaying) in BUILDING
         kill_driver(scene.core, scene.custom, scene.namespace, scene.app_of(replaying))
@@ -45,7 +45,7 @@ def test_a_driver_killed_mid_replay_and_mid_batch_loses_and_duplicates_nothing(
         # COMMIT (the job's test hook), and dies there
         _, batching = views.start_next()
         hold.arm(batching)
-        wait_for(hold.held, timeout=300, interval=0.1,
+        wait_for(hold.held, timeout=900, interval=0.1,
                  what="the candidate's driver to hold between COPY and commit")
         held_batches = ledger_batches(stack.pg_dsn, batching)
         kill_driver(scene.core, scene.custom, scene.namespace, scene.app_of(batching))

@@ -39,18 +39,18 @@ def test_the_operator_killed_in_every_phase_three_times_loses_nothing(
         for _ in range(MIGRATIONS):
             old, new = views.start_next()
             # Pending: the candidate is recorded, its job not yet running
-            seen_phases.append(views.wait_phase(new, BUILDING, timeout=60))
+            seen_phases.append(views.wait_phase(new, BUILDING, timeout=300))
             operator.kill_and_restart()
             kills["Pending"].append(time.monotonic())
             # Backfilling: batches of the candidate are committed, it is behind
-            wait_for(lambda new=new: ledger_batches(stack.pg_dsn, new) >= 2, timeout=300,
+            wait_for(lambda new=new: ledger_batches(stack.pg_dsn, new) >= 2, timeout=900,
                      interval=0.2, what="two committed batches of the candidate")
             seen_phases.append(views.wait_phase(new, BUILDING))
             operator.kill_and_restart()
             kills["Backfilling"].append(time.monotonic())
             # between the recorded intent and the alias switch (the operator's test hook)
             operator.arm_switch_hold()
-            wait_for(operator.switch_held, timeout=600, interval=0.1,
+            wait_for(operator.switch_held, timeout=900, interval=0.1,
                      what="the operator to hold between intent and switch")
             intent = handle.status().get("intent") or {}
             assert intent.get("cutoverTo") == new, intent
@@ -64,7 +64,7 @@ def test_the_operator_killed_in_every_phase_three_times_loses_nothing(
             assert views.phase(old) == "Retiring", handle.phases()
             operator.kill_and_restart()
             kills["Retiring"].append(time.monotonic())
-            wait_for(lambda old=old: views.phase(old) == "Retired", timeout=120, interval=0.2,
+            wait_for(lambda old=old: views.phase(old) == "Retired", timeout=300, interval=0.2,
                      what=f"revision {old} to be retired after the kill")
             seconds["Retiring"].append(round(time.monotonic() - kills["Retiring"][-1], 1))
         converged, lost, duplicated = scene.finish()
@@ -91,7 +91,7 @@ def test_an_operator_replaced_mid_migration_by_a_new_process_finishes_it(
     views = scene.views
     try:
         _old, new = views.start_next()
-        wait_for(lambda: ledger_batches(stack.pg_dsn, new) >= 2, timeout=300, interval=0.2,
+        wait_for(lambda: ledger_batches(stack.pg_dsn, new) >= 2, timeout=900, interval=0.2,
                  what="two committed batches of the candidate")
         assert views.phase(new) in BUILDING
         operator.stop()  # SIGTERM, as the StatefulSet's rolling update stops the old pod
