@@ -266,7 +266,8 @@ class ScenarioResult:
         results_dir.mkdir(parents=True, exist_ok=True)
         slug = "".join(c if c.isalnum() else "_" for c in self.scenario.lower())
         (results_dir / f"{slug}.json").write_text(json.dumps(
-            {**self.__dict__, "finished_at": time.time()}, indent=2))
+            {**self.__dict__, "finished_at": time.time(),
+             "load_average": round(os.getloadavg()[0], 1), "cpus": os.cpu_count()}, indent=2))
 
 
 def results_dir(stack: Any) -> Path:

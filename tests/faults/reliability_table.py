@@ -35,6 +35,9 @@ reader querying the alias in a loop on its own connection.
 - **reader errors**: failed queries of the reader on the alias. Only the
   PostgreSQL restarts may have them (the database itself is down); they are
   marked "expected".
+- **load at end**: the machine's 1-minute load average when the scenario
+  ended, and its CPU count: seconds stretch with it (a Spark job takes
+  seconds to its first batch on an idle machine, minutes on a loaded one).
 
 """
 
@@ -51,7 +54,8 @@ def _row(r: dict[str, Any]) -> str:
         errors += " (expected)"
     return (f"| {r['scenario']} | {r['runs']} | {r['converged']}/{r['runs']} | "
             f"{_seconds(r['seconds_to_converge'])} | {r['rows_lost']} | "
-            f"{r['rows_duplicated']} | {errors} | {r.get('note', '')} |")
+            f"{r['rows_duplicated']} | {errors} | {r.get('load_average', '-')} on "
+            f"{r.get('cpus', '-')} | {r.get('note', '')} |")
 
 
 def write_table(results: list[dict[str, Any]], path: Path, rate: int = 20) -> None:
@@ -62,7 +66,10 @@ def write_table(results: list[dict[str, Any]], path: Path, rate: int = 20) -> No
     lines = [HEADER.format(rate=rate).rstrip("\n"), "",
              f"Last run finished {when}.", "",
              "| scenario | runs | converged | seconds to converge (median / worst) | rows lost "
-             "| rows duplicated | reader errors | notes |",
-             "|---|---|---|---|---|---|---|---|",
-             *(_row(r) for r in rows), ""]
+             "| rows duplicated | reader errors | load at end (CPUs) | notes |",
+             "|---|---|---|---|---|---|---|---|---|",
+             *(_row(r) for r in rows),
+             *(f"| {name} | 0 | - | - | - | - | - | - | no result: not run, or failed before "
+               "recording |" for name in ORDER if name not in {r["scenario"] for r in rows}),
+             ""]
     path.write_text("\n".join(lines))
