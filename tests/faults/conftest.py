@@ -8,7 +8,6 @@ merged into the table of docs/reliability.md.
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ E2E = Path(__file__).resolve().parents[1] / "e2e"
 sys.path.insert(0, str(E2E))  # the e2e helpers (views, producer, checkpoints) are shared
 
 from faults_support import OperatorProcess, results_dir  # noqa: E402
-from reliability_table import write_table  # noqa: E402
+from reliability_table import write_from  # noqa: E402
 
 from dvstack import replay  # noqa: E402
 from dvstack.cli import apply_crds  # noqa: E402
@@ -48,10 +47,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from dvstack.settings import load
 
-    state = load().state_dir
-    found = sorted((state / "results" / "faults").glob("*.json"))
-    if found:
-        write_table([json.loads(p.read_text()) for p in found], REPO / "docs" / "reliability.md")
+    write_from(load().state_dir / "results" / "faults", REPO / "docs" / "reliability.md")
 
 
 @pytest.fixture()

@@ -51,7 +51,8 @@ def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
         "transform": {"sql": sql(variant)},
         "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                  "primaryKey": ["customer_id"]},
-        "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 15},
+        # the gate in time: batches take tens of seconds on a loaded machine
+        "cutover": {"stableForSeconds": 2, "maxLagSeconds": 120, "retainPreviousSeconds": 15},
         "deletionPolicy": "Delete"}
     if spark_conf:
         spec["spark"] = {"sparkConf": spark_conf}
