@@ -52,7 +52,7 @@ def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
         "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                  "primaryKey": ["customer_id"]},
         # the gate in time: batches take tens of seconds on a loaded machine
-        "cutover": {"stableForSeconds": 2, "maxLagSeconds": 120, "retainPreviousSeconds": 15},
+        "cutover": {"stableForSeconds": 2, "maxLagSeconds": 90, "retainPreviousSeconds": 15},
         "deletionPolicy": "Delete"}
     if spark_conf:
         spec["spark"] = {"sparkConf": spark_conf}

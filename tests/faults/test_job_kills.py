@@ -34,8 +34,8 @@ def test_a_driver_killed_mid_replay_and_mid_batch_loses_and_duplicates_nothing(
     try:
         # mid-replay: the candidate has committed batches and is behind
         _, replaying = views.start_next()
-        wait_for(lambda: ledger_batches(stack.pg_dsn, replaying) >= 2, timeout=900,
-                 interval=0.2, what="two committed batches of the candidate")
+        wait_for(lambda: ledger_batches(stack.pg_dsn, replaying) >= 1, timeout=900,
+                 interval=0.2, what="a committed batch of the candidate")
         assert views.phase(replaying) in BUILDING
         kill_driver(scene.core, scene.custom, scene.namespace, scene.app_of(replaying))
         killed_mid_replay = time.monotonic()

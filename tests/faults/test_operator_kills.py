@@ -43,8 +43,8 @@ def test_the_operator_killed_in_every_phase_three_times_loses_nothing(
             operator.kill_and_restart()
             kills["Pending"].append(time.monotonic())
             # Backfilling: batches of the candidate are committed, it is behind
-            wait_for(lambda new=new: ledger_batches(stack.pg_dsn, new) >= 2, timeout=900,
-                     interval=0.2, what="two committed batches of the candidate")
+            wait_for(lambda new=new: ledger_batches(stack.pg_dsn, new) >= 1, timeout=900,
+                     interval=0.2, what="a committed batch of the candidate")
             seen_phases.append(views.wait_phase(new, BUILDING))
             operator.kill_and_restart()
             kills["Backfilling"].append(time.monotonic())
@@ -91,8 +91,8 @@ def test_an_operator_replaced_mid_migration_by_a_new_process_finishes_it(
     views = scene.views
     try:
         _old, new = views.start_next()
-        wait_for(lambda: ledger_batches(stack.pg_dsn, new) >= 2, timeout=900, interval=0.2,
-                 what="two committed batches of the candidate")
+        wait_for(lambda: ledger_batches(stack.pg_dsn, new) >= 1, timeout=900, interval=0.2,
+                 what="a committed batch of the candidate")
         assert views.phase(new) in BUILDING
         operator.stop()  # SIGTERM, as the StatefulSet's rolling update stops the old pod
         operator.start()  # the new version's process
