@@ -26,6 +26,7 @@ from dvstack.cli import apply_crds  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = Path(__file__).resolve().parent
+SCENARIO_TIMEOUT_SECONDS = 3600
 _RAN: list[str] = []  # fault tests that ran in this session
 
 
@@ -35,6 +36,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.faults)
             item.add_marker(pytest.mark.e2e)
             item.add_marker(pytest.mark.slow)
+            # a scenario is one or more migrations under load: longer than the default limit
+            item.add_marker(pytest.mark.timeout(SCENARIO_TIMEOUT_SECONDS))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
