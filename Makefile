@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test stack-up stack-down stack-status lint crds rbac-doc admission-doc bench
+.PHONY: setup demo test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -32,6 +32,10 @@ stack-status: setup
 ## test: unit + integration + e2e on the local stack (PYTEST_ARGS passes through)
 test: setup
 	$(PY) -m dvstack test -- $(PYTEST_ARGS)
+
+## faults: the fault suite alone (kills and restarts under live traffic); writes docs/reliability.md
+faults: setup
+	$(PY) -m dvstack test -- tests/faults -m faults $(PYTEST_ARGS)
 
 ## demo: bring the stack up and replay a topic into PostgreSQL, with progress
 demo: setup

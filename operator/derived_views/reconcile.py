@@ -47,6 +47,7 @@ from derived_views.core.observed import (
 )
 from derived_views.core.plan import plan
 from derived_views.metrics import Metrics
+from derived_views.test_hooks import HOLD_BEFORE_SWITCH, hold
 
 log = logging.getLogger("derived_views")
 
@@ -271,6 +272,7 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any,
     elif isinstance(action, A.DeleteSparkApplication):
         deps.kube.delete_spark_application(ns, action.name)
     elif isinstance(action, A.SwitchAlias):
+        hold(HOLD_BEFORE_SWITCH)  # a test hook, off unless a fault test arms it
         started = time.perf_counter()
         pg.switch_alias(conn, action.schema, action.alias, action.to_index, action.from_index,
                         owner=f"{ns}/{name}")

@@ -1,4 +1,4 @@
-"""`python -m dvstack up|down|status|env|test`: the local stack's entry points.
+"""`python -m dvstack up|down|status|env|restart|test`: the local stack's entry points.
 
 `up` is idempotent: a component already running is reused, not restarted.
 `test` brings the stack up, runs pytest, and takes down what it started.
@@ -23,6 +23,7 @@ from dvstack import (
     kube_api,
     postgres_server,
     processes,
+    restarts,
     s3_store,
     sample,
     spark_crd,
@@ -211,6 +212,11 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("down", help="stop every component; leaves state and caches")
     sub.add_parser("status", help="show which components run")
     sub.add_parser("env", help="print the endpoints JSON written by `up`")
+    r = sub.add_parser("restart", help="stop one component and start it again, keeping its "
+                                        "state (the fault suite's outages)")
+    r.add_argument("component", choices=restarts.RESTARTABLE)
+    r.add_argument("--down-seconds", type=float, default=0.0,
+                   help="how long it stays down before it starts again")
     t = sub.add_parser("test", help="up, pytest ARGS, then down if this command started it")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     h = sub.add_parser("helm", help="run the pinned helm (built on first use) against the stack")
@@ -225,6 +231,9 @@ def main(argv: list[str] | None = None) -> None:
         down(settings)
     elif args.command == "status":
         sys.exit(status(settings))
+    elif args.command == "restart":
+        took = restarts.restart(settings, args.component, down_seconds=args.down_seconds)
+        print(f"{args.component} restarted: serving again {took:.1f}s after the stop")
     elif args.command == "env":
         print(settings.stack_file.read_text() if settings.stack_file.is_file() else "{}")
     elif args.command == "test":

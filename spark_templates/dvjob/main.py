@@ -27,6 +27,7 @@ from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
 from dvjob.sink_postgres import PostgresSink, connect_from_environment, describe_target
 from dvjob.sink_schema import table_layout
+from dvjob.test_hooks import HOLD_BEFORE_COMMIT_CONF, hold
 from dvjob.transform import apply_transform
 
 # Applied only when the submitter's Spark configuration does not set them.
@@ -75,10 +76,13 @@ def run(spark: SparkSession, config: JobConfig) -> None:
                           config.source.format)
     output = apply_transform(config.transform, events)
     layout = table_layout(output.schema, config.sink.primary_key)
+    hook = spark.conf.get(HOLD_BEFORE_COMMIT_CONF, None)
     sink = PostgresSink(connect=connect_from_environment(f"dvjob-{config.revision}"),
                         schema=config.sink.db_schema, table=config.sink.table,
                         ledger_table=config.sink.ledger_table, revision=config.revision,
-                        layout=layout)
+                        layout=layout,
+                        before_commit=(lambda _batch: hold(hook, config.revision)) if hook
+                        else None)
     say(f"writing {config.sink.db_schema}.{config.sink.table} (ledger "
         f"{config.sink.db_schema}.{config.sink.ledger_table}) at {describe_target()}")
     sink.ensure_tables()

@@ -155,8 +155,10 @@ class PostgresSink:
     """Writes batches of one revision into its index table, exactly once per batch id."""
 
     def __init__(self, *, connect: Connect, schema: str, table: str, ledger_table: str,
-                 revision: str, layout: TableLayout) -> None:
+                 revision: str, layout: TableLayout,
+                 before_commit: Callable[[int], None] | None = None) -> None:
         self._connect = connect
+        self._before_commit = before_commit  # a test hook (dvjob.test_hooks); None in use
         self.schema = schema
         self.table = table
         self.ledger_table = ledger_table
@@ -220,6 +222,8 @@ class PostgresSink:
             upserted = max(cur.rowcount, 0)
             cur.execute(finish_statement(self.schema, self.ledger_table),
                         (upserted, deleted, self.revision, batch_id))
+            if self._before_commit is not None:
+                self._before_commit(batch_id)
         return BatchOutcome(batch_id, False, upserted, deleted, end_offsets)
 
     def _copy_rows(self, cur: psycopg.Cursor[Any], batch_id: int,

@@ -1,0 +1,67 @@
+"""The Spark driver SIGKILLed mid-replay, and between a batch's COPY and its commit.
+
+The restarted driver resumes from its checkpoint; a batch whose transaction
+died before COMMIT left nothing (ledger row included) and is written again,
+once.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from faults_support import (
+    BUILDING,
+    JobHold,
+    OperatorProcess,
+    ScenarioResult,
+    Scene,
+    delete_view,
+    kill_driver,
+    ledger_batches,
+)
+
+from dvstack.waiting import wait_for
+
+
+def test_a_driver_killed_mid_replay_and_mid_batch_loses_and_duplicates_nothing(
+        stack: Any, kube_api_client: Any, namespace: str, operator: OperatorProcess,
+        results: Path, tmp_path: Path) -> None:
+    hold = JobHold(tmp_path)
+    scene = Scene.start(stack, kube_api_client, namespace, seed=81, spark_conf=hold.conf())
+    views = scene.views
+    try:
+        # mid-replay: the candidate has committed batches and is behind
+        _, replaying = views.start_next()
+        wait_for(lambda: ledger_batches(stack.pg_dsn, replaying) >= 1, timeout=900,
+                 interval=0.2, what="a committed batch of the candidate")
+        assert views.phase(replaying) in BUILDING
+        kill_driver(scene.core, scene.custom, scene.namespace, scene.app_of(replaying))
+        killed_mid_replay = time.monotonic()
+        replay_ready = views.wait_serving(replaying)
+
+        # mid-batch: the candidate's driver holds after COPY, upsert and ledger row, before
+        # COMMIT (the job's test hook), and dies there
+        _, batching = views.start_next()
+        hold.arm(batching)
+        wait_for(hold.held, timeout=900, interval=0.1,
+                 what="the candidate's driver to hold between COPY and commit")
+        held_batches = ledger_batches(stack.pg_dsn, batching)
+        kill_driver(scene.core, scene.custom, scene.namespace, scene.app_of(batching))
+        killed_mid_batch = time.monotonic()
+        batch_ready = views.wait_serving(batching)
+        assert ledger_batches(stack.pg_dsn, batching) > held_batches
+        converged, lost, duplicated = scene.finish()
+    finally:
+        scene.stop_traffic()
+    errors = len(scene.reader.errors)
+    ScenarioResult("Spark driver SIGKILL mid-replay", 1, int(converged),
+                   [round(replay_ready - killed_mid_replay, 1)], lost, duplicated,
+                   errors).write(results)
+    ScenarioResult("Spark driver SIGKILL between COPY and commit", 1, int(converged),
+                   [round(batch_ready - killed_mid_batch, 1)], lost, duplicated,
+                   errors).write(results)
+    assert converged and (lost, duplicated) == (0, 0), (lost, duplicated)
+    assert scene.reader.errors == [], scene.reader.errors[:3]
+    delete_view(scene.custom, views.handle)
