@@ -231,6 +231,10 @@ class DerivedViewStatus(StatusModel):
     spent_builds: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
         description="Last build number of revisions dropped from `revisions`, so a rebuild "
                     "of one of them still gets a fresh checkpoint.")] = {}
+    spent_builds_floor: Annotated[int | None, Field(
+        ge=0, description="Builds of revisions forgotten from `spentBuilds` (it is bounded) are "
+                          "all below this: a revision not named there starts at this build.")
+                                  ] = None
     conditions: Annotated[list[Condition], Field(
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["type"]},

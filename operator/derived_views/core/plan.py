@@ -38,7 +38,7 @@ from derived_views.api.status import (
     shown_lag,
 )
 from derived_views.core import conditions as cond
-from derived_views.core import naming, switch_guard
+from derived_views.core import naming, status_size, switch_guard
 from derived_views.core.actions import (
     Action,
     AddFinalizer,
@@ -132,6 +132,7 @@ class _Planner:
         status = observed.status
         self.records: dict[str, RevisionStatus] = {r.revision: r for r in status.revisions}
         self.spent_builds = dict(status.spent_builds)
+        self.spent_builds_floor = status.spent_builds_floor or 0
         actives = [r for r in status.revisions if r.phase == Phase.Active]
         self.active: str | None = None
         if actives:
@@ -370,7 +371,8 @@ class _Planner:
             self.restart(revision, rollback=False)
 
     def start_new(self, revision: str) -> None:
-        build = self.spent_builds[revision] + 1 if revision in self.spent_builds else 0
+        build = (self.spent_builds[revision] + 1 if revision in self.spent_builds
+                 else self.spent_builds_floor)
         exists = self.index_exists(revision)
         if build > 0 and exists is not False:
             # A rebuild needs a fresh index; an unknown or stale one must go first.
@@ -780,14 +782,15 @@ class _Planner:
         active_record = self.records.get(self.active) if self.active else None
         active = None if active_record is None else ActiveStatus(
             revision=active_record.revision, index=active_record.index,
-            since=active_record.since, lag=active_record.lag)
+            since=active_record.since, lag=status_size.bounded_detail(active_record.lag))
         record = self.records.get(self.desired)
         candidate = None
         if record is not None and self.desired != self.active and (
                 record.phase in BUILDING or record.phase == Phase.Failed):
             candidate = CandidateStatus(
                 revision=record.revision, index=record.index, phase=record.phase,
-                since=record.since, lag=record.lag, caught_up_since=record.caught_up_since,
+                since=record.since, lag=status_size.bounded_detail(record.lag),
+                caught_up_since=record.caught_up_since,
                 message=record.message)
         if deleting:
             phase = ViewPhase.Deleting
@@ -820,11 +823,13 @@ class _Planner:
         shown = shown_lag(active, candidate)
         verdicts = self.verdicts(deleting)
         self.announce_job_problem(verdicts[cond.DEGRADED])
+        spent_builds, spent_floor = status_size.bounded_spent_builds(self.spent_builds,
+                                                                     self.spent_builds_floor)
         status = DerivedViewStatus(
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
-            revisions=list(self.records.values()),
-            spent_builds=self.spent_builds,
+            revisions=[status_size.record_without_detail(r) for r in self.records.values()],
+            spent_builds=spent_builds, spent_builds_floor=spent_floor or None,
             conditions=cond.build_conditions(
                 switch_guard.overlay(verdicts, self.blocked, self.desired),
                 previous.conditions, self.now, self.view.generation),
