@@ -235,6 +235,10 @@ class DerivedViewStatus(StatusModel):
         ge=0, description="Builds of revisions forgotten from `spentBuilds` (it is bounded) are "
                           "all below this: a revision not named there starts at this build.")
                                   ] = None
+    sink_secret_held: Annotated[str | None, Field(
+        description="Name of the sink Secret on which the operator holds the "
+                    "derivedviews.io/sink-secret finalizer (deletionPolicy Delete), so cleanup "
+                    "can still reach the database while the namespace is deleted.")] = None
     conditions: Annotated[list[Condition], Field(
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["type"]},

@@ -38,7 +38,7 @@ from derived_views.api.status import (
     shown_lag,
 )
 from derived_views.core import conditions as cond
-from derived_views.core import naming, status_size, switch_guard
+from derived_views.core import deletion, naming, status_size, switch_guard
 from derived_views.core.actions import (
     Action,
     AddFinalizer,
@@ -47,7 +47,9 @@ from derived_views.core.actions import (
     DropAlias,
     DropIndex,
     EmitEvent,
+    HoldSecret,
     RecordIntent,
+    ReleaseSecret,
     RemoveFinalizer,
     SwitchAlias,
     UpdateStatus,
@@ -151,6 +153,9 @@ class _Planner:
         self.drops: list[DropIndex] = []
         self.finalizers_added: list[AddFinalizer] = []
         self.finalizers_removed: list[RemoveFinalizer] = []
+        self.secret_holds: list[HoldSecret | ReleaseSecret] = []
+        self.sink_secret_held = observed.status.sink_secret_held
+        self.deletion_problem: cond.Verdict | None = None
         self.events: list[EmitEvent] = []
         self.cutover: tuple[str, str | None] | None = None
         self.last_cutover: CutoverRecord | None = None
@@ -342,6 +347,23 @@ class _Planner:
     def ensure_finalizer(self) -> None:
         if FINALIZER not in self.view.finalizers:
             self.finalizers_added.append(AddFinalizer(FINALIZER))
+
+    def hold_sink_secret(self) -> None:
+        """With deletionPolicy Delete, hold the sink Secret (a finalizer) so the cleanup can
+        still connect while a namespace deletion removes everything; release one no longer
+        needed (policy Retain, another secretRef)."""
+        held = self.obs.status.sink_secret_held
+        if self.sink is None:
+            return  # the Secret could not be read (or the database not reached): not now
+        wanted = (self.spec.sink.postgres.secret_ref.name
+                  if self.spec.deletion_policy == "Delete" else None)
+        if held == wanted:
+            return
+        if held is not None:
+            self.secret_holds.append(ReleaseSecret(held))
+        if wanted is not None:
+            self.secret_holds.append(HoldSecret(wanted))
+        self.sink_secret_held = wanted
 
     def supersede_others(self) -> None:
         for revision, record in list(self.records.items()):
@@ -586,6 +608,9 @@ class _Planner:
         for revision in sorted(self.apps):
             self.delete_app(revision)
         done = False
+        assert self.view.deletion_timestamp is not None
+        waited = seconds_between(self.view.deletion_timestamp, self.now)
+        grace_over = waited >= self.cfg.deletion_sink_grace_seconds
         if self.spec.deletion_policy == "Retain":
             done = True
             message = (f"Stopped the view's jobs; kept {self.schema}.{self.alias} and its "
@@ -594,6 +619,8 @@ class _Planner:
             done = not self.apps
             message = (f"Stopped the view's jobs; left {self.schema}.{self.alias} and its "
                        f"indexes to DerivedView {self.claimed_by}, which owns them.")
+        elif self.sink is not None and self.sink.drop_blockers:
+            done, message = self.deletion_blocked(self.sink.drop_blockers, grace_over)
         elif self.sink is not None:
             if not self.apps:
                 if self.sink.alias_target is not None:
@@ -606,18 +633,55 @@ class _Planner:
             message = (f"Stopped the view's jobs and dropped {self.schema}.{self.alias} and "
                        f"{len(self.sink.indexes)} index(es) (deletionPolicy Delete).")
         else:
-            assert self.view.deletion_timestamp is not None
-            waited = seconds_between(self.view.deletion_timestamp, self.now)
-            if waited >= self.cfg.deletion_sink_grace_seconds and not self.apps:
-                done = True
-                self.event("SinkUnreachable", "Removed the finalizer without dropping the alias "
-                                              "and indexes: the sink was unreachable for "
-                                              f"{waited}s.", warning=True)
+            reason, detail = self.obs.sink_problem or ("SinkUnreachable", "sink unreachable")
+            # A Secret that is gone or unusable does not come back by waiting; a database that
+            # does not answer may (a restart): it gets the grace period.
+            done = reason != "SinkUnreachable" or grace_over
             message = "Stopped the view's jobs."
+            if done:
+                kept = [r.index for r in self.records.values() if not is_torn_down(r)]
+                self.event(deletion.LEFT_BEHIND,
+                           f"Released the view without dropping its alias and indexes "
+                           f"(deletionPolicy Delete): {detail}"
+                           + (f" for {waited}s" if reason == "SinkUnreachable" else "") + "; "
+                           + deletion.left_behind(self.schema, self.alias, kept,
+                                                  self.cfg.ledger_table) + ".", warning=True)
         if done:
+            held = self.obs.status.sink_secret_held
+            if held is not None:
+                self.secret_holds.append(ReleaseSecret(held))
             self.event("Deleted", message)
             self.finalizers_removed.append(RemoveFinalizer(FINALIZER))
         return self.assemble(deleting=True)
+
+    def deletion_blocked(self, blockers: tuple[str, ...], grace_over: bool) -> tuple[bool, str]:
+        """Others' views (functions, ...) read the alias or an index: DROP ... CASCADE would
+        drop them too, silently and for good, so nothing is dropped. The deletion waits the
+        grace period for someone to drop or re-point them, then releases the view and leaves
+        the tables, saying which."""
+        names = deletion.dependents_text(blockers)
+        if self.apps:
+            return False, ""
+        if grace_over:
+            self.event(deletion.LEFT_BEHIND,
+                       f"Released the view without dropping its alias and indexes "
+                       f"(deletionPolicy Delete): {names} depend on them; "
+                       + deletion.left_behind(self.schema, self.alias, self.sink.indexes
+                                              if self.sink else (), self.cfg.ledger_table)
+                       + ".", warning=True)
+            return True, "Stopped the view's jobs."
+        self.deletion_problem = cond.Verdict(
+            "True", deletion.DELETION_BLOCKED,
+            f"{names} depend on {self.schema}.{self.alias} or its indexes: drop or re-point "
+            f"them (nothing is dropped with CASCADE); after "
+            f"{self.cfg.deletion_sink_grace_seconds}s from the deletion the view is released "
+            "and its alias and indexes are left in place")
+        before = self.obs.status.condition(cond.STALLED)
+        if before is None or before.reason != deletion.DELETION_BLOCKED:
+            self.event(deletion.DELETION_BLOCKED,
+                       f"Not dropping {self.schema}.{self.alias} and its indexes: "
+                       f"{self.deletion_problem.message}.", warning=True)
+        return False, ""
 
     # result -----------------------------------------------------------------------------------
 
@@ -631,6 +695,7 @@ class _Planner:
         self.resume_cutover()
         if not self.paused:
             self.ensure_finalizer()
+            self.hold_sink_secret()
             self.supersede_others()
             self.start_desired()
             self.apply_job_settings()
@@ -653,7 +718,9 @@ class _Planner:
         resets = {r: self.resets_of(r) for r in dict.fromkeys(serving)}
 
         problem: cond.Verdict | None = None
-        if self.checkpoint_problem is not None:
+        if self.deletion_problem is not None:
+            problem = self.deletion_problem
+        elif self.checkpoint_problem is not None:
             problem = V("True", "CheckpointNotDurable",
                         f"spec.spark.checkpointBase: {self.checkpoint_problem}; remove it to use "
                         "the operator's base, or name a store every pod reaches")
@@ -830,13 +897,15 @@ class _Planner:
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
             revisions=[status_size.record_without_detail(r) for r in self.records.values()],
             spent_builds=spent_builds, spent_builds_floor=spent_floor or None,
+            sink_secret_held=self.sink_secret_held,
             conditions=cond.build_conditions(
                 switch_guard.overlay(verdicts, self.blocked, self.desired),
                 previous.conditions, self.now, self.view.generation),
             intent=None, last_cutover=self.last_cutover or previous.last_cutover,
             lag_history=self.lag_history(previous.lag_history, active, candidate))
         effects: list[Action] = [*self.finalizers_added, *self.switches, *self.deletes,
-                                 *self.creates, *self.drop_aliases, *self.drops]
+                                 *self.creates, *self.drop_aliases, *self.drops,
+                                 *self.secret_holds]
         actions: list[Action] = []
         if effects:
             intent = Intent(steps=[describe(a) for a in [*effects, *self.finalizers_removed]],
