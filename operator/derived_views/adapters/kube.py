@@ -96,15 +96,13 @@ class Kube:
         self._secret_finalizer(namespace, name, finalizer, present=True)
 
     def release_secret(self, namespace: str, name: str, finalizer: str, *, view: str) -> None:
-        """Take `finalizer` off a Secret unless another DerivedView of the namespace with
-        deletionPolicy Delete still names it as its sink Secret."""
+        """Take `finalizer` off a Secret unless another DerivedView of the namespace still
+        holds it (`status.heldSecrets`)."""
         listing = self.custom.list_namespaced_custom_object(
             DV_GROUP, DV_VERSION, namespace, DV_PLURAL, _request_timeout=self.timeout)
         for other in listing.get("items", []):
-            spec = other.get("spec") or {}
-            ref = ((spec.get("sink") or {}).get("postgres") or {}).get("secretRef") or {}
-            if (other["metadata"]["name"] != view and spec.get("deletionPolicy") == "Delete"
-                    and ref.get("name") == name):
+            held = (other.get("status") or {}).get("heldSecrets") or []
+            if other["metadata"]["name"] != view and name in held:
                 return
         self._secret_finalizer(namespace, name, finalizer, present=False)
 

@@ -235,10 +235,11 @@ class DerivedViewStatus(StatusModel):
         ge=0, description="Builds of revisions forgotten from `spentBuilds` (it is bounded) are "
                           "all below this: a revision not named there starts at this build.")
                                   ] = None
-    sink_secret_held: Annotated[str | None, Field(
-        description="Name of the sink Secret on which the operator holds the "
-                    "derivedviews.io/sink-secret finalizer (deletionPolicy Delete), so cleanup "
-                    "can still reach the database while the namespace is deleted.")] = None
+    held_secrets: Annotated[list[str], Field(
+        description="Secrets on which the operator holds the derivedviews.io/sink-secret "
+                    "finalizer for this view (deletionPolicy Delete: the sink Secret, and the "
+                    "checkpoint Secret for s3a:// checkpoints), so its cleanup can still reach "
+                    "the database and the store while the namespace is deleted.")] = []
     conditions: Annotated[list[Condition], Field(
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["type"]},

@@ -97,7 +97,7 @@ class HoldSecret:
 
 @dataclass(frozen=True)
 class ReleaseSecret:
-    """Take the sink-secret finalizer off a Secret, unless another view still needs it."""
+    """Take the sink-secret finalizer off a Secret, unless another view still holds it."""
 
     name: str
 

@@ -55,7 +55,7 @@ from derived_views.core.actions import (
     UpdateStatus,
     describe,
 )
-from derived_views.core.checkpoints import durable_base_problem
+from derived_views.core.checkpoints import durable_base_problem, is_s3a
 from derived_views.core.deadlines import TORN_DOWN_REASONS, deadline_verdict
 from derived_views.core.job_state import (
     DRIVER_PENDING,
@@ -154,7 +154,7 @@ class _Planner:
         self.finalizers_added: list[AddFinalizer] = []
         self.finalizers_removed: list[RemoveFinalizer] = []
         self.secret_holds: list[HoldSecret | ReleaseSecret] = []
-        self.sink_secret_held = observed.status.sink_secret_held
+        self.held_secrets = list(observed.status.held_secrets)
         self.deletion_problem: cond.Verdict | None = None
         self.events: list[EmitEvent] = []
         self.cutover: tuple[str, str | None] | None = None
@@ -352,18 +352,25 @@ class _Planner:
         """With deletionPolicy Delete, hold the sink Secret (a finalizer) so the cleanup can
         still connect while a namespace deletion removes everything; release one no longer
         needed (policy Retain, another secretRef)."""
-        held = self.obs.status.sink_secret_held
         if self.sink is None:
             return  # the Secret could not be read (or the database not reached): not now
-        wanted = (self.spec.sink.postgres.secret_ref.name
-                  if self.spec.deletion_policy == "Delete" else None)
-        if held == wanted:
-            return
-        if held is not None:
-            self.secret_holds.append(ReleaseSecret(held))
-        if wanted is not None:
-            self.secret_holds.append(HoldSecret(wanted))
-        self.sink_secret_held = wanted
+        held, wanted = set(self.held_secrets), set(self.secrets_for_cleanup())
+        for name in sorted(held - wanted):
+            self.secret_holds.append(ReleaseSecret(name))
+        for name in sorted(wanted - held):
+            self.secret_holds.append(HoldSecret(name))
+        self.held_secrets = sorted(wanted)
+
+    def secrets_for_cleanup(self) -> list[str]:
+        """What deleting with deletionPolicy Delete reads: the sink Secret, and the checkpoint
+        Secret when checkpoints on s3a:// are deleted with the operator's credentials."""
+        if self.spec.deletion_policy != "Delete":
+            return []
+        names = {self.spec.sink.postgres.secret_ref.name}
+        base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
+        if self.cfg.checkpoint_secret and is_s3a(base):
+            names.add(self.cfg.checkpoint_secret)
+        return sorted(names)
 
     def supersede_others(self) -> None:
         for revision, record in list(self.records.items()):
@@ -647,8 +654,7 @@ class _Planner:
                            + deletion.left_behind(self.schema, self.alias, kept,
                                                   self.cfg.ledger_table) + ".", warning=True)
         if done:
-            held = self.obs.status.sink_secret_held
-            if held is not None:
+            for held in self.held_secrets:
                 self.secret_holds.append(ReleaseSecret(held))
             self.event("Deleted", message)
             self.finalizers_removed.append(RemoveFinalizer(FINALIZER))
@@ -897,7 +903,7 @@ class _Planner:
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
             revisions=[status_size.record_without_detail(r) for r in self.records.values()],
             spent_builds=spent_builds, spent_builds_floor=spent_floor or None,
-            sink_secret_held=self.sink_secret_held,
+            held_secrets=self.held_secrets,
             conditions=cond.build_conditions(
                 switch_guard.overlay(verdicts, self.blocked, self.desired),
                 previous.conditions, self.now, self.view.generation),

@@ -6,7 +6,7 @@ orders_by_customer, revisions R1/R2), not derived from the planner's helpers.
 
 from __future__ import annotations
 
-from core_samples import SQL_V1, SQL_V2, spec_body
+from core_samples import SQL_V1, SQL_V2, make_config, spec_body
 from core_world import World
 from test_core_plan_scenarios import I1, I2, R1, served_world
 
@@ -33,7 +33,7 @@ def test_delete_policy_holds_the_sink_secret_once_and_records_it() -> None:
     first = world.reconcile()
     assert A.HoldSecret(HELD) in first
     assert world.held_secrets == {HELD}
-    assert world.parsed_status().sink_secret_held == HELD
+    assert world.parsed_status().held_secrets == [HELD]
     world.tick()
     assert not any(isinstance(a, A.HoldSecret) for a in world.reconcile())
 
@@ -48,7 +48,19 @@ def test_the_hold_follows_the_policy_and_the_secret_ref() -> None:
     world.edit(spec_body(SQL_V1, deletionPolicy="Retain", sink=sink))
     world.reconcile()
     assert world.held_secrets == set()
-    assert world.parsed_status().sink_secret_held is None
+    assert world.parsed_status().held_secrets == []
+
+
+def test_the_checkpoint_secret_is_held_too_for_s3a_checkpoints() -> None:
+    # the samples checkpoint to s3a://checkpoints/dv; the operator deletes a dropped
+    # revision's checkpoints with the namespace's checkpoint Secret
+    world = World(spec_body(SQL_V1, deletionPolicy="Delete"),
+                  config=make_config(checkpoint_secret="dv-checkpoints"))
+    world.settle(ticks=8)
+    assert world.held_secrets == {HELD, "dv-checkpoints"}
+    world.deletion_timestamp = world.now
+    world.settle(ticks=2)
+    assert world.gone and world.held_secrets == set()
 
 
 def test_no_hold_while_the_secret_cannot_be_read() -> None:
@@ -56,7 +68,7 @@ def test_no_hold_while_the_secret_cannot_be_read() -> None:
     world.sink_up, world.sink_problem = False, ("SecretMissing", "secret shop/views-db not found")
     world.edit(spec_body(SQL_V1, deletionPolicy="Delete"))
     world.reconcile()
-    assert world.held_secrets == set() and world.parsed_status().sink_secret_held is None
+    assert world.held_secrets == set() and world.parsed_status().held_secrets == []
 
 
 def test_missing_secret_with_delete_releases_at_once_naming_what_stayed() -> None:
