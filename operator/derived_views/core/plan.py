@@ -666,19 +666,20 @@ class _Planner:
         grace period for someone to drop or re-point them, then releases the view and leaves
         the tables, saying which."""
         names = deletion.dependents_text(blockers)
+        verb = "depends" if len(set(blockers)) == 1 else "depend"
         if self.apps:
             return False, ""
         if grace_over:
             self.event(deletion.LEFT_BEHIND,
                        f"Released the view without dropping its alias and indexes "
-                       f"(deletionPolicy Delete): {names} depend on them; "
+                       f"(deletionPolicy Delete): {names} {verb} on them; "
                        + deletion.left_behind(self.schema, self.alias, self.sink.indexes
                                               if self.sink else (), self.cfg.ledger_table)
                        + ".", warning=True)
             return True, "Stopped the view's jobs."
         self.deletion_problem = cond.Verdict(
             "True", deletion.DELETION_BLOCKED,
-            f"{names} depend on {self.schema}.{self.alias} or its indexes: drop or re-point "
+            f"{names} {verb} on {self.schema}.{self.alias} or its indexes: drop or re-point "
             f"them (nothing is dropped with CASCADE); after "
             f"{self.cfg.deletion_sink_grace_seconds}s from the deletion the view is released "
             "and its alias and indexes are left in place")
