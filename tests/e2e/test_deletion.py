@@ -83,7 +83,7 @@ def test_deleting_the_namespace_of_a_healthy_delete_view_drops_its_alias_and_ind
         custom.create_namespaced_custom_object(G, V, doomed, P, view_body(
             doomed, "orders", stack.kafka_bootstrap, topic, table))
         handle = ViewHandle(custom, doomed, "orders")
-        revision = handle.wait_serving_new(None, "the view to serve", timeout=600)
+        revision = handle.wait_serving_new(None, "the view to serve", timeout=900)
         secret = core.read_namespaced_secret("views-db", doomed)
         assert SECRET_FINALIZER in (secret.metadata.finalizers or [])
         live = producer.stop()
@@ -106,5 +106,10 @@ def test_deleting_the_namespace_of_a_healthy_delete_view_drops_its_alias_and_ind
                  what="the namespace to be deleted (its view released, its Secret let go)")
     finally:
         producer.stop()
+        try:  # a failed test must not leave its namespace (and its Spark driver) behind
+            core.delete_namespace(doomed)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     assert _relations(stack.pg_dsn, table) == []
     assert _ledger_rows(stack.pg_dsn, revision) == 0
