@@ -654,7 +654,9 @@ class _Planner:
                            + deletion.left_behind(self.schema, self.alias, kept,
                                                   self.cfg.ledger_table) + ".", warning=True)
         if done:
-            for held in self.held_secrets:
+            # also what the spec would hold: a status that lost its record must not leave a
+            # Secret held for good (the shell keeps a hold another view still records)
+            for held in sorted(set(self.held_secrets) | set(self.secrets_for_cleanup())):
                 self.secret_holds.append(ReleaseSecret(held))
             self.event("Deleted", message)
             self.finalizers_removed.append(RemoveFinalizer(FINALIZER))

@@ -63,6 +63,16 @@ def test_the_checkpoint_secret_is_held_too_for_s3a_checkpoints() -> None:
     assert world.gone and world.held_secrets == set()
 
 
+def test_deletion_releases_the_spec_s_secret_even_if_status_lost_the_record() -> None:
+    world = _delete_policy_world()
+    world.status["heldSecrets"] = []  # e.g. a status restored from an old backup
+    world.deletion_timestamp = world.now
+    world.settle(ticks=2)  # the job goes, then the drops and the release
+    assert world.gone
+    assert world.held_secrets == set()
+    assert any(A.ReleaseSecret(HELD) in plan for plan in world.plans)
+
+
 def test_no_hold_while_the_secret_cannot_be_read() -> None:
     world = served_world()
     world.sink_up, world.sink_problem = False, ("SecretMissing", "secret shop/views-db not found")
