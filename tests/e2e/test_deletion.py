@@ -52,9 +52,9 @@ def test_a_view_whose_secret_is_gone_is_deleted_and_says_what_stayed(
         namespace, "orphan", stack.kafka_bootstrap, topic, table, secret="never-created"))
     handle = ViewHandle(custom, namespace, "orphan")
     wait_for(lambda: handle.condition("Degraded").get("reason") == "SecretMissing",
-             timeout=30, interval=0.5, what="the view to say SecretMissing")
+             timeout=120, interval=0.5, what="the view to say SecretMissing")
     custom.delete_namespaced_custom_object(G, V, namespace, P, "orphan")
-    wait_for(handle.gone, timeout=60, interval=0.5,
+    wait_for(handle.gone, timeout=120, interval=0.5,
              what="the view without its Secret to be deleted (not held by its finalizer)")
     left = [(t, m) for t, r, m in handle.events(core) if r == "LeftBehind"]
     assert len(left) == 1, handle.events(core)
