@@ -72,6 +72,10 @@ class _QuietRefresh(logging.Filter):
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
+    # Kopf's own calls are bounded like ours (adapters.kube.REQUEST_TIMEOUT): a hung API
+    # server fails a call, it never holds a handler for good.
+    settings.networking.connect_timeout = 10
+    settings.networking.request_timeout = 60
     settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
     logging.getLogger("kopf.objects").addFilter(_QuietRefresh())
     if SETTINGS.metrics_port:

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from derived_views.adapters import checkpoints as ckpt
 from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
-from derived_views.adapters.kube import Kube, SecretMissing
+from derived_views.adapters.kube import EventRefused, Kube, SecretMissing
+from derived_views.api.constants import SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
@@ -108,25 +109,32 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
         log.warning("%s/%s: sink unavailable: %s", meta["namespace"], meta["name"], exc)
         return SinkReading(problem=("SinkUnreachable", str(exc)))
     try:
-        return SinkReading(conn=conn, observed=_observe_sink(conn, spec, status, deps, record))
+        dropping = (bool(meta.get("deletionTimestamp"))
+                    and spec.deletion_policy == "Delete")
+        return SinkReading(conn=conn, observed=_observe_sink(conn, spec, status, deps, record,
+                                                             dropping=dropping))
     except BaseException:
         conn.close()  # a query that failed after connecting must not leak the connection
         raise
 
 
 def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, deps: Deps,
-                  record: PassRecord) -> SinkObserved:
+                  record: PassRecord, *, dropping: bool) -> SinkObserved:
+    """`dropping`: the view is being deleted with deletionPolicy Delete, so what would keep
+    the drops from succeeding is observed too."""
     schema = spec.sink.postgres.db_schema
     indexes = pg.existing_tables(conn, schema, index_tables_to_observe(spec, status))
     record.index_rows = dict(indexes)
     ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
                                  ledger=deps.config.ledger_table)
+    pg.prune_ledger(conn, schema, ledger, ledger=deps.config.ledger_table)
     alias = spec.sink.postgres.table
     target = pg.alias_target(conn, schema, alias)
     return SinkObserved(
         indexes=frozenset(indexes), alias_target=target,
         ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
-        switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}))
+        switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
+        drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()))
 
 
 def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube) -> KafkaCluster:
@@ -284,6 +292,24 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any,
         pg.drop_index(conn, action.schema, action.index, action.revision,
                       ledger=deps.config.ledger_table)
         ckpt.delete_dropped_revision(deps.kube, deps.config, body, action.revision)
+    elif isinstance(action, A.HoldSecret):
+        deps.kube.hold_secret(ns, action.name, SECRET_FINALIZER)
+    elif isinstance(action, A.ReleaseSecret):
+        deps.kube.release_secret(ns, action.name, SECRET_FINALIZER, view=name)
     elif isinstance(action, A.EmitEvent):
-        deps.kube.event(body, reason=action.reason, message=action.message, type_=action.type)
+        _emit(body, action, deps)
     return False
+
+
+def _emit(body: dict[str, Any], action: A.EmitEvent, deps: Deps) -> None:
+    """Post the event; warnings go to the log too. An event that cannot be posted never
+    stops a pass: a namespace being deleted refuses new events, and its views must still be
+    released."""
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    if action.type == "Warning":
+        log.warning("%s/%s: %s: %s", ns, name, action.reason, action.message)
+    try:
+        deps.kube.event(body, reason=action.reason, message=action.message, type_=action.type)
+    except EventRefused as exc:
+        log.warning("%s/%s: event %s not posted (%s): %s", ns, name, action.reason, exc,
+                    action.message)

@@ -124,7 +124,10 @@ spark-operator-spark
 What the operator does to the objects of the namespaces it serves. In cluster
 mode these rules are in the ClusterRole; in namespaces mode, in a Role per
 watched namespace. Secrets: `get` by name only (the Kafka and PostgreSQL
-credentials a view references); never list or watch. Pods: read only, for the
+credentials a view references), and `patch` to put and take off the
+derivedviews.io/sink-secret finalizer on the sink Secret of a view with
+deletionPolicy Delete (its cleanup needs it while a namespace is deleted);
+never list or watch. Pods: read only, for the
 drivers' state (why a driver cannot start, a failed job's termination message).
 */}}
 {{- define "dv.servedNamespaceRules" -}}
@@ -145,7 +148,7 @@ drivers' state (why a driver cannot start, a failed job's termination message).
   verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "patch"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]

@@ -17,6 +17,15 @@ SPARK_ROLE_LABEL = "spark-role"
 """Spark labels its pods `spark-role=driver` / `spark-role=executor`."""
 
 
+REQUEST_TIMEOUT = 10.0
+"""Seconds any one API call may take: a hung API server must not hold a view's lock and a
+worker thread for good (the call fails, the pass is retried)."""
+
+
+class EventRefused(Exception):
+    """The API server refused an Event (e.g. its namespace is being deleted)."""
+
+
 class SecretMissing(Exception):
     """A Secret a view references does not exist or lacks a key."""
 
@@ -24,20 +33,23 @@ class SecretMissing(Exception):
 class Kube:
     """Thin, idempotent calls; 404 on delete and 409 on create are successes."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, timeout: float = REQUEST_TIMEOUT) -> None:
+        self.timeout = timeout
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
 
     # SparkApplications -------------------------------------------------------
     def spark_applications(self, namespace: str, view: str) -> list[dict[str, Any]]:
         listing = self.custom.list_namespaced_custom_object(
-            SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, label_selector=f"{VIEW_LABEL}={view}")
+            SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, label_selector=f"{VIEW_LABEL}={view}",
+            _request_timeout=self.timeout)
         return list(listing.get("items", []))
 
     def create_spark_application(self, namespace: str, manifest: dict[str, Any]) -> None:
         try:
             self.custom.create_namespaced_custom_object(SPARK_GROUP, SPARK_VERSION, namespace,
-                                                        SPARK_PLURAL, manifest)
+                                                        SPARK_PLURAL, manifest,
+                                                        _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -48,7 +60,8 @@ class Kube:
         try:
             self.custom.delete_namespaced_custom_object(
                 SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name,
-                body=client.V1DeleteOptions(propagation_policy="Foreground"))
+                body=client.V1DeleteOptions(propagation_policy="Foreground"),
+                _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -61,7 +74,8 @@ class Kube:
         `spark-role!=executor` also matches pods without a spark-role label.
         """
         listing = self.core.list_namespaced_pod(
-            namespace, label_selector=f"{VIEW_LABEL}={view},{SPARK_ROLE_LABEL}!=executor")
+            namespace, label_selector=f"{VIEW_LABEL}={view},{SPARK_ROLE_LABEL}!=executor",
+            _request_timeout=self.timeout)
         pods: list[dict[str, Any]] = self.core.api_client.sanitize_for_serialization(
             listing.items)
         return pods
@@ -69,18 +83,58 @@ class Kube:
     # Secrets -----------------------------------------------------------------
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         try:
-            secret = self.core.read_namespaced_secret(name, namespace)
+            secret = self.core.read_namespaced_secret(name, namespace,
+                                                      _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status == 404:
                 raise SecretMissing(f"secret {namespace}/{name} not found") from None
             raise
         return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
 
+    def hold_secret(self, namespace: str, name: str, finalizer: str) -> None:
+        """Put `finalizer` on a Secret (nothing if it is gone)."""
+        self._secret_finalizer(namespace, name, finalizer, present=True)
+
+    def release_secret(self, namespace: str, name: str, finalizer: str, *, view: str) -> None:
+        """Take `finalizer` off a Secret unless another DerivedView of the namespace still
+        holds it (`status.heldSecrets`)."""
+        listing = self.custom.list_namespaced_custom_object(
+            DV_GROUP, DV_VERSION, namespace, DV_PLURAL, _request_timeout=self.timeout)
+        for other in listing.get("items", []):
+            held = (other.get("status") or {}).get("heldSecrets") or []
+            if other["metadata"]["name"] != view and name in held:
+                return
+        self._secret_finalizer(namespace, name, finalizer, present=False)
+
+    def _secret_finalizer(self, namespace: str, name: str, finalizer: str, *,
+                          present: bool) -> None:
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace,
+                                                      _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        current = list(secret.metadata.finalizers or [])
+        if (finalizer in current) == present:
+            return
+        wanted = [*current, finalizer] if present else [f for f in current if f != finalizer]
+        # A JSON patch: a strategic merge patch would merge the list instead of replacing it.
+        try:
+            self.core.patch_namespaced_secret(name, namespace, [
+                {"op": "test", "path": "/metadata/resourceVersion",
+                 "value": secret.metadata.resource_version},
+                {"op": "replace" if current else "add", "path": "/metadata/finalizers",
+                 "value": wanted}], _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     # DerivedView -------------------------------------------------------------
     def get_view(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             view: dict[str, Any] = self.custom.get_namespaced_custom_object(
-                DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name)
+                DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name, _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -89,7 +143,8 @@ class Kube:
 
     def patch_view_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object_status(
-            DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name, {"status": status})
+            DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name, {"status": status},
+            _request_timeout=self.timeout)
 
     def add_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
         self._set_finalizer(namespace, name, finalizer, present=True)
@@ -109,7 +164,8 @@ class Kube:
         self.custom.patch_namespaced_custom_object(
             DV_GROUP, DV_VERSION, namespace, DV_PLURAL, name,
             {"metadata": {"finalizers": wanted,
-                          "resourceVersion": view["metadata"]["resourceVersion"]}})
+                          "resourceVersion": view["metadata"]["resourceVersion"]}},
+            _request_timeout=self.timeout)
 
     def event(self, view: dict[str, Any], *, reason: str, message: str, type_: str = "Normal") -> None:
         meta = view["metadata"]
@@ -122,7 +178,11 @@ class Kube:
             reason=reason, message=message, type=type_, first_timestamp=now, last_timestamp=now,
             count=1, source=client.V1EventSource(component="derived-views-operator"),
         )
-        self.core.create_namespaced_event(meta["namespace"], body)
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body,
+                                              _request_timeout=self.timeout)
+        except ApiException as exc:
+            raise EventRefused(f"{exc.status} {exc.reason}") from None
 
 
 def new_api_client() -> Any:

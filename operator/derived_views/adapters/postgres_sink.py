@@ -27,6 +27,16 @@ from derived_views.core.observed import LedgerPosition, SwitchBlocker
 LEDGER_TABLE = "dv_ledger"
 
 
+CONNECT_TIMEOUT_SECONDS = 10
+STATEMENT_TIMEOUT_MS = 30_000
+LOCK_TIMEOUT_MS = 10_000
+SESSION_OPTIONS = f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout={LOCK_TIMEOUT_MS}"
+"""Every statement of the operator's sessions ends within bounds: a lock held by a reader or a
+hung server fails the pass (it is retried) instead of holding the view's lock and a worker
+thread for good; keepalives and tcp_user_timeout end a connection whose peer vanished. The
+alias switch sets a shorter lock_timeout of its own."""
+
+
 class SinkUnavailable(Exception):
     """The sink database cannot be reached (message carries no credentials)."""
 
@@ -58,7 +68,11 @@ class PgConnection:
         try:
             return psycopg.connect(host=self.host, port=self.port, dbname=self.database,
                                    user=self.user, password=self.password, sslmode=self.sslmode,
-                                   connect_timeout=10, autocommit=autocommit)
+                                   connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                                   options=SESSION_OPTIONS, keepalives=1,
+                                   keepalives_idle=10, keepalives_interval=5,
+                                   keepalives_count=3, tcp_user_timeout=30_000,
+                                   autocommit=autocommit)
         except psycopg.OperationalError as exc:
             raise SinkUnavailable(f"cannot connect to {self.host}:{self.port}/{self.database}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
@@ -103,6 +117,44 @@ def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iter
                                        committed_at=committed_at, batch_id=int(batch_id),
                                        earlier=earlier)
     return out
+
+
+LEDGER_KEEP_BATCHES = 20
+"""Newest ledger rows of a revision always kept, beyond what the commit rate reads."""
+
+
+def prune_ledger(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
+                 ledger: str = LEDGER_TABLE, keep_batches: int = LEDGER_KEEP_BATCHES) -> int:
+    """Delete ledger rows of `revisions` that neither resuming nor the rate need; returns
+    how many went.
+
+    The job re-runs at most its last batch after a failure and skips it by finding that
+    batch's row (the newest); `ledger_positions` reads the newest row and the newest one
+    at least RATE_WINDOW_SECONDS older. Kept per revision: everything from that earlier
+    row on, and at least the newest `keep_batches`; a revision with no row that old keeps
+    all (they are all younger than the window). Done by the operator rather than in the
+    job's batch transaction: the rule follows what the operator reads, and it also covers
+    revisions whose job is stopped (a retiring index kept for rollback).
+    """
+    wanted = sorted(set(revisions))
+    if not wanted or not _relation_exists(conn, schema, ledger):
+        return 0
+    table = sql.Identifier(schema, ledger)
+    statement = sql.SQL(
+        "WITH newest AS (SELECT DISTINCT ON (revision) revision, batch_id, committed_at "
+        "FROM {table} WHERE revision = ANY(%(wanted)s) ORDER BY revision, batch_id DESC), "
+        "cut AS (SELECT n.revision, n.batch_id AS newest, ("
+        "  SELECT max(l.batch_id) FROM {table} l WHERE l.revision = n.revision"
+        "  AND l.batch_id < n.batch_id"
+        "  AND l.committed_at <= n.committed_at - %(window)s * interval '1 second') AS earlier "
+        "FROM newest n) "
+        "DELETE FROM {table} t USING cut WHERE t.revision = cut.revision "
+        "AND cut.earlier IS NOT NULL AND t.batch_id < LEAST(cut.earlier, cut.newest - %(keep)s)"
+    ).format(table=table)
+    with conn.transaction():
+        cursor = conn.execute(statement, {"wanted": wanted, "keep": keep_batches,
+                                          "window": RATE_WINDOW_SECONDS})
+    return max(cursor.rowcount, 0)
 
 
 def _flat_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, int], int]:
@@ -160,6 +212,25 @@ def switch_blockers(conn: psycopg.Connection[Any], schema: str, alias: str,
         except RuntimeError:
             continue  # the index vanished meanwhile: nothing to judge
     return out
+
+
+def drop_blockers(conn: psycopg.Connection[Any], schema: str, alias: str,
+                  indexes: Iterable[str]) -> tuple[str, ...]:
+    """Objects of others that DROP VIEW / DROP TABLE (without CASCADE) of the alias and the
+    indexes would refuse to drop, as PostgreSQL describes them. Changes nothing."""
+    found: set[str] = set()
+    own: set[str] = set()
+    view = postgres_alias.relation(conn, schema, alias, kinds="v")
+    if view is not None:
+        row = conn.execute("SELECT pg_describe_object('pg_class'::regclass, %s, 0)",
+                           (view.oid,)).fetchone()
+        own.add(str(row[0]) if row else "")
+        found.update(postgres_alias.dependents(conn, view.oid))
+    for index in sorted(set(indexes)):
+        table = postgres_alias.relation(conn, schema, index, kinds="rp")
+        if table is not None:
+            found.update(postgres_alias.dependents(conn, table.oid))
+    return tuple(sorted(found - own))
 
 
 class AliasConflict(Exception):

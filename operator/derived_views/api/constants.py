@@ -15,6 +15,10 @@ SHORT_NAMES: Final = ("dv",)
 FINALIZER: Final = f"{GROUP}/cleanup"
 """Held while the view exists so deletion can stop its jobs (and drop indexes with Delete)."""
 
+SECRET_FINALIZER: Final = f"{GROUP}/sink-secret"
+"""On the sink Secret of a view with deletionPolicy Delete: deleting the namespace deletes the
+Secret too, and the view's cleanup still needs it to drop the alias and indexes."""
+
 PROMOTE_ANNOTATION: Final = f"{GROUP}/promote"
 """`<revision>`: in manual mode, allow the cutover to that revision once its gate holds."""
 PAUSED_ANNOTATION: Final = f"{GROUP}/paused"

@@ -231,6 +231,15 @@ class DerivedViewStatus(StatusModel):
     spent_builds: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
         description="Last build number of revisions dropped from `revisions`, so a rebuild "
                     "of one of them still gets a fresh checkpoint.")] = {}
+    spent_builds_floor: Annotated[int | None, Field(
+        ge=0, description="Builds of revisions forgotten from `spentBuilds` (it is bounded) are "
+                          "all below this: a revision not named there starts at this build.")
+                                  ] = None
+    held_secrets: Annotated[list[str], Field(
+        description="Secrets on which the operator holds the derivedviews.io/sink-secret "
+                    "finalizer for this view (deletionPolicy Delete: the sink Secret, and the "
+                    "checkpoint Secret for s3a:// checkpoints), so its cleanup can still reach "
+                    "the database and the store while the namespace is deleted.")] = []
     conditions: Annotated[list[Condition], Field(
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["type"]},

@@ -89,6 +89,20 @@ class DropIndex:
 
 
 @dataclass(frozen=True)
+class HoldSecret:
+    """Put the sink-secret finalizer on a Secret the view's cleanup will need."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ReleaseSecret:
+    """Take the sink-secret finalizer off a Secret, unless another view still holds it."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class UpdateStatus:
     """Send `patch` as a JSON merge patch of the status subresource (`{"status": patch}`).
 
@@ -110,10 +124,11 @@ class EmitEvent:
 
 
 Action = (RecordIntent | AddFinalizer | RemoveFinalizer | CreateSparkApplication
-          | DeleteSparkApplication | SwitchAlias | DropAlias | DropIndex | UpdateStatus | EmitEvent)
+          | DeleteSparkApplication | SwitchAlias | DropAlias | DropIndex | UpdateStatus | EmitEvent
+          | HoldSecret | ReleaseSecret)
 
 EFFECTS = (AddFinalizer, RemoveFinalizer, CreateSparkApplication, DeleteSparkApplication,
-           SwitchAlias, DropAlias, DropIndex)
+           SwitchAlias, DropAlias, DropIndex, HoldSecret, ReleaseSecret)
 """Actions that change the world outside the view's status and events."""
 
 
@@ -134,6 +149,10 @@ def describe(action: Action) -> str:
             return f"add finalizer {f}"
         case RemoveFinalizer(finalizer=f):
             return f"remove finalizer {f}"
+        case HoldSecret(name=name):
+            return f"hold Secret {name} until the view's cleanup is done"
+        case ReleaseSecret(name=name):
+            return f"release Secret {name}"
         case RecordIntent():
             return "record intent"
         case UpdateStatus():

@@ -145,6 +145,9 @@ class SinkObserved:
     """`namespace/name` of the view the alias was created for (None: no alias, or unmarked)."""
     switch_blockers: Mapping[str, SwitchBlocker] = field(default_factory=dict)
     """Index -> why switching the alias to it would fail or break a dependent (absent: fine)."""
+    drop_blockers: tuple[str, ...] = ()
+    """Database objects of others that depend on the alias or an index table (observed while
+    a view with deletionPolicy Delete is deleted): DROP without CASCADE refuses them."""
 
 
 @dataclass(frozen=True)

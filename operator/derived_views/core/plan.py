@@ -38,7 +38,7 @@ from derived_views.api.status import (
     shown_lag,
 )
 from derived_views.core import conditions as cond
-from derived_views.core import naming, switch_guard
+from derived_views.core import deletion, naming, status_size, switch_guard
 from derived_views.core.actions import (
     Action,
     AddFinalizer,
@@ -47,13 +47,15 @@ from derived_views.core.actions import (
     DropAlias,
     DropIndex,
     EmitEvent,
+    HoldSecret,
     RecordIntent,
+    ReleaseSecret,
     RemoveFinalizer,
     SwitchAlias,
     UpdateStatus,
     describe,
 )
-from derived_views.core.checkpoints import durable_base_problem
+from derived_views.core.checkpoints import durable_base_problem, is_s3a
 from derived_views.core.deadlines import TORN_DOWN_REASONS, deadline_verdict
 from derived_views.core.job_state import (
     DRIVER_PENDING,
@@ -133,6 +135,7 @@ class _Planner:
         status = observed.status
         self.records: dict[str, RevisionStatus] = {r.revision: r for r in status.revisions}
         self.spent_builds = dict(status.spent_builds)
+        self.spent_builds_floor = status.spent_builds_floor or 0
         actives = [r for r in status.revisions if r.phase == Phase.Active]
         self.active: str | None = None
         if actives:
@@ -151,6 +154,9 @@ class _Planner:
         self.drops: list[DropIndex] = []
         self.finalizers_added: list[AddFinalizer] = []
         self.finalizers_removed: list[RemoveFinalizer] = []
+        self.secret_holds: list[HoldSecret | ReleaseSecret] = []
+        self.held_secrets = list(observed.status.held_secrets)
+        self.deletion_problem: cond.Verdict | None = None
         self.events: list[EmitEvent] = []
         self.cutover: tuple[str, str | None] | None = None
         self.last_cutover: CutoverRecord | None = None
@@ -345,6 +351,30 @@ class _Planner:
         if FINALIZER not in self.view.finalizers:
             self.finalizers_added.append(AddFinalizer(FINALIZER))
 
+    def hold_sink_secret(self) -> None:
+        """With deletionPolicy Delete, hold the sink Secret (a finalizer) so the cleanup can
+        still connect while a namespace deletion removes everything; release one no longer
+        needed (policy Retain, another secretRef)."""
+        if self.sink is None:
+            return  # the Secret could not be read (or the database not reached): not now
+        held, wanted = set(self.held_secrets), set(self.secrets_for_cleanup())
+        for name in sorted(held - wanted):
+            self.secret_holds.append(ReleaseSecret(name))
+        for name in sorted(wanted - held):
+            self.secret_holds.append(HoldSecret(name))
+        self.held_secrets = sorted(wanted)
+
+    def secrets_for_cleanup(self) -> list[str]:
+        """What deleting with deletionPolicy Delete reads: the sink Secret, and the checkpoint
+        Secret when checkpoints on s3a:// are deleted with the operator's credentials."""
+        if self.spec.deletion_policy != "Delete":
+            return []
+        names = {self.spec.sink.postgres.secret_ref.name}
+        base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
+        if self.cfg.checkpoint_secret and is_s3a(base):
+            names.add(self.cfg.checkpoint_secret)
+        return sorted(names)
+
     def supersede_others(self) -> None:
         for revision, record in list(self.records.items()):
             if revision in (self.desired, self.active):
@@ -374,7 +404,8 @@ class _Planner:
             self.restart(revision, rollback=False)
 
     def start_new(self, revision: str) -> None:
-        build = self.spent_builds[revision] + 1 if revision in self.spent_builds else 0
+        build = (self.spent_builds[revision] + 1 if revision in self.spent_builds
+                 else self.spent_builds_floor)
         exists = self.index_exists(revision)
         if build > 0 and exists is not False:
             # A rebuild needs a fresh index; an unknown or stale one must go first.
@@ -588,6 +619,9 @@ class _Planner:
         for revision in sorted(self.apps):
             self.delete_app(revision)
         done = False
+        assert self.view.deletion_timestamp is not None
+        waited = seconds_between(self.view.deletion_timestamp, self.now)
+        grace_over = waited >= self.cfg.deletion_sink_grace_seconds
         if self.spec.deletion_policy == "Retain":
             done = True
             message = (f"Stopped the view's jobs; kept {self.schema}.{self.alias} and its "
@@ -596,6 +630,8 @@ class _Planner:
             done = not self.apps
             message = (f"Stopped the view's jobs; left {self.schema}.{self.alias} and its "
                        f"indexes to DerivedView {self.claimed_by}, which owns them.")
+        elif self.sink is not None and self.sink.drop_blockers:
+            done, message = self.deletion_blocked(self.sink.drop_blockers, grace_over)
         elif self.sink is not None:
             if not self.apps:
                 if self.sink.alias_target is not None:
@@ -608,18 +644,57 @@ class _Planner:
             message = (f"Stopped the view's jobs and dropped {self.schema}.{self.alias} and "
                        f"{len(self.sink.indexes)} index(es) (deletionPolicy Delete).")
         else:
-            assert self.view.deletion_timestamp is not None
-            waited = seconds_between(self.view.deletion_timestamp, self.now)
-            if waited >= self.cfg.deletion_sink_grace_seconds and not self.apps:
-                done = True
-                self.event("SinkUnreachable", "Removed the finalizer without dropping the alias "
-                                              "and indexes: the sink was unreachable for "
-                                              f"{waited}s.", warning=True)
+            reason, detail = self.obs.sink_problem or ("SinkUnreachable", "sink unreachable")
+            # A Secret that is gone or unusable does not come back by waiting; a database that
+            # does not answer may (a restart): it gets the grace period.
+            done = reason != "SinkUnreachable" or grace_over
             message = "Stopped the view's jobs."
+            if done:
+                kept = [r.index for r in self.records.values() if not is_torn_down(r)]
+                self.event(deletion.LEFT_BEHIND,
+                           f"Released the view without dropping its alias and indexes "
+                           f"(deletionPolicy Delete): {detail}"
+                           + (f" for {waited}s" if reason == "SinkUnreachable" else "") + "; "
+                           + deletion.left_behind(self.schema, self.alias, kept,
+                                                  self.cfg.ledger_table) + ".", warning=True)
         if done:
+            # also what the spec would hold: a status that lost its record must not leave a
+            # Secret held for good (the shell keeps a hold another view still records)
+            for held in sorted(set(self.held_secrets) | set(self.secrets_for_cleanup())):
+                self.secret_holds.append(ReleaseSecret(held))
             self.event("Deleted", message)
             self.finalizers_removed.append(RemoveFinalizer(FINALIZER))
         return self.assemble(deleting=True)
+
+    def deletion_blocked(self, blockers: tuple[str, ...], grace_over: bool) -> tuple[bool, str]:
+        """Others' views (functions, ...) read the alias or an index: DROP ... CASCADE would
+        drop them too, silently and for good, so nothing is dropped. The deletion waits the
+        grace period for someone to drop or re-point them, then releases the view and leaves
+        the tables, saying which."""
+        names = deletion.dependents_text(blockers)
+        verb = "depends" if len(set(blockers)) == 1 else "depend"
+        if self.apps:
+            return False, ""
+        if grace_over:
+            self.event(deletion.LEFT_BEHIND,
+                       f"Released the view without dropping its alias and indexes "
+                       f"(deletionPolicy Delete): {names} {verb} on them; "
+                       + deletion.left_behind(self.schema, self.alias, self.sink.indexes
+                                              if self.sink else (), self.cfg.ledger_table)
+                       + ".", warning=True)
+            return True, "Stopped the view's jobs."
+        self.deletion_problem = cond.Verdict(
+            "True", deletion.DELETION_BLOCKED,
+            f"{names} {verb} on {self.schema}.{self.alias} or its indexes: drop or re-point "
+            f"them (nothing is dropped with CASCADE); after "
+            f"{self.cfg.deletion_sink_grace_seconds}s from the deletion the view is released "
+            "and its alias and indexes are left in place")
+        before = self.obs.status.condition(cond.STALLED)
+        if before is None or before.reason != deletion.DELETION_BLOCKED:
+            self.event(deletion.DELETION_BLOCKED,
+                       f"Not dropping {self.schema}.{self.alias} and its indexes: "
+                       f"{self.deletion_problem.message}.", warning=True)
+        return False, ""
 
     # result -----------------------------------------------------------------------------------
 
@@ -633,6 +708,7 @@ class _Planner:
         self.resume_cutover()
         if not self.paused:
             self.ensure_finalizer()
+            self.hold_sink_secret()
             self.supersede_others()
             self.start_desired()
             self.apply_job_settings()
@@ -655,7 +731,9 @@ class _Planner:
         resets = {r: self.resets_of(r) for r in dict.fromkeys(serving)}
 
         problem: cond.Verdict | None = None
-        if self.checkpoint_problem is not None:
+        if self.deletion_problem is not None:
+            problem = self.deletion_problem
+        elif self.checkpoint_problem is not None:
             problem = V("True", "CheckpointNotDurable",
                         f"spec.spark.checkpointBase: {self.checkpoint_problem}; remove it to use "
                         "the operator's base, or name a store every pod reaches")
@@ -791,14 +869,15 @@ class _Planner:
         active_record = self.records.get(self.active) if self.active else None
         active = None if active_record is None else ActiveStatus(
             revision=active_record.revision, index=active_record.index,
-            since=active_record.since, lag=active_record.lag)
+            since=active_record.since, lag=status_size.bounded_detail(active_record.lag))
         record = self.records.get(self.desired)
         candidate = None
         if record is not None and self.desired != self.active and (
                 record.phase in BUILDING or record.phase == Phase.Failed):
             candidate = CandidateStatus(
                 revision=record.revision, index=record.index, phase=record.phase,
-                since=record.since, lag=record.lag, caught_up_since=record.caught_up_since,
+                since=record.since, lag=status_size.bounded_detail(record.lag),
+                caught_up_since=record.caught_up_since,
                 message=record.message)
         if deleting:
             phase = ViewPhase.Deleting
@@ -831,18 +910,22 @@ class _Planner:
         shown = shown_lag(active, candidate)
         verdicts = self.verdicts(deleting)
         self.announce_job_problem(verdicts[cond.DEGRADED])
+        spent_builds, spent_floor = status_size.bounded_spent_builds(self.spent_builds,
+                                                                     self.spent_builds_floor)
         status = DerivedViewStatus(
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
-            revisions=list(self.records.values()),
-            spent_builds=self.spent_builds,
+            revisions=[status_size.record_without_detail(r) for r in self.records.values()],
+            spent_builds=spent_builds, spent_builds_floor=spent_floor or None,
+            held_secrets=self.held_secrets,
             conditions=cond.build_conditions(
                 switch_guard.overlay(verdicts, self.blocked, self.desired),
                 previous.conditions, self.now, self.view.generation),
             intent=None, last_cutover=self.last_cutover or previous.last_cutover,
             lag_history=self.lag_history(previous.lag_history, active, candidate))
         effects: list[Action] = [*self.finalizers_added, *self.switches, *self.deletes,
-                                 *self.creates, *self.drop_aliases, *self.drops]
+                                 *self.creates, *self.drop_aliases, *self.drops,
+                                 *self.secret_holds]
         actions: list[Action] = []
         if effects:
             intent = Intent(steps=[describe(a) for a in [*effects, *self.finalizers_removed]],

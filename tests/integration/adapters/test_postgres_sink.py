@@ -391,3 +391,82 @@ def test_an_operator_without_superuser_switches_and_refuses_what_it_cannot_keep(
         with pytest.raises(pg.SwitchRefused, match=f"GRANT SELECT ON {schema}.ops__e4 TO {app}"):
             pg.switch_alias(oc, schema, "ops", "ops__e4", "ops__e3", owner="ns/a")
         assert pg.alias_target(oc, schema, "ops") == "ops__e3"
+
+
+# Bounded: pruning, timeouts, what blocks a drop ---------------------------------------------
+
+def _ledger_rows(conn: Any, schema: str, revision: str, count: int, step_seconds: int,
+                 start: dt.datetime) -> None:
+    for batch in range(count):
+        at = start + dt.timedelta(seconds=batch * step_seconds)
+        conn.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets, '
+                     "committed_at) VALUES (%s, %s, %s, %s)",
+                     (revision, batch, f'{{"t": {{"0": {batch * 10}}}}}', at))
+
+
+def _batches(conn: Any, schema: str, revision: str) -> list[int]:
+    rows = conn.execute(f'SELECT batch_id FROM "{schema}".dv_ledger WHERE revision = %s '
+                        "ORDER BY 1", (revision,)).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def test_prune_ledger_keeps_what_resume_and_the_rate_read(conn: Any, schema: str) -> None:
+    _ledger(conn, schema)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    _ledger_rows(conn, schema, "long", 200, 2, start)   # 400 s of batches every 2 s
+    _ledger_rows(conn, schema, "young", 10, 2, start)   # 20 s: younger than the rate window
+    _ledger_rows(conn, schema, "other", 200, 2, start)  # not asked about: untouched
+    before = pg.ledger_positions(conn, schema, ["long", "young"])
+    gone = pg.prune_ledger(conn, schema, ["long", "young"], keep_batches=20)
+    # newest batch 199 at 398 s; the rate's earlier row is the newest <= 368 s: batch 184.
+    # kept: from min(184, 199 - 20 = 179) on
+    assert _batches(conn, schema, "long") == list(range(179, 200))
+    assert _batches(conn, schema, "young") == list(range(10))
+    assert len(_batches(conn, schema, "other")) == 200
+    assert gone == 179
+    assert pg.ledger_positions(conn, schema, ["long", "young"]) == before
+    assert pg.prune_ledger(conn, schema, ["long", "young"], keep_batches=20) == 0
+
+
+def test_a_held_lock_makes_the_switch_fail_in_bounded_time(stack: Any, schema: str) -> None:
+    """A reader holding a lock on the alias: the switch gives up at its lock_timeout instead of
+    waiting (and holding the view's lock and a worker thread) for as long as the reader likes."""
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as setup:
+        setup.execute(f'CREATE TABLE "{schema}".t__a (k text PRIMARY KEY)')
+        setup.execute(f'CREATE TABLE "{schema}".t__b (k text PRIMARY KEY)')
+    creds = pg.PgConnection.from_secret_data(_secret_data(stack))
+    with creds.connect(autocommit=True) as op:
+        pg.switch_alias(op, schema, "t", "t__a", None, owner="ns/v")
+    with psycopg.connect(stack.pg_dsn) as holder:
+        holder.execute(f'LOCK TABLE "{schema}".t IN ACCESS SHARE MODE')  # an open transaction
+        with creds.connect(autocommit=True) as op:
+            started = time.monotonic()
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                pg.switch_alias(op, schema, "t", "t__b", "t__a", owner="ns/v",
+                                lock_timeout_ms=1000)
+            took = time.monotonic() - started
+            assert took < 5, took
+            # every other statement of the operator's sessions is bounded too
+            timeouts = op.execute("SELECT current_setting('statement_timeout'), "
+                                  "current_setting('lock_timeout')").fetchone()
+            assert timeouts == ("30s", "10s")
+        holder.rollback()
+
+
+def test_drop_blockers_name_others_objects_on_the_alias_and_indexes(conn: Any,
+                                                                    schema: str) -> None:
+    conn.execute(f'CREATE TABLE "{schema}".t__a (k text PRIMARY KEY, n int)')
+    conn.execute(f'CREATE TABLE "{schema}".t__b (k text PRIMARY KEY, n int)')
+    pg.switch_alias(conn, schema, "t", "t__a", None, owner="ns/v")
+    assert pg.drop_blockers(conn, schema, "t", ["t__a", "t__b"]) == ()  # the alias is ours
+    conn.execute(f'CREATE VIEW "{schema}".report AS SELECT count(*) FROM "{schema}".t')
+    conn.execute(f'CREATE VIEW "{schema}".direct AS SELECT k FROM "{schema}".t__b')
+    assert pg.drop_blockers(conn, schema, "t", ["t__a", "t__b"]) == (
+        f"view {schema}.direct", f"view {schema}.report")
+
+
+def _secret_data(stack: Any) -> dict[str, str]:
+    info = psycopg.conninfo.conninfo_to_dict(stack.pg_dsn)
+    return {k: str(info[v]) for k, v in (("host", "host"), ("port", "port"),
+                                         ("database", "dbname"), ("user", "user"),
+                                         ("password", "password")) if v in info}

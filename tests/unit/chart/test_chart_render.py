@@ -269,12 +269,15 @@ def test_no_wildcard_verbs_resources_or_groups(render: Any, values: dict[str, An
 
 
 @pytest.mark.parametrize("values", ALL_VALUE_SETS)
-def test_secrets_are_only_ever_get(render: Any, values: dict[str, Any]) -> None:
+def test_secrets_are_only_ever_get_and_patch(render: Any, values: dict[str, Any]) -> None:
+    """Read by name, and patched only for the sink-secret finalizer; never listed or watched
+    (that would expose every Secret of the namespace)."""
     secret_rules = [(o, r) for o, r in rules(render(values))
                     if "" in r["apiGroups"] and "secrets" in r["resources"]]
     assert secret_rules, "the operator must be able to read the Secrets a view references"
     for obj, rule in secret_rules:
-        assert rule["verbs"] == ["get"], f"{obj['kind']} {obj['metadata']['name']}: {rule}"
+        assert rule["verbs"] == ["get", "patch"], \
+            f"{obj['kind']} {obj['metadata']['name']}: {rule}"
 
 
 def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
@@ -284,7 +287,7 @@ def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
         ("derivedviews.io", "derivedviews/status"): {"patch", "update"},
         ("derivedviews.io", "derivedviews/finalizers"): {"update"},
         ("sparkoperator.k8s.io", "sparkapplications"): {"get", "list", "watch", "create", "delete"},
-        ("", "secrets"): {"get"},
+        ("", "secrets"): {"get", "patch"},
         ("", "pods"): {"get", "list", "watch"},
         ("", "events"): {"create", "patch"},
     }

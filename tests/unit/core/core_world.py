@@ -118,6 +118,10 @@ class World:
     spent_checkpoints: set[str] = field(default_factory=set)
     alias: str | None = None
     alias_owner: str | None = None
+    drop_blockers: tuple[str, ...] = ()
+    """Others' objects depending on the alias or an index, as the sink reports them."""
+    held_secrets: set[str] = field(default_factory=set)
+    """Secrets carrying the operator's sink-secret finalizer."""
     """The view named in the alias's ownership comment (None: unmarked)."""
     status: dict[str, Any] = field(default_factory=dict)
     generation: int = 1
@@ -233,7 +237,8 @@ class World:
                 alias_target=self.alias,
                 ledger={rev: LedgerPosition(dict(pos), at, earlier=self.earlier_batch(rev))
                         for rev, (pos, at) in self.ledger.items()},
-                alias_owner=self.alias_owner)
+                alias_owner=self.alias_owner,
+                drop_blockers=self.drop_blockers if self.deletion_timestamp else ())
         apps = {}
         for app in self.apps.values():
             seen = spark_application_from_object(app.as_object())
@@ -322,6 +327,10 @@ class World:
                     for app_location, _ in list(self.checkpoints.items()):
                         if app_location.split("/")[-1].split(".")[0] == revision:
                             self.spent_checkpoints.add(app_location)
+            case A.HoldSecret(name=name):
+                self.held_secrets.add(name)
+            case A.ReleaseSecret(name=name):
+                self.held_secrets.discard(name)
             case A.EmitEvent():
                 self.events.append(action)
 

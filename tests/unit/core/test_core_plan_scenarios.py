@@ -158,9 +158,11 @@ def test_non_content_changes_never_start_a_replay(edit: dict[str, object]) -> No
     world.edit(spec_body(SQL_V1, **edit))
     actions = world.reconcile()
     # job settings (spark, Kafka connection) restart the job from its checkpoint; policy
-    # changes touch nothing; nothing starts a new revision
+    # changes touch no job (deletionPolicy Delete holds the sink Secret for the cleanup);
+    # nothing starts a new revision
     restart = "spark" in edit or "source" in edit
-    assert effects(actions) == ([A.DeleteSparkApplication(R1, APP1)] if restart else [])
+    hold = [A.HoldSecret("views-db")] if "deletionPolicy" in edit else []
+    assert effects(actions) == ([A.DeleteSparkApplication(R1, APP1)] if restart else hold)
     status = world.parsed_status()
     assert status.observed_generation == 2
     assert [r.revision for r in status.revisions] == [R1]
@@ -589,10 +591,11 @@ def test_deletion_with_delete_drops_alias_and_indexes_once_jobs_are_gone() -> No
     assert not world.gone
     world.tick()
     actions = world.reconcile()
-    assert kinds(actions) == ["RecordIntent", "DropAlias", "DropIndex", "DropIndex", "EmitEvent",
-                              "RemoveFinalizer"]
+    assert kinds(actions) == ["RecordIntent", "DropAlias", "DropIndex", "DropIndex",
+                              "ReleaseSecret", "EmitEvent", "RemoveFinalizer"]
     assert [a.index for a in actions if isinstance(a, A.DropIndex)] == sorted([I1, I2])
     assert world.gone and world.alias is None and world.tables == set()
+    assert world.held_secrets == set()
 
 
 def test_deletion_with_delete_and_no_sink_gives_up_after_the_grace_period() -> None:
@@ -609,7 +612,7 @@ def test_deletion_with_delete_and_no_sink_gives_up_after_the_grace_period() -> N
     world.tick(seconds=10)
     actions = world.reconcile()
     assert world.gone
-    assert any(isinstance(a, A.EmitEvent) and a.reason == "SinkUnreachable" for a in actions)
+    assert any(isinstance(a, A.EmitEvent) and a.reason == "LeftBehind" for a in actions)
 
 
 def test_deletion_without_our_finalizer_plans_nothing() -> None:
