@@ -145,6 +145,8 @@ class SinkObserved:
     """`namespace/name` of the view the alias was created for (None: no alias, or unmarked)."""
     switch_blockers: Mapping[str, SwitchBlocker] = field(default_factory=dict)
     """Index -> why switching the alias to it would fail or break a dependent (absent: fine)."""
+    bad_records: Mapping[str, int] = field(default_factory=dict)
+    """Records each revision left out under its bad-record policy (sum over its ledger rows)."""
 
 
 @dataclass(frozen=True)
