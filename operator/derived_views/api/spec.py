@@ -178,7 +178,9 @@ class Source(ApiModel):
                     "restarts the running jobs from their checkpoints. Not part of the "
                     "revision.")] = DEFAULT_MAX_OFFSETS_PER_TRIGGER
     bad_records: Annotated[BadRecords, Field(
-        json_schema_extra=object_default(),
+        # The full default, not {}: the API server checks a default against the CEL rule
+        # without filling the nested defaults first.
+        json_schema_extra={"default": {"policy": "fail"}},
         description="What to do with records that cannot become index rows: fail (default), "
                     "skip or deadLetter. Changing it restarts the running jobs from their "
                     "checkpoints. Not part of the revision.")] = BadRecords()

@@ -86,7 +86,7 @@ def run_job(stack: Any, *, topic: str, schema: str, checkpoint: Path,
     config = {
         "view": "it/bad", "revision": "r1",
         "source": {"bootstrapServers": stack.kafka_bootstrap, "topics": [topic],
-                   "schema": ROW_DDL, "maxOffsetsPerTrigger": 3, "badRecords": bad_records},
+                   "schema": ROW_DDL, "maxOffsetsPerTrigger": 6, "badRecords": bad_records},
         "transform": {"sql": SQL},
         "sink": {"table": "orders__r1", "schema": schema, "primaryKey": ["customer_id"]},
         "checkpointLocation": str(checkpoint),
@@ -100,7 +100,7 @@ def run_job(stack: Any, *, topic: str, schema: str, checkpoint: Path,
     return subprocess.run(
         [spark_submit, "--master", "local[1]", "--jars", ",".join(stack.spark_jars),
          "--conf", "spark.ui.enabled=false", str(JOB), "--config-json", json.dumps(config)],
-        env=env, capture_output=True, text=True, timeout=600)
+        env=env, capture_output=True, text=True, timeout=1500)
 
 
 def index_rows(stack: Any, schema: str) -> list[tuple[Any, ...]]:
