@@ -74,7 +74,7 @@ def test_skip_gets_a_view_past_bad_records_and_counts_them(
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=20).start()
     try:
         # fail (the default): Degraded, naming the record and the way past it
-        wait_for(lambda: view.condition("Degraded").get("status") == "True", timeout=420,
+        wait_for(lambda: view.condition("Degraded").get("status") == "True", timeout=900,
                  interval=2, what="the first bad record to stop the job (Degraded)")
         degraded = view.condition("Degraded")
         assert f"refused record {topic}/0@{first_bad}: value is not a JSON object" in (
@@ -88,7 +88,7 @@ def test_skip_gets_a_view_past_bad_records_and_counts_them(
         # skip: the same revision restarts from its checkpoint and goes past them
         revision = view.status()["revision"]
         view.patch({"spec": {"source": {"badRecords": {"policy": "skip"}}}})
-        wait_for(lambda: view.ready() and view.active() == revision, timeout=420, interval=2,
+        wait_for(lambda: view.ready() and view.active() == revision, timeout=900, interval=2,
                  what="the view to serve with the bad records skipped")
     finally:
         events = live.stop()
