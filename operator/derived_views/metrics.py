@@ -45,16 +45,19 @@ def view_samples(namespace: str, view: str, status: DerivedViewStatus,
                  index_rows: Mapping[str, int]) -> list[Sample]:
     """The gauges for one view from its status and the sink's row estimates per index table."""
     out = [Sample("ready", (namespace, view), 1.0 if _ready(status) else 0.0)]
-    shown = [("active", status.active.revision, status.active.lag) if status.active else None,
-             ("candidate", status.candidate.revision, status.candidate.lag)
-             if status.candidate else None]
+    shown = [("active", status.active.revision, status.active.lag,
+              status.active.bad_records) if status.active else None,
+             ("candidate", status.candidate.revision, status.candidate.lag,
+              status.candidate.bad_records) if status.candidate else None]
     for entry in shown:
         if entry is None:
             continue
-        role, revision, lag = entry
+        role, revision, lag, bad = entry
+        labels = (namespace, view, revision, role)
+        if bad is not None:
+            out.append(Sample("bad_records", labels, float(bad)))
         if lag is None:
             continue
-        labels = (namespace, view, revision, role)
         out.append(Sample("lag_messages", labels, float(lag.messages)))
         if lag.seconds is not None:
             out.append(Sample("lag_seconds", labels, float(lag.seconds)))
@@ -97,6 +100,10 @@ class Metrics:
                                  "The revision's lag in time: seconds since its last commit "
                                  "plus the time to drain its lag at its measured commit rate "
                                  "(0 when caught up)", REVISION, registry=r),
+            "bad_records": Gauge("derived_views_bad_records",
+                                 "Records the revision's job left out under the view's "
+                                 "bad-record policy (skipped or dead-lettered; exact, from its "
+                                 "ledger)", REVISION, registry=r),
             "index_rows": Gauge("derived_views_index_rows",
                                 "Rows in the revision's index table (PostgreSQL's estimate)",
                                 INDEX, registry=r),

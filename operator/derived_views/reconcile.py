@@ -20,6 +20,7 @@ from derived_views.adapters import checkpoints as ckpt
 from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kube import EventRefused, Kube, SecretMissing
+from derived_views.adapters.postgres_bad_records import bad_record_counts
 from derived_views.api.constants import SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
@@ -133,6 +134,7 @@ def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, d
     return SinkObserved(
         indexes=frozenset(indexes), alias_target=target,
         ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
+        bad_records=bad_record_counts(conn, schema, ledger, ledger=deps.config.ledger_table),
         switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
         drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()))
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dvjob.offsets import read_end_offsets
-from dvjob.sink_postgres import BatchOutcome, PostgresSink
+from dvjob.sink_postgres import BadRecordHandler, BatchOutcome, PostgresSink
 from dvjob.sink_schema import TableLayout, sink_projection
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ def progress_line(outcome: BatchOutcome) -> str:
         "status": "skipped" if outcome.skipped else "committed",
         "rows_upserted": outcome.rows_upserted,
         "rows_deleted": outcome.rows_deleted,
+        "bad_records": outcome.bad_records,
         "end_offsets": outcome.end_offsets,
     }, sort_keys=True)
 
@@ -42,8 +43,10 @@ class BatchWriter:
     """Callable for `DataStreamWriter.foreachBatch`; remembers the last failure for main."""
 
     def __init__(self, *, sink: PostgresSink, layout: TableLayout, checkpoint_location: str,
-                 report: Callable[[str], None] | None = None) -> None:
+                 report: Callable[[str], None] | None = None,
+                 bad: BadRecordHandler | None = None) -> None:
         self.sink = sink
+        self.bad = bad
         self.layout = layout
         self.checkpoint_location = checkpoint_location
         self.report = report or (lambda line: print(line, flush=True))
@@ -60,7 +63,7 @@ class BatchWriter:
     def write(self, batch: DataFrame, batch_id: int) -> BatchOutcome:
         end_offsets = read_end_offsets(batch.sparkSession, self.checkpoint_location, batch_id)
         rows = sink_projection(batch, self.layout)
-        outcome = self.sink.write_batch(batch_id, _local_rows(rows), end_offsets)
+        outcome = self.sink.write_batch(batch_id, _local_rows(rows), end_offsets, self.bad)
         if outcome.skipped:
             # The first attempt's effects are committed, but stateful operators
             # (aggregations) must still see the batch so their state advances

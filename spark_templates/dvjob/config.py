@@ -60,6 +60,19 @@ class _Model(BaseModel):
                               validate_by_alias=True, extra="forbid", frozen=True, strict=True)
 
 
+class BadRecordsConfig(_Model):
+    """What the job does with a record it cannot turn into index rows (see dvjob.bad_records)."""
+
+    policy: Literal["fail", "skip", "deadLetter"] = "fail"
+    dead_letter_topic: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _topic_for_dead_letters(self) -> BadRecordsConfig:
+        if (self.policy == "deadLetter") != (self.dead_letter_topic is not None):
+            raise ValueError("deadLetterTopic is required with policy deadLetter, and only then")
+        return self
+
+
 class SourceConfig(_Model):
     bootstrap_servers: str = Field(min_length=1)
     topics: list[str] = Field(min_length=1)
@@ -67,6 +80,7 @@ class SourceConfig(_Model):
     schema_ddl: str = Field(alias="schema", min_length=1)
     max_offsets_per_trigger: int | None = Field(default=None, gt=0)
     kafka_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    bad_records: BadRecordsConfig = Field(default_factory=BadRecordsConfig)
 
     @field_validator("topics")
     @classmethod
@@ -86,6 +100,13 @@ class SourceConfig(_Model):
         if reserved:
             raise ValueError(f"{', '.join(reserved)} cannot be set here: the job sets it")
         return options
+
+    @model_validator(mode="after")
+    def _dead_letters_elsewhere(self) -> SourceConfig:
+        if self.bad_records.dead_letter_topic in self.topics:
+            raise ValueError("badRecords.deadLetterTopic must not be one of the source topics "
+                             "(the view would read its own dead letters)")
+        return self
 
 
 class TransformConfig(_Model):

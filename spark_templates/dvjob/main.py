@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from dvjob.bad_records import BadRecordScreen
 from dvjob.batch_writer import BatchWriter
 from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
 from dvjob.config import JobConfig, TriggerConfig, config_from_argv
@@ -72,8 +73,10 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     options = kafka_reader_options(config.source, os.environ)
     say(f"view {config.view} revision {config.revision}: reading "
         f"{json.dumps(redacted(options), sort_keys=True)}")
-    events = parse_events(load_kafka_stream(spark, options), value_schema(config.source.schema_ddl),
-                          config.source.format)
+    schema = value_schema(config.source.schema_ddl)
+    policy = config.source.bad_records
+    events = parse_events(load_kafka_stream(spark, options), schema, config.source.format,
+                          policy.policy)
     output = apply_transform(config.transform, events)
     layout = table_layout(output.schema, config.sink.primary_key)
     hook = spark.conf.get(HOLD_BEFORE_COMMIT_CONF, None)
@@ -92,8 +95,15 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         say(f"checkpoint {config.checkpoint_location} has committed batches but the ledger has "
             f"none for revision {config.revision} (index dropped or database reset): moved it "
             f"to {moved}; replaying from offset 0")
+    screen = BadRecordScreen(
+        spark=spark, policy=policy.policy, dead_letter_topic=policy.dead_letter_topic,
+        reader_options=options, schema=schema, fmt=config.source.format, view=config.view,
+        revision=config.revision, checkpoint_location=config.checkpoint_location,
+        columns=layout.column_names)
+    say(f"bad records: {policy.policy}" + (f" to topic {policy.dead_letter_topic}"
+                                           if policy.dead_letter_topic else ""))
     writer = BatchWriter(sink=sink, layout=layout,
-                         checkpoint_location=config.checkpoint_location)
+                         checkpoint_location=config.checkpoint_location, bad=screen)
     stream = (output.writeStream.outputMode("update")
               .option("checkpointLocation", config.checkpoint_location)
               .foreachBatch(writer))

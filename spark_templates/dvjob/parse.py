@@ -1,8 +1,7 @@
-"""Kafka records -> the `events` rows the view's transform sees.
+"""Kafka records -> the `events` rows the view's transform sees, bad records held back.
 
 The value is JSON read with the view's DDL schema (fields the schema does not
-name are ignored; a value that is not valid JSON yields nulls, as from_json's
-PERMISSIVE mode does).  Kafka's metadata comes along as `_kafka_*` columns so a
+name are ignored).  Kafka's metadata comes along as `_kafka_*` columns so a
 transform can key on the record key, order by offset or turn a tombstone into
 a delete.
 
@@ -11,8 +10,18 @@ by a JSON converter with schemas on); the DDL schema describes the table's
 ROW, and the events expose the row as of the change: `after` for c/u/r,
 `before` for d, and for a tombstone the record key's fields (Debezium's key
 is the row's primary key), so `_debezium_deleted AS _dv_deleted` mirrors the
-table.  An op the job cannot map (t, m, unknown, missing) fails the batch:
-dropping it would silently diverge the index from the log.
+table.
+
+Every record gets a cause (`_dv_bad_cause`, NULL for a good record) BEFORE the
+transform sees it, so a bad record is never summed or counted as nulls: a value
+that is not a JSON object, a field whose JSON type does not fit the schema
+(from_json's corrupt-record column, probed per field to name it), text holding
+a NUL character (PostgreSQL cannot store it), and a Debezium op the job cannot
+map (t, m, unknown, missing): dropping one silently would diverge the index
+from the log.  The view's bad-record policy decides (`parse_events`): `fail`
+stops the query naming topic/partition@offset and the cause; `skip` and
+`deadLetter` leave the record out, and the batch writer counts (and
+dead-letters) the same records, found again by `bad_records`.
 """
 
 from __future__ import annotations
@@ -36,6 +45,13 @@ DEBEZIUM_COLUMNS = ("_debezium_op", "_debezium_ts_ms", "_debezium_deleted")
 DEBEZIUM_ROW_OPS = ("c", "u", "r")
 DEBEZIUM_DELETE_OP = "d"
 RESERVED_PREFIXES = (KAFKA_PREFIX, DEBEZIUM_PREFIX)
+BAD_CAUSE = "_dv_bad_cause"
+CORRUPT = "_dv_corrupt"
+"""from_json's corrupt-record column: set (to the raw text) when a value or a field does not
+parse as the schema says; the other fields then hold what did parse."""
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+FAIL_HINT = ("source.badRecords.policy is fail: fix the record's producer, or set the policy to "
+             "skip or deadLetter to go past such records (they are counted in the status)")
 
 
 def value_schema(ddl: str) -> StructType:
@@ -53,15 +69,6 @@ def value_schema(ddl: str) -> StructType:
                           f"{' or '.join(map(repr, RESERVED_PREFIXES))} are reserved for "
                           "Kafka and Debezium metadata")
     return parsed
-
-
-def parse_events(raw: DataFrame, schema: StructType, fmt: str = "json") -> DataFrame:
-    """The events of either format; see the module docstring."""
-    if fmt == "debezium":
-        return parse_debezium_events(raw, schema)
-    if fmt != "json":
-        raise ConfigError(f"source.format: {fmt!r} is not supported (json, debezium)")
-    return parse_json_events(raw, schema)
 
 
 def _kafka_metadata() -> list[Column]:
@@ -91,46 +98,135 @@ def _unwrapped(parsed: Column, fields: StructType) -> Column:
     return F.when(parsed["payload"].isNotNull(), parsed["payload"]).otherwise(bare)
 
 
-def _from_json(column: str, fields: StructType) -> Column:
-    """Parse a bare or payload-wrapped JSON column into `fields`."""
-    parsed = F.from_json(F.col(column).cast("string"), _wrappable(fields))
-    return _unwrapped(parsed, fields)
+def parse_events(raw: DataFrame, schema: StructType, fmt: str = "json",
+                 policy: str = "fail") -> DataFrame:
+    """The good events of either format; a bad record stops the query (`fail`) or is left out
+    (`skip`, `deadLetter`: `bad_records` finds the same records again for the batch writer)."""
+    checked = checked_records(raw, schema, fmt)
+    cause = F.col(BAD_CAUSE)
+    if policy == "fail":
+        refused = F.concat(F.lit("refused record "), F.col("_kafka_topic"), F.lit("/"),
+                           F.col("_kafka_partition").cast("string"), F.lit("@"),
+                           F.col("_kafka_offset").cast("string"), F.lit(": "), cause,
+                           F.lit(f"; {FAIL_HINT}"))
+        # A filter, not a column: the check must run even when the transform reads no metadata.
+        kept = checked.where(F.when(cause.isNull(), F.lit(True))
+                             .otherwise(F.raise_error(refused).cast("boolean")))
+    elif policy in ("skip", "deadLetter"):
+        kept = checked.where(cause.isNull())
+    else:
+        raise ConfigError(f"source.badRecords.policy: {policy!r} is not fail, skip or deadLetter")
+    columns = KAFKA_COLUMNS + (DEBEZIUM_COLUMNS if fmt == "debezium" else ())
+    return kept.select("_dv_row.*", *columns)
 
 
-def parse_debezium_events(raw: DataFrame, row: StructType) -> DataFrame:
-    """Row fields as of the change, `_kafka_*`, then `_debezium_op/_ts_ms/_deleted`."""
-    staged = raw.select(
-        _from_json("value", debezium_change(row)).alias("_dv_change"),
-        _from_json("key", row).alias("_dv_key"), *_kafka_metadata())
-    op = F.col("_dv_change.op")
+def bad_records(raw: DataFrame, schema: StructType, fmt: str) -> DataFrame:
+    """The raw records (all of Kafka's columns) that `parse_events` leaves out, with their cause."""
+    checked = checked_records(raw, schema, fmt)
+    return checked.where(F.col(BAD_CAUSE).isNotNull()).select(*raw.columns, BAD_CAUSE)
+
+
+def checked_records(raw: DataFrame, schema: StructType, fmt: str) -> DataFrame:
+    """`raw`'s columns plus `_dv_row` (the event's fields), the `_kafka_*` (and for debezium
+    `_debezium_*`) columns and `_dv_bad_cause`."""
+    if fmt == "debezium":
+        return _checked_debezium(raw, schema)
+    if fmt != "json":
+        raise ConfigError(f"source.format: {fmt!r} is not supported (json, debezium)")
+    return _checked_json(raw, schema)
+
+
+def _with_corrupt(fields: StructType) -> StructType:
+    return StructType([*fields.fields, StructField(CORRUPT, StringType())])
+
+
+def _parsed(column: str, fields: StructType) -> Column:
+    return F.from_json(F.col(column).cast("string"), _with_corrupt(fields), _JSON_OPTIONS)
+
+
+def _not_json_object(column: str) -> Column:
+    """True when the text is no JSON object at all (not merely a field of the wrong type)."""
+    probe = _parsed(column, StructType([StructField("_dv_probe", StringType())]))
+    return probe.isNull() | probe[CORRUPT].isNotNull()
+
+
+def _mismatched_field(column: str, fields: StructType) -> Column:
+    """Which field's JSON value does not fit the schema: each parsed alone (evaluated only for
+    a corrupt record: `when` branches are lazy)."""
+    probes = [F.when(_parsed(column, StructType([f]))[CORRUPT].isNotNull(),
+                     F.lit(f"field '{f.name}' does not match source.schema type "
+                           f"{f.dataType.simpleString().upper()}"))
+              for f in fields.fields]
+    return F.coalesce(*probes, F.lit("a field does not match source.schema"))
+
+
+def _leaf_types(data_type: DataType) -> list[DataType]:
+    if isinstance(data_type, StructType):
+        return [leaf for f in data_type.fields for leaf in _leaf_types(f.dataType)]
+    inner = [getattr(data_type, name) for name in ("elementType", "keyType", "valueType")
+             if hasattr(data_type, name)]
+    return [leaf for t in inner for leaf in _leaf_types(t)] if inner else [data_type]
+
+
+def _contains_nul(value: Column, data_type: DataType) -> Column | None:
+    """Whether a value holds U+0000 anywhere (None: its type holds no text)."""
+    if isinstance(data_type, StringType):
+        return F.instr(value, "\x00") > 0
+    if any(isinstance(t, StringType) for t in _leaf_types(data_type)):
+        return F.instr(F.to_json(value), "\\u0000") > 0
+    return None
+
+
+def _nul_cause(row: Column, fields: StructType) -> Column:
+    causes = [F.when(check, F.lit(f"field '{f.name}' contains a NUL character (U+0000), which "
+                                  "PostgreSQL text cannot hold"))
+              for f in fields.fields
+              if (check := _contains_nul(row[f.name], f.dataType)) is not None]
+    return F.coalesce(*causes) if causes else F.lit(None).cast("string")
+
+
+def _checked_json(raw: DataFrame, schema: StructType) -> DataFrame:
+    staged = raw.select("*", _parsed("value", schema).alias("_dv_parsed"), *_kafka_metadata())
+    parsed = F.col("_dv_parsed")
+    cause = (F.when(F.col("_kafka_tombstone"), F.lit(None).cast("string"))
+             .when(parsed.isNull() | (parsed[CORRUPT].isNotNull() & _not_json_object("value")),
+                   F.lit("value is not a JSON object"))
+             .when(parsed[CORRUPT].isNotNull(), _mismatched_field("value", schema))
+             .otherwise(_nul_cause(parsed, schema)))
+    row = F.struct(*[parsed[f.name].alias(f.name) for f in schema.fields])
+    return staged.select(*raw.columns, row.alias("_dv_row"), *KAFKA_COLUMNS,
+                         cause.alias(BAD_CAUSE))
+
+
+def _checked_debezium(raw: DataFrame, row: StructType) -> DataFrame:
+    staged = raw.select("*", _parsed("value", _wrappable(debezium_change(row))).alias("_dv_change"),
+                        _parsed("key", _wrappable(row)).alias("_dv_key"), *_kafka_metadata())
+    raw_change, raw_key = F.col("_dv_change"), F.col("_dv_key")
+    change = _unwrapped(raw_change, debezium_change(row))
+    op = change["op"]
     tombstone = F.col("_kafka_tombstone")
-    refused = F.concat(
-        F.lit("refused record "), F.col("_kafka_topic"), F.lit("/"),
-        F.col("_kafka_partition").cast("string"), F.lit("@"),
-        F.col("_kafka_offset").cast("string"), F.lit(": "),
-        F.when(op.isNull(), F.lit("not a Debezium change event (no 'op'; is source.format "
-                                  "right?)"))
-        .otherwise(F.concat(F.lit("Debezium op '"), op, F.lit(
-            "' cannot be mapped to upserts and deletes (c, u, r and d can)"))))
+    image = (F.when(tombstone, _unwrapped(raw_key, row))
+             .when(op == DEBEZIUM_DELETE_OP, change["before"])
+             .otherwise(change["after"]))
     mappable = op.isin(*DEBEZIUM_ROW_OPS, DEBEZIUM_DELETE_OP)
-    # A filter, not a column: the check must run even when the transform reads no metadata.
-    checked = staged.where(F.when(tombstone | mappable, F.lit(True))
-                           .otherwise(F.raise_error(refused).cast("boolean")))
-    image = (F.when(tombstone, F.col("_dv_key"))
-             .when(op == DEBEZIUM_DELETE_OP, F.col("_dv_change.before"))
-             .otherwise(F.col("_dv_change.after")))
-    expanded = checked.select(
-        image.alias("_dv_row"), *KAFKA_COLUMNS,
+    cause = (
+        F.when(tombstone & (raw_key.isNull() | raw_key[CORRUPT].isNotNull()),
+               F.lit("tombstone whose key is not a JSON object (a Debezium key names the "
+                     "deleted row)"))
+        .when(tombstone, F.lit(None).cast("string"))
+        .when(raw_change.isNull() | (raw_change[CORRUPT].isNotNull() & _not_json_object("value")),
+              F.lit("value is not a JSON object"))
+        .when(raw_change[CORRUPT].isNotNull(),
+              F.lit("value does not match source.schema: a field of the change event's "
+                    "before/after (or op, ts_ms) has another type"))
+        .when(op.isNull(), F.lit("not a Debezium change event (no 'op'; is source.format "
+                                 "right?)"))
+        .when(~mappable, F.concat(F.lit("Debezium op '"), op, F.lit(
+            "' cannot be mapped to upserts and deletes (c, u, r and d can)")))
+        .otherwise(_nul_cause(image, row)))
+    return staged.select(
+        *raw.columns, image.alias("_dv_row"), *KAFKA_COLUMNS,
         F.when(tombstone, F.lit(None).cast("string")).otherwise(op).alias("_debezium_op"),
-        F.col("_dv_change.ts_ms").alias("_debezium_ts_ms"),
-        (tombstone | (op == DEBEZIUM_DELETE_OP)).alias("_debezium_deleted"))
-    return expanded.select("_dv_row.*", *KAFKA_COLUMNS, *DEBEZIUM_COLUMNS)
-
-
-def parse_json_events(raw: DataFrame, schema: StructType) -> DataFrame:
-    """Value fields plus `_kafka_key` (string), topic, partition, offset, timestamp, tombstone."""
-    with_payload = raw.select(
-        F.from_json(F.col("value").cast("string"), schema).alias("_dv_payload"),
-        *_kafka_metadata())
-    # Expanding the struct in a second step parses each value once, not once per field.
-    return with_payload.select("_dv_payload.*", *KAFKA_COLUMNS)
+        change["ts_ms"].alias("_debezium_ts_ms"),
+        (tombstone | (op == DEBEZIUM_DELETE_OP)).alias("_debezium_deleted"),
+        cause.alias(BAD_CAUSE))

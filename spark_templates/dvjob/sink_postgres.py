@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
@@ -50,6 +50,16 @@ class IndexTableMismatchError(JobError):
     """The index table exists with other columns than this revision produces."""
 
 
+class BadRecordHandler(Protocol):
+    """The view's bad-record policy as the sink sees it (dvjob.bad_records.BadRecordScreen)."""
+
+    def null_key(self, batch_id: int, column: str, row: Sequence[Any]) -> None:
+        """A row with a NULL key column: raise to fail the batch, or keep it to count."""
+
+    def settle(self, batch_id: int, end_offsets: EndOffsets) -> int:
+        """Before commit: dead-letter what the batch left out; return how many records."""
+
+
 @dataclass(frozen=True)
 class BatchOutcome:
     batch_id: int
@@ -57,6 +67,7 @@ class BatchOutcome:
     rows_upserted: int
     rows_deleted: int
     end_offsets: EndOffsets
+    bad_records: int = 0
 
 
 def _qualified(schema: str, table: str) -> sql.Identifier:
@@ -75,6 +86,19 @@ def ledger_ddl(schema: str, ledger_table: str) -> sql.Composed:
         "committed_at timestamptz NOT NULL DEFAULT now(), "
         "PRIMARY KEY (revision, batch_id))"
     ).format(_qualified(schema, ledger_table))
+
+
+def bad_records_column_ddl(schema: str, ledger_table: str) -> sql.Composed:
+    """Records of the batch left out by the bad-record policy: in the batch's own ledger row,
+    committed with its rows, so the count is exactly-once too.  Added to ledgers that predate
+    it (existing rows count 0: the jobs that wrote them could not skip)."""
+    return sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS bad_records bigint NOT NULL "
+                   "DEFAULT 0").format(_qualified(schema, ledger_table))
+
+
+def record_bad_statement(schema: str, ledger_table: str) -> sql.Composed:
+    return sql.SQL("UPDATE {} SET bad_records = %s WHERE revision = %s AND batch_id = %s").format(
+        _qualified(schema, ledger_table))
 
 
 def index_ddl(schema: str, table: str, layout: TableLayout) -> sql.Composed:
@@ -173,6 +197,7 @@ class PostgresSink:
             if cur.fetchone() is None:
                 cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
             cur.execute(ledger_ddl(self.schema, self.ledger_table))
+            cur.execute(bad_records_column_ddl(self.schema, self.ledger_table))
             cur.execute(index_ddl(self.schema, self.table, self.layout))
             cur.execute("SELECT column_name FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = %s", (self.schema, self.table))
@@ -192,12 +217,15 @@ class PostgresSink:
         return int(found[0]) if found else 0
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
-                    end_offsets: EndOffsets) -> BatchOutcome:
+                    end_offsets: EndOffsets, bad: BadRecordHandler | None = None
+                    ) -> BatchOutcome:
         """Apply one batch, or skip it if the ledger already has it.
 
         `rows` are the layout's columns in order followed by the delete flag;
         it is consumed only when the batch is not skipped.  Any exception rolls
-        back everything, ledger row included.
+        back everything, ledger row included.  `bad` (the bad-record policy)
+        decides about rows with a NULL key and settles the batch's left-out
+        records before the commit; without it a NULL key fails the batch.
         """
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute(claim_statement(self.schema, self.ledger_table),
@@ -215,7 +243,11 @@ class PostgresSink:
                         "index table and this revision's ledger rows, or restore the checkpoint")
                 return BatchOutcome(batch_id, True, 0, 0, end_offsets)
             cur.execute(batch_table_ddl(self.layout))
-            self._copy_rows(cur, batch_id, rows)
+            self._copy_rows(cur, batch_id, rows, bad)
+            left_out = bad.settle(batch_id, end_offsets) if bad is not None else 0
+            if left_out:
+                cur.execute(record_bad_statement(self.schema, self.ledger_table),
+                            (left_out, self.revision, batch_id))
             cur.execute(delete_statement(self.schema, self.table, self.layout))
             deleted = max(cur.rowcount, 0)
             cur.execute(upsert_statement(self.schema, self.table, self.layout))
@@ -224,22 +256,26 @@ class PostgresSink:
                         (upserted, deleted, self.revision, batch_id))
             if self._before_commit is not None:
                 self._before_commit(batch_id)
-        return BatchOutcome(batch_id, False, upserted, deleted, end_offsets)
+        return BatchOutcome(batch_id, False, upserted, deleted, end_offsets, left_out)
 
     def _copy_rows(self, cur: psycopg.Cursor[Any], batch_id: int,
-                   rows: Iterable[Sequence[Any]]) -> None:
+                   rows: Iterable[Sequence[Any]], bad: BadRecordHandler | None) -> None:
         width = len(self.layout.columns) + 1
         keys = self.layout.key_positions
         with cur.copy(copy_statement(self.layout)) as copy:
             for ordinal, row in enumerate(rows):
                 if len(row) != width:
                     raise JobError(f"batch {batch_id}: row has {len(row)} values, expected {width}")
-                for position in keys:
-                    if row[position] is None:
+                null = next((p for p in keys if row[p] is None), None)
+                if null is not None:
+                    column = self.layout.column_names[null]
+                    if bad is None:
                         raise NullKeyError(
                             f"batch {batch_id}: a row has NULL in primary-key column "
-                            f"{self.layout.column_names[position]!r}; filter such rows out in "
-                            "the transform (e.g. WHERE ... IS NOT NULL)")
+                            f"{column!r}; filter such rows out in the transform (e.g. WHERE ... "
+                            "IS NOT NULL)")
+                    bad.null_key(batch_id, column, row)
+                    continue
                 copy.write_row((*row[:-1], bool(row[-1]), ordinal))
 
 

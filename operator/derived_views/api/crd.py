@@ -122,6 +122,9 @@ def crd() -> dict[str, Any]:
                      "description": "The candidate's phase, else Active or Pending."},
                     {"name": "Lag", "type": "integer", "jsonPath": ".status.lagMessages",
                      "description": "Messages behind the log: the candidate's index while one is built, else the served index."},
+                    {"name": "Bad", "type": "integer", "jsonPath": ".status.badRecords",
+                     "description": "Records the same revision left out under "
+                                    "spec.source.badRecords (skipped or dead-lettered)."},
                     {"name": "Ready", "type": "string",
                      "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
                      "description": "Whether the alias serves the spec's revision."},

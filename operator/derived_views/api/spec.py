@@ -33,6 +33,9 @@ PROGRESS_RULE = "self.stableForSeconds < self.progressDeadlineSeconds"
 PROGRESS_MESSAGE = "cutover.stableForSeconds must be less than cutover.progressDeadlineSeconds"
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
 IMMUTABLE_RULE = "self == oldSelf"
+DEAD_LETTER_RULE = "(self.policy == 'deadLetter') == has(self.deadLetterTopic)"
+DEAD_LETTER_MESSAGE = ("source.badRecords.deadLetterTopic is required with policy deadLetter, "
+                       "and only then")
 
 SPARK_CONF_DENIED: tuple[tuple[tuple[str, ...], str], ...] = (
     (("spark.kubernetes.authenticate.driver.serviceAccountName",
@@ -117,6 +120,44 @@ class KafkaConnection(ApiModel):
                     "authentication. A connection detail: changing it does not start a replay.")] = None
 
 
+class BadRecords(ApiModel):
+    """What the job does with a record it cannot turn into index rows.
+
+    Bad: a value that is not a JSON object, a field whose type does not match
+    `schema`, text holding a NUL character (PostgreSQL cannot store it), a
+    Debezium op that cannot be mapped, and an output row with a NULL primary
+    key. Each is caught before the transform sees it (the NULL key: after it),
+    so it is never summed or counted as nulls.
+
+    Not part of the revision: the policy decides whether the job stops at a bad
+    record, not what a good record contributes. Changing it restarts the running
+    jobs from their checkpoints (the way past a record that stopped a job under
+    `fail` is to set `skip` or `deadLetter`, without a replay); the records a
+    revision left out are counted in its status, so a revision that skipped
+    records never looks like one that did not.
+    """
+
+    model_config = ConfigDict(json_schema_extra=cel((DEAD_LETTER_RULE, DEAD_LETTER_MESSAGE)))
+
+    policy: Annotated[Literal["fail", "skip", "deadLetter"], Field(
+        description="`fail` (default): the job stops; the view is Degraded with the record's "
+                    "topic/partition@offset and the cause. `skip`: the record is left out and "
+                    "counted. `deadLetter`: left out, counted, and sent to deadLetterTopic with "
+                    "its original key, value and headers plus dv.* headers naming the cause, "
+                    "source topic, partition, offset and revision (at-least-once).")] = "fail"
+    dead_letter_topic: Annotated[str | None, Field(
+        pattern=TOPIC_PATTERN,
+        description="Topic receiving bad records under `deadLetter`, on the source's Kafka "
+                    "cluster with its credentials; it must exist (or the broker must create "
+                    "topics on first write).")] = None
+
+    @model_validator(mode="after")
+    def _topic_with_dead_letters(self) -> BadRecords:
+        if (self.policy == "deadLetter") != (self.dead_letter_topic is not None):
+            raise ValueError(DEAD_LETTER_MESSAGE)
+        return self
+
+
 class Source(ApiModel):
     """The Kafka topics the view is computed from, and how to read their values."""
 
@@ -138,6 +179,13 @@ class Source(ApiModel):
                     "the driver's memory and each sink transaction during a replay. Changing it "
                     "restarts the running jobs from their checkpoints. Not part of the "
                     "revision.")] = DEFAULT_MAX_OFFSETS_PER_TRIGGER
+    bad_records: Annotated[BadRecords, Field(
+        # The full default, not {}: the API server checks a default against the CEL rule
+        # without filling the nested defaults first.
+        json_schema_extra={"default": {"policy": "fail"}},
+        description="What to do with records that cannot become index rows: fail (default), "
+                    "skip or deadLetter. Changing it restarts the running jobs from their "
+                    "checkpoints. Not part of the revision.")] = BadRecords()
 
 
 class PythonTransform(ApiModel):

@@ -115,6 +115,10 @@ class RevisionStatus(StatusModel):
         description="Start of the current run of lag at or under the gate.")] = None
     retire_after: Annotated[AwareDatetime | None, Field(
         description="When a retiring revision's index is dropped.")] = None
+    bad_records: Annotated[int | None, Field(
+        ge=0, description="Records this revision's job left out under the bad-record policy "
+                          "(skipped or dead-lettered), exactly as committed with its batches; "
+                          "absent before its first batch.")] = None
     reason: Annotated[str | None, Field(
         pattern=CONDITION_REASON_PATTERN,
         description="CamelCase reason of the phase or of a problem (e.g. JobFailed).")] = None
@@ -129,6 +133,10 @@ class ActiveStatus(StatusModel):
     index: Annotated[str, Field(description="Its index table.")]
     since: Annotated[AwareDatetime, Field(description="When it started serving.")]
     lag: Annotated[Lag | None, Field(description="How stale the served index is.")] = None
+    bad_records: Annotated[int | None, Field(
+        ge=0, description="Records this revision's job left out under the bad-record policy "
+                          "(skipped or dead-lettered), exactly as committed with its batches; "
+                          "absent before its first batch.")] = None
 
 
 class CandidateStatus(StatusModel):
@@ -142,6 +150,10 @@ class CandidateStatus(StatusModel):
     caught_up_since: Annotated[AwareDatetime | None, Field(
         description="Start of the current run of lag at or under the gate.")] = None
     message: Annotated[str | None, Field(max_length=4096, description="Detail.")] = None
+    bad_records: Annotated[int | None, Field(
+        ge=0, description="Records this revision's job left out under the bad-record policy "
+                          "(skipped or dead-lettered), exactly as committed with its batches; "
+                          "absent before its first batch.")] = None
 
 
 def shown_lag(active: ActiveStatus | None, candidate: CandidateStatus | None) -> Lag | None:
@@ -224,6 +236,10 @@ class DerivedViewStatus(StatusModel):
     lag_messages: Annotated[int | None, Field(
         ge=0, description="The lag the phase is about: the candidate's while one is built, "
                           "else the served revision's (the LAG printer column).")] = None
+    bad_records: Annotated[int | None, Field(
+        ge=0, description="Records left out under the bad-record policy by the same revision "
+                          "as lagMessages (the BAD printer column); per revision in "
+                          "`revisions`.")] = None
     revisions: Annotated[list[RevisionStatus], Field(
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["revision"]},

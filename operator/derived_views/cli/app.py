@@ -144,14 +144,14 @@ def status(
         now = _now()
         table = Table(box=None, header_style="bold", pad_edge=False)
         for column in ("NAMESPACE", "NAME", "PHASE", "ACTIVE", "CANDIDATE", "LAG", "LAG TIME",
-                       "READY", "AGE"):
+                       "BAD", "READY", "AGE"):
             table.add_column(column, no_wrap=True)
         found = sorted(items, key=lambda v: (v["metadata"].get("namespace", ""),
                                              v["metadata"]["name"]))
         for item in found:
             row = rows.view_row(item, now)
             table.add_row(row.namespace, row.name, row.phase, row.active, row.candidate,
-                          row.lag_messages, row.lag_time, row.ready, row.age)
+                          row.lag_messages, row.lag_time, row.bad_records, row.ready, row.age)
         out.print(table)
 
 
@@ -164,12 +164,12 @@ def _print_detail(view: dict[str, Any]) -> None:
     out.print(header)
     revisions = Table(title="Revisions", title_justify="left", box=None, header_style="bold",
                       pad_edge=False)
-    for column in ("REVISION", "ROLE", "PHASE", "LAG", "LAG TIME", "IN PHASE", "CONTENT",
+    for column in ("REVISION", "ROLE", "PHASE", "LAG", "LAG TIME", "BAD", "IN PHASE", "CONTENT",
                    "REASON"):
         revisions.add_column(column, no_wrap=column != "REASON")
     for r in rows.revision_rows(status, now):
         revisions.add_row(r.revision, r.role, r.phase, r.lag_messages, r.lag_time,
-                          r.in_phase_for, r.content, r.note)
+                          r.bad_records, r.in_phase_for, r.content, r.note)
     out.print()
     out.print(revisions if status.revisions else "Revisions: none yet")
     conditions = Table(title="Conditions", title_justify="left", box=None, header_style="bold",

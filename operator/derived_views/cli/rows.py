@@ -69,6 +69,12 @@ class ViewRow:
     lag_time: str
     ready: str
     age: str
+    bad_records: str = NONE
+
+
+def bad_records(count: int | None) -> str:
+    """Records left out under the bad-record policy; NONE before a first batch."""
+    return NONE if count is None else str(count)
 
 
 def view_row(view: dict[str, Any], now: dt.datetime) -> ViewRow:
@@ -84,7 +90,8 @@ def view_row(view: dict[str, Any], now: dt.datetime) -> ViewRow:
         candidate=status.candidate.revision if status.candidate else NONE,
         lag_messages=lag_messages(lag), lag_time=lag_time(lag),
         ready=ready.status if ready else NONE,
-        age=age(parse_timestamp(meta.get("creationTimestamp")), now))
+        age=age(parse_timestamp(meta.get("creationTimestamp")), now),
+        bad_records=bad_records(status.bad_records))
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,7 @@ class RevisionRow:
     in_phase_for: str
     content: str
     note: str
+    bad_records: str = NONE
 
 
 def revision_rows(status: DerivedViewStatus, now: dt.datetime) -> list[RevisionRow]:
@@ -112,7 +120,8 @@ def revision_rows(status: DerivedViewStatus, now: dt.datetime) -> list[RevisionR
             revision=record.revision, role=role, phase=record.phase.value,
             lag_messages=lag_messages(record.lag), lag_time=lag_time(record.lag),
             in_phase_for=age(record.since, now),
-            content="kept" if record.content is not None else NONE, note=note))
+            content="kept" if record.content is not None else NONE, note=note,
+            bad_records=bad_records(record.bad_records)))
     return rows
 
 
@@ -162,6 +171,7 @@ def header_lines(view: dict[str, Any], status: DerivedViewStatus) -> list[tuple[
         ("Candidate", f"{status.candidate.revision} ({status.candidate.phase.value})"
          if status.candidate else NONE),
         ("Cutover mode", str(mode)),
+        ("Bad records", _bad_records_line(view, status)),
         ("Generation", f"{generation} (observed {observed if observed is not None else NONE})"),
     ]
     if annotations.get(PAUSED_ANNOTATION) == "true":
@@ -169,3 +179,13 @@ def header_lines(view: dict[str, Any], status: DerivedViewStatus) -> list[tuple[
     if annotations.get(PROMOTE_ANNOTATION):
         lines.append(("Promote", str(annotations[PROMOTE_ANNOTATION])))
     return lines
+
+
+def _bad_records_line(view: dict[str, Any], status: DerivedViewStatus) -> str:
+    """The policy, and how many records the shown revision left out under it."""
+    policy = (((view.get("spec") or {}).get("source") or {}).get("badRecords") or {})
+    name = str(policy.get("policy", "fail"))
+    if policy.get("deadLetterTopic"):
+        name += f" to {policy['deadLetterTopic']}"
+    count = status.bad_records
+    return f"{name}; {'none counted yet' if count is None else f'{count} left out'}"

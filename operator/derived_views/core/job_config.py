@@ -40,6 +40,8 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
             "schema": spec.source.value_schema,
             "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
             "kafkaOptions": {},
+            "badRecords": spec.source.bad_records.model_dump(mode="json", by_alias=True,
+                                                             exclude_none=True),
         },
         "transform": transform,
         "sink": {

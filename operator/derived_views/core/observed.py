@@ -148,6 +148,8 @@ class SinkObserved:
     drop_blockers: tuple[str, ...] = ()
     """Database objects of others that depend on the alias or an index table (observed while
     a view with deletionPolicy Delete is deleted): DROP without CASCADE refuses them."""
+    bad_records: Mapping[str, int] = field(default_factory=dict)
+    """Records each revision left out under its bad-record policy (sum over its ledger rows)."""
 
 
 @dataclass(frozen=True)

@@ -299,6 +299,8 @@ class _Planner:
         self.lags[revision] = lag
         if lag is not None:
             changes["lag"] = lag
+        if self.sink is not None and revision in self.sink.ledger:
+            changes["bad_records"] = self.sink.bad_records.get(revision, 0)
         if record.phase in BUILDING and revision != self.active:
             running = app_live and app is not None and app.running
             committed = self.sink is not None and revision in self.sink.ledger
@@ -869,7 +871,8 @@ class _Planner:
         active_record = self.records.get(self.active) if self.active else None
         active = None if active_record is None else ActiveStatus(
             revision=active_record.revision, index=active_record.index,
-            since=active_record.since, lag=status_size.bounded_detail(active_record.lag))
+            since=active_record.since, lag=status_size.bounded_detail(active_record.lag),
+            bad_records=active_record.bad_records)
         record = self.records.get(self.desired)
         candidate = None
         if record is not None and self.desired != self.active and (
@@ -878,7 +881,7 @@ class _Planner:
                 revision=record.revision, index=record.index, phase=record.phase,
                 since=record.since, lag=status_size.bounded_detail(record.lag),
                 caught_up_since=record.caught_up_since,
-                message=record.message)
+                message=record.message, bad_records=record.bad_records)
         if deleting:
             phase = ViewPhase.Deleting
         elif candidate is not None:
@@ -915,6 +918,7 @@ class _Planner:
         status = DerivedViewStatus(
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
+            bad_records=shown_bad_records(active, candidate),
             revisions=[status_size.record_without_detail(r) for r in self.records.values()],
             spent_builds=spent_builds, spent_builds_floor=spent_floor or None,
             held_secrets=self.held_secrets,
@@ -942,6 +946,13 @@ class _Planner:
         actions.extend(self.events)
         actions.extend(self.finalizers_removed)
         return actions
+
+
+def shown_bad_records(active: ActiveStatus | None, candidate: CandidateStatus | None
+                      ) -> int | None:
+    """The BAD column: the same revision as the LAG column (the candidate's while built)."""
+    shown = candidate if candidate is not None else active
+    return shown.bad_records if shown is not None else None
 
 
 def _dump(model: DerivedViewStatus | Intent) -> dict[str, Any]:

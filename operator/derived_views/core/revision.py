@@ -14,6 +14,10 @@ Excluded, deliberately:
   field, e.g. the table base name, to force a rebuild.)
 - `source.maxOffsetsPerTrigger`: batch sizing; the rows converge to the same (a change
   restarts the running jobs from their checkpoints: see `job_settings_of`).
+- `source.badRecords`: whether the job stops at a bad record or leaves it out (counted
+  per revision in the status), not what a good record contributes; a change restarts
+  the running jobs from their checkpoints, so `skip` gets a view past a record that
+  stopped it without a replay.
 - `cutover`, `spark`, `deletionPolicy`, labels and annotations: policy and
   resources.
 
@@ -28,7 +32,7 @@ import hashlib
 import json
 from typing import Any
 
-from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.spec import BadRecords, DerivedViewSpec
 from derived_views.api.status import RevisionContent
 
 REVISION_LENGTH = 10
@@ -112,7 +116,8 @@ def revision_of(spec: DerivedViewSpec) -> str:
 def job_settings_of(spec: DerivedViewSpec) -> str:
     """Hash of what a running job uses but the revision does not: `spec.spark` (except
     checkpointBase: a revision keeps its checkpoint), the Kafka connection and the batch
-    bound (`source.maxOffsetsPerTrigger`, read by the job only when it starts).
+    bound (`source.maxOffsetsPerTrigger`, read by the job only when it starts) and the
+    bad-record policy (`source.badRecords`, ditto).
 
     Stamped on each SparkApplication; a different value means the job must be
     recreated to apply it, from the same checkpoint (never a replay).
@@ -122,5 +127,9 @@ def job_settings_of(spec: DerivedViewSpec) -> str:
         "kafka": spec.source.kafka.model_dump(mode="json", by_alias=True),
         "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
     }
+    if spec.source.bad_records != BadRecords():
+        # Only when set: views that never set it keep their hash (no restart on upgrade).
+        document["badRecords"] = spec.source.bad_records.model_dump(mode="json", by_alias=True,
+                                                                    exclude_none=True)
     digest = hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
     return digest[:REVISION_LENGTH]

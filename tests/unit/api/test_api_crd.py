@@ -66,7 +66,7 @@ def test_printer_columns() -> None:
     columns = {c["name"]: c["jsonPath"] for c in version()["additionalPrinterColumns"]}
     assert columns == {"Active": ".status.active.revision",
                        "Candidate": ".status.candidate.revision", "Phase": ".status.phase",
-                       "Lag": ".status.lagMessages",
+                       "Lag": ".status.lagMessages", "Bad": ".status.badRecords",
                        "Ready": '.status.conditions[?(@.type=="Ready")].status',
                        "Age": ".metadata.creationTimestamp",
                        "Message": '.status.conditions[?(@.type=="Ready")].message'}
@@ -102,6 +102,8 @@ def test_cel_rules_are_where_they_belong() -> None:
                        "!self.primaryKey.exists(k, k.startsWith('_dv_'))"],
         ".spec.sink.postgres.table": ["self == oldSelf"],
         ".spec.sink.postgres.schema": ["self == oldSelf"],
+        ".spec.source.badRecords": ["(self.policy == 'deadLetter') == "
+                                    "has(self.deadLetterTopic)"],
         ".spec.cutover": ["!has(self.deadlineSeconds) || "
                           "self.stableForSeconds < self.deadlineSeconds",
                           "self.stableForSeconds < self.progressDeadlineSeconds"],

@@ -125,7 +125,8 @@ def test_header_lines_show_mode_generation_and_pause() -> None:
     assert rows.header_lines(MIGRATING, rows.parse_status(MIGRATING)) == [
         ("View", "shop/orders"), ("Phase", "Backfilling"), ("Spec revision", "bbbbbbbbbb"),
         ("Active", "aaaaaaaaaa (orders__aaaaaaaaaa)"), ("Candidate", "bbbbbbbbbb (Backfilling)"),
-        ("Cutover mode", "manual"), ("Generation", "3 (observed 3)"), ("Paused", "yes"),
+        ("Cutover mode", "manual"),
+        ("Bad records", "fail; none counted yet"), ("Generation", "3 (observed 3)"), ("Paused", "yes"),
     ]
 
 

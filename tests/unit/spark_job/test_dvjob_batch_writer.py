@@ -9,12 +9,12 @@ from dvjob.sink_postgres import BatchOutcome
 
 
 def test_progress_line_is_one_json_object() -> None:
-    line = progress_line(BatchOutcome(4, False, 10, 2, {"orders": {"0": 17, "1": 3}}))
+    line = progress_line(BatchOutcome(4, False, 10, 2, {"orders": {"0": 17, "1": 3}}, 3))
     assert line.startswith(PROGRESS_PREFIX)
     assert "\n" not in line
     assert json.loads(line[len(PROGRESS_PREFIX):]) == {
         "batch": 4, "status": "committed", "rows_upserted": 10, "rows_deleted": 2,
-        "end_offsets": {"orders": {"0": 17, "1": 3}}}
+        "bad_records": 3, "end_offsets": {"orders": {"0": 17, "1": 3}}}
 
 
 def test_progress_line_of_a_skipped_batch() -> None:

@@ -24,7 +24,7 @@ RECORDS: list[KafkaRecord] = [
     ("o2", '{"order_id":"o2","customer_id":"c2","amount":5.0,"ts":"2024-05-01T10:01:00Z","x":1}', 1, 0),
     ("o3", '{"order_id":"o3","customer_id":"c1","amount":20.0,"ts":"2024-05-01T10:02:00Z"}', 0, 1),
     ("o2", None, 1, 1),            # tombstone: order o2 withdrawn
-    (None, "not json at all", 0, 2),
+    (None, "not json at all", 0, 2),  # a bad record: left out under skip (test_dvjob_bad_records)
 ]
 
 KafkaFrame = Callable[[Sequence[KafkaRecord]], DataFrame]
@@ -32,7 +32,7 @@ KafkaFrame = Callable[[Sequence[KafkaRecord]], DataFrame]
 
 @pytest.fixture
 def events(kafka_frame: KafkaFrame) -> DataFrame:
-    return parse_events(kafka_frame(RECORDS), value_schema(SCHEMA))
+    return parse_events(kafka_frame(RECORDS), value_schema(SCHEMA), policy="skip")
 
 
 def test_value_schema_from_ddl(spark: SparkSession) -> None:
@@ -64,7 +64,6 @@ def test_events_have_value_fields_then_kafka_metadata(events: DataFrame) -> None
         ("o2", "c2", 5.0, "2024-05-01 10:01:00", "o2", "orders", 1, 0, "2024-05-01 12:00:00", False),
         ("o3", "c1", 20.0, "2024-05-01 10:02:00", "o3", "orders", 0, 1, "2024-05-01 12:00:00", False),
         (None, None, None, None, "o2", "orders", 1, 1, "2024-05-01 12:00:00", True),
-        (None, None, None, None, None, "orders", 0, 2, "2024-05-01 12:00:00", False),
     ]
 
 

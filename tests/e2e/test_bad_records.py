@@ -1,0 +1,113 @@
+"""Bad records end to end: `fail` stops the view naming the record, `skip` gets it past them.
+
+A topic holds good orders and one record of each bad kind: not JSON, a field
+of the wrong type, a NUL character in text, and an order without a customer (a
+NULL primary key after the transform).  A producer keeps writing orders.
+Under the default policy the view is Degraded with the first bad record's
+topic/partition@offset; switching to `skip` restarts the job from its
+checkpoint (no replay), the view becomes Ready, the alias equals the test's
+own recomputation of the good orders, and the BAD column of `kubectl get dv`,
+the status and `dv status` count the four.  What people see is written to
+`.stack/results/bad_records.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from kubernetes import client
+
+from dvstack import replay
+from dvstack.waiting import wait_for
+
+COLUMNS = ["orders", "revenue"]
+
+
+def bad_values(topic_seed: str) -> list[str]:
+    return ["not json {",
+            json.dumps({"order_id": f"{topic_seed}-b1", "customer_id": "c-1", "amount": "lots"}),
+            json.dumps({"order_id": f"{topic_seed}-b2", "customer_id": "c\u0000x",
+                        "amount": 1.0}),
+            json.dumps({"order_id": f"{topic_seed}-b3", "customer_id": None, "amount": 9.0})]
+
+
+def shell(stack: Any, *args: str) -> str:
+    env = {**os.environ, "KUBECONFIG": stack.kubeconfig}
+    return subprocess.run(list(args), env=env, capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+def test_skip_gets_a_view_past_bad_records_and_counts_them(
+        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
+    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    topic, table = f"bad-{uuid.uuid4().hex[:8]}", f"bad_{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    good = replay.make_orders(2_000, seed=11)
+    replay.produce(stack.kafka_bootstrap, topic, good[:1_000])
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "enable.idempotence": True})
+    for value in bad_values(topic):
+        producer.produce(topic, key=b"bad", value=value.encode())
+    assert producer.flush(30) == 0
+    first_bad = 1_000  # one partition: the first bad record's offset
+    replay.produce(stack.kafka_bootstrap, topic, good[1_000:])
+    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
+    custom.create_namespaced_custom_object(G, V, namespace, P, {
+        "apiVersion": f"{G}/{V}", "kind": "DerivedView",
+        "metadata": {"name": "bad", "namespace": namespace},
+        "spec": {"source": {"kafka": {"bootstrapServers": stack.kafka_bootstrap},
+                            "topics": [topic], "schema": replay.ORDER_SCHEMA},
+                 "transform": {"sql": replay.ORDERS_BY_CUSTOMER_SQL},
+                 "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
+                          "primaryKey": ["customer_id"]},
+                 "cutover": {"stableForSeconds": 2},
+                 "spark": {"restartPolicy": {"type": "Never"}}}})
+    view = ViewHandle(custom, namespace, "bad")
+    seen: dict[str, Any] = {}
+    live = LiveProducer(stack.kafka_bootstrap, topic, rate=20).start()
+    try:
+        # fail (the default): Degraded, naming the record and the way past it
+        wait_for(lambda: view.condition("Degraded").get("status") == "True", timeout=900,
+                 interval=2, what="the first bad record to stop the job (Degraded)")
+        degraded = view.condition("Degraded")
+        assert f"refused record {topic}/0@{first_bad}: value is not a JSON object" in (
+            degraded["message"]), degraded
+        assert "skip or deadLetter" in degraded["message"]
+        seen["fail"] = {"degraded": degraded,
+                        "kubectl_get_dv": shell(stack, "kubectl", "get", "dv", "-n", namespace),
+                        "dv_status": shell(stack, sys.executable, "-m", "derived_views.cli",
+                                           "status", "bad", "-n", namespace)}
+
+        # skip: the same revision restarts from its checkpoint and goes past them
+        revision = view.status()["revision"]
+        view.patch({"spec": {"source": {"badRecords": {"policy": "skip"}}}})
+        wait_for(lambda: view.ready() and view.active() == revision, timeout=900, interval=2,
+                 what="the view to serve with the bad records skipped")
+    finally:
+        events = live.stop()
+    assert not live.failures, live.failures
+    wait_alias_equals(stack.pg_dsn, table, good + events, COLUMNS,
+                      "the alias to equal the good orders (bad ones left out)")
+    wait_for(lambda: view.status().get("badRecords") == 4, timeout=120, interval=1,
+             what="the status to count the four bad records")
+    assert view.record(revision).get("badRecords") == 4
+    assert view.status()["revision"] == revision  # a policy change is no new revision
+    listing = shell(stack, "kubectl", "get", "dv", "-n", namespace)
+    header, row = listing.splitlines()[:2]
+    assert "BAD" in header.split()
+    assert row.split()[header.split().index("BAD")] == "4", listing
+    detail = shell(stack, sys.executable, "-m", "derived_views.cli", "status", "bad",
+                   "-n", namespace)
+    assert "skip; 4 left out" in detail, detail
+    seen["skip"] = {"kubectl_get_dv": listing, "dv_status": detail,
+                    "live_events": len(events), "live_rate": round(live.achieved_rate(), 1)}
+    results = Path(stack.state_dir) / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "bad_records.json").write_text(json.dumps(seen, indent=2, default=str))
