@@ -120,12 +120,15 @@ def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, d
     record.index_rows = dict(indexes)
     ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
                                  ledger=deps.config.ledger_table)
+    # After the ledger: a table its newest row names must exist now, unless it was lost.
+    oids = pg.table_oids(conn, schema, index_tables_to_observe(spec, status))
     alias = spec.sink.postgres.table
     target = pg.alias_target(conn, schema, alias)
     return SinkObserved(
         indexes=frozenset(indexes), alias_target=target,
         ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
-        switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}))
+        switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
+        index_oids=oids)
 
 
 def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube) -> KafkaCluster:
