@@ -90,20 +90,20 @@ REFUSE_TRUNCATE_FUNCTION = "_dv_refuse_truncate"
 REFUSE_TRUNCATE_TRIGGER = "dv_refuse_truncate"
 
 
-def refuse_truncate_ddl(schema: str, table: str) -> list[sql.Composed]:
+def refuse_truncate_ddl(schema: str, table: str) -> tuple[sql.Composed, sql.Composed]:
     """TRUNCATE keeps a table's OID, so the ledger could not tell it happened: refuse it."""
     function = sql.Identifier(schema, REFUSE_TRUNCATE_FUNCTION)
-    return [
+    return (
         sql.SQL("CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                 "RAISE EXCEPTION 'derived views: %.% is the index of a revision whose ledger "
                 "counts the batches it holds; TRUNCATE would empty it silently', "
                 "TG_TABLE_SCHEMA, TG_TABLE_NAME USING HINT = 'to rebuild the revision, drop "
                 "the table together with its ledger rows (or change the view''s content)'; "
                 "END $$").format(function),
-        sql.SQL("CREATE OR REPLACE TRIGGER {} BEFORE TRUNCATE ON {} FOR EACH STATEMENT "
+        sql.SQL("CREATE TRIGGER {} BEFORE TRUNCATE ON {} FOR EACH STATEMENT "
                 "EXECUTE FUNCTION {}()").format(sql.Identifier(REFUSE_TRUNCATE_TRIGGER),
                                                 _qualified(schema, table), function),
-    ]
+    )
 
 
 def ledger_head_statement(schema: str, ledger_table: str) -> sql.Composed:
@@ -230,8 +230,17 @@ class PostgresSink:
                         _ledger_head(cur, self.schema, self.ledger_table, self.revision),
                         _table_oid(cur, self.schema, self.table))
             cur.execute(index_ddl(self.schema, self.table, self.layout))
-            for statement in refuse_truncate_ddl(self.schema, self.table):
-                cur.execute(statement)
+            function, trigger = refuse_truncate_ddl(self.schema, self.table)
+            cur.execute("SELECT to_regprocedure(%s)", (
+                f"{_qualified(self.schema, REFUSE_TRUNCATE_FUNCTION).as_string(cur)}()",))
+            found = cur.fetchone()
+            if found is None or found[0] is None:  # another role's would not be replaceable
+                cur.execute(function)
+            cur.execute("SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s",
+                        (_qualified(self.schema, self.table).as_string(cur),
+                         REFUSE_TRUNCATE_TRIGGER))
+            if cur.fetchone() is None:  # (CREATE OR REPLACE TRIGGER needs PostgreSQL 14)
+                cur.execute(trigger)
             cur.execute("SELECT column_name FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = %s", (self.schema, self.table))
             existing = sorted(str(row[0]) for row in cur.fetchall())

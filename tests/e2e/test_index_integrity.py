@@ -46,14 +46,16 @@ def test_dropped_candidate_index_is_rebuilt_not_promoted(
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
     topic, table = f"integ-{uuid.uuid4().hex[:8]}", f"integ_{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 3)
-    seeded = replay.make_orders(20_000, seed=21)
+    seeded = replay.make_orders(4_000, seed=21)
     replay.produce(stack.kafka_bootstrap, topic, seeded)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     custom.create_namespaced_custom_object(G, V, namespace, P, {
         "apiVersion": f"{G}/{V}", "kind": "DerivedView",
         "metadata": {"name": "integ", "namespace": namespace},
         "spec": {"source": {"kafka": {"bootstrapServers": stack.kafka_bootstrap},
-                            "topics": [topic], "schema": replay.ORDER_SCHEMA},
+                            "topics": [topic], "schema": replay.ORDER_SCHEMA,
+                            # several batches per replay, so there is a "mid-replay"
+                            "maxOffsetsPerTrigger": 1_000},
                  "transform": {"sql": replay.ORDERS_BY_CUSTOMER_SQL},
                  "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                           "primaryKey": ["customer_id"]},
@@ -63,7 +65,7 @@ def test_dropped_candidate_index_is_rebuilt_not_promoted(
     view = ViewHandle(custom, namespace, "integ")
     v1 = view.wait_serving_new(None, "v1 to replay and serve", timeout=400)
 
-    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=50, seed=22).start()
+    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=20, seed=22).start()
     reader = AliasReader(stack.pg_dsn, table).start()
     try:
         view.patch({"spec": {"transform": {"sql": SQL_V2}}})
