@@ -295,7 +295,8 @@ class _Planner:
     def partitions_now(self, revision: str) -> dict[str, int] | None:
         if self.obs.end_offsets is None:
             return None
-        return partition_growth.partition_counts(self.obs.end_offsets, self.topics_of(revision))
+        counts = partition_growth.partition_counts(self.obs.end_offsets, self.topics_of(revision))
+        return counts or None  # no topic described yet: record it on a later pass
 
     def observe(self, revision: str) -> None:
         """Refresh job state and lag; for a building candidate, track the gate."""
