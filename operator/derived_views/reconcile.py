@@ -129,6 +129,8 @@ def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, d
     ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
                                  ledger=deps.config.ledger_table)
     pg.prune_ledger(conn, schema, ledger, ledger=deps.config.ledger_table)
+    # After the ledger: a table its newest row names must exist now, unless it was lost.
+    oids = pg.table_oids(conn, schema, index_tables_to_observe(spec, status))
     alias = spec.sink.postgres.table
     target = pg.alias_target(conn, schema, alias)
     return SinkObserved(
@@ -136,7 +138,8 @@ def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, d
         ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
         bad_records=bad_record_counts(conn, schema, ledger, ledger=deps.config.ledger_table),
         switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
-        drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()))
+        drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()),
+        index_oids=oids)
 
 
 def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube) -> KafkaCluster:

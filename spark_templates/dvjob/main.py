@@ -21,6 +21,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from dvjob.bad_records import BadRecordScreen
 from dvjob.batch_writer import BatchWriter
+from dvjob.changelog import refuse_changelog_aggregates
 from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
 from dvjob.config import JobConfig, TriggerConfig, config_from_argv
 from dvjob.errors import JobError, one_line, write_termination_message
@@ -78,6 +79,7 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     events = parse_events(load_kafka_stream(spark, options), schema, config.source.format,
                           policy.policy)
     output = apply_transform(config.transform, events)
+    refuse_changelog_aggregates(output, config.source.format)
     layout = table_layout(output.schema, config.sink.primary_key)
     hook = spark.conf.get(HOLD_BEFORE_COMMIT_CONF, None)
     sink = PostgresSink(connect=connect_from_environment(f"dvjob-{config.revision}"),

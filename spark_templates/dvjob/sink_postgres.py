@@ -7,8 +7,10 @@ that into exactly-once effects: a batch whose row exists is skipped.  The row
 also records the batch's exclusive end offsets, which is where the operator
 reads lag from (committed in the index, not merely read by Spark).
 
-Per batch: claim the ledger row (INSERT ... ON CONFLICT DO NOTHING, so a
-concurrent duplicate waits on the row lock and then sees the claim), COPY the
+Per batch: check that the index table is the one the ledger's batches went to
+(see dvjob.integrity; each ledger row records its OID), claim the ledger row
+(INSERT ... ON CONFLICT DO NOTHING, so a concurrent duplicate waits on the row
+lock and then sees the claim), COPY the
 rows into a temporary table, DELETE the keys whose last row is flagged deleted,
 upsert the others, record the counts.  Within a batch the last row of a key
 wins (rows arrive in Kafka order per partition).
@@ -26,6 +28,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from dvjob.errors import JobError
+from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
 from dvjob.sink_schema import DELETED_COLUMN, TableLayout
 
@@ -83,7 +86,7 @@ def ledger_ddl(schema: str, ledger_table: str) -> sql.Composed:
         "CREATE TABLE IF NOT EXISTS {} ("
         "revision text NOT NULL, batch_id bigint NOT NULL, end_offsets jsonb NOT NULL, "
         "rows_upserted bigint NOT NULL, rows_deleted bigint NOT NULL, "
-        "committed_at timestamptz NOT NULL DEFAULT now(), "
+        "committed_at timestamptz NOT NULL DEFAULT now(), index_oid bigint, "
         "PRIMARY KEY (revision, batch_id))"
     ).format(_qualified(schema, ledger_table))
 
@@ -99,6 +102,54 @@ def bad_records_column_ddl(schema: str, ledger_table: str) -> sql.Composed:
 def record_bad_statement(schema: str, ledger_table: str) -> sql.Composed:
     return sql.SQL("UPDATE {} SET bad_records = %s WHERE revision = %s AND batch_id = %s").format(
         _qualified(schema, ledger_table))
+
+
+
+def ledger_upgrade_ddl(schema: str, ledger_table: str) -> sql.Composed:
+    """Ledgers created before index identities were recorded gain the column (NULL rows)."""
+    return sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS index_oid bigint").format(
+        _qualified(schema, ledger_table))
+
+
+REFUSE_TRUNCATE_FUNCTION = "_dv_refuse_truncate"
+REFUSE_TRUNCATE_TRIGGER = "dv_refuse_truncate"
+
+
+def refuse_truncate_ddl(schema: str, table: str) -> tuple[sql.Composed, sql.Composed]:
+    """TRUNCATE keeps a table's OID, so the ledger could not tell it happened: refuse it."""
+    function = sql.Identifier(schema, REFUSE_TRUNCATE_FUNCTION)
+    return (
+        sql.SQL("CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "RAISE EXCEPTION 'derived views: %.% is the index of a revision whose ledger "
+                "counts the batches it holds; TRUNCATE would empty it silently', "
+                "TG_TABLE_SCHEMA, TG_TABLE_NAME USING HINT = 'to rebuild the revision, drop "
+                "the table together with its ledger rows (or change the view''s content)'; "
+                "END $$").format(function),
+        sql.SQL("CREATE TRIGGER {} BEFORE TRUNCATE ON {} FOR EACH STATEMENT "
+                "EXECUTE FUNCTION {}()").format(sql.Identifier(REFUSE_TRUNCATE_TRIGGER),
+                                                _qualified(schema, table), function),
+    )
+
+
+def ledger_head_statement(schema: str, ledger_table: str) -> sql.Composed:
+    return sql.SQL("SELECT batch_id, index_oid FROM {} WHERE revision = %s "
+                   "ORDER BY batch_id DESC LIMIT 1").format(_qualified(schema, ledger_table))
+
+
+def _ledger_head(cur: psycopg.Cursor[Any], schema: str, ledger_table: str,
+                 revision: str) -> LedgerHead:
+    cur.execute(ledger_head_statement(schema, ledger_table), (revision,))
+    found = cur.fetchone()
+    if found is None:
+        return LedgerHead(newest_batch=None, index_oid=None)
+    return LedgerHead(newest_batch=int(found[0]),
+                      index_oid=None if found[1] is None else int(found[1]))
+
+
+def _table_oid(cur: psycopg.Cursor[Any], schema: str, table: str) -> int | None:
+    cur.execute("SELECT to_regclass(%s)::oid", (_qualified(schema, table).as_string(cur),))
+    found = cur.fetchone()
+    return None if found is None or found[0] is None else int(found[0])
 
 
 def index_ddl(schema: str, table: str, layout: TableLayout) -> sql.Composed:
@@ -157,8 +208,9 @@ def upsert_statement(schema: str, table: str, layout: TableLayout) -> sql.Compos
 
 
 def claim_statement(schema: str, ledger_table: str) -> sql.Composed:
-    return sql.SQL("INSERT INTO {} (revision, batch_id, end_offsets, rows_upserted, rows_deleted) "
-                   "VALUES (%s, %s, %s, 0, 0) ON CONFLICT (revision, batch_id) DO NOTHING"
+    return sql.SQL("INSERT INTO {} (revision, batch_id, end_offsets, rows_upserted, rows_deleted, "
+                   "index_oid) VALUES (%s, %s, %s, 0, 0, %s) "
+                   "ON CONFLICT (revision, batch_id) DO NOTHING"
                    ).format(_qualified(schema, ledger_table))
 
 
@@ -190,7 +242,10 @@ class PostgresSink:
         self.layout = layout
 
     def ensure_tables(self) -> None:
-        """Create the schema, ledger and index table if missing; check an existing index."""
+        """Create the schema, ledger and index table if missing; check an existing index.
+
+        An index table the ledger says held batches is never re-created: IndexLostError.
+        """
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK_KEY,))
             cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
@@ -198,7 +253,22 @@ class PostgresSink:
                 cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
             cur.execute(ledger_ddl(self.schema, self.ledger_table))
             cur.execute(bad_records_column_ddl(self.schema, self.ledger_table))
+            cur.execute(ledger_upgrade_ddl(self.schema, self.ledger_table))
+            check_index(f"{self.schema}.{self.table}", self.revision,
+                        _ledger_head(cur, self.schema, self.ledger_table, self.revision),
+                        _table_oid(cur, self.schema, self.table))
             cur.execute(index_ddl(self.schema, self.table, self.layout))
+            function, trigger = refuse_truncate_ddl(self.schema, self.table)
+            cur.execute("SELECT to_regprocedure(%s)", (
+                f"{_qualified(self.schema, REFUSE_TRUNCATE_FUNCTION).as_string(cur)}()",))
+            found = cur.fetchone()
+            if found is None or found[0] is None:  # another role's would not be replaceable
+                cur.execute(function)
+            cur.execute("SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s",
+                        (_qualified(self.schema, self.table).as_string(cur),
+                         REFUSE_TRUNCATE_TRIGGER))
+            if cur.fetchone() is None:  # (CREATE OR REPLACE TRIGGER needs PostgreSQL 14)
+                cur.execute(trigger)
             cur.execute("SELECT column_name FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = %s", (self.schema, self.table))
             existing = sorted(str(row[0]) for row in cur.fetchall())
@@ -228,8 +298,11 @@ class PostgresSink:
         records before the commit; without it a NULL key fails the batch.
         """
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
+            live_oid = _table_oid(cur, self.schema, self.table)
+            check_index(f"{self.schema}.{self.table}", self.revision,
+                        _ledger_head(cur, self.schema, self.ledger_table, self.revision), live_oid)
             cur.execute(claim_statement(self.schema, self.ledger_table),
-                        (self.revision, batch_id, Jsonb(end_offsets)))
+                        (self.revision, batch_id, Jsonb(end_offsets), live_oid))
             if cur.rowcount == 0:
                 cur.execute(recorded_offsets_statement(self.schema, self.ledger_table),
                             (self.revision, batch_id))

@@ -94,28 +94,33 @@ def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iter
     if not wanted or not _relation_exists(conn, schema, ledger):
         return {}
     table = sql.Identifier(schema, ledger)
+    # Ledgers written by jobs from before index identities were recorded lack the column.
+    oid = sql.SQL("index_oid" if _has_column(conn, schema, ledger, "index_oid")
+                  else "NULL::bigint AS index_oid")
     query = sql.SQL(
         "WITH newest AS (SELECT DISTINCT ON (revision) revision, batch_id, end_offsets, "
-        "committed_at FROM {table} WHERE revision = ANY(%(wanted)s) "
+        "committed_at, {oid} FROM {table} WHERE revision = ANY(%(wanted)s) "
         "ORDER BY revision, batch_id DESC) "
         "SELECT n.revision, n.batch_id, n.end_offsets, n.committed_at, "
-        "e.batch_id, e.end_offsets, e.committed_at FROM newest n LEFT JOIN LATERAL ("
+        "e.batch_id, e.end_offsets, e.committed_at, n.index_oid FROM newest n LEFT JOIN LATERAL ("
         "  SELECT l.batch_id, l.end_offsets, l.committed_at FROM {table} l"
         "  WHERE l.revision = n.revision AND l.batch_id < n.batch_id"
         "  ORDER BY (l.committed_at <= n.committed_at - %(window)s * interval '1 second') DESC,"
         "   CASE WHEN l.committed_at <= n.committed_at - %(window)s * interval '1 second'"
         "   THEN -l.batch_id ELSE l.batch_id END"
         "  LIMIT 1) e ON true"
-    ).format(table=table)
+    ).format(table=table, oid=oid)
     out: dict[str, LedgerPosition] = {}
     for (revision, batch_id, offsets, committed_at, earlier_id, earlier_offsets,
-         earlier_at) in conn.execute(query, {"wanted": wanted, "window": RATE_WINDOW_SECONDS}):
+         earlier_at, index_oid) in conn.execute(query, {"wanted": wanted,
+                                                        "window": RATE_WINDOW_SECONDS}):
         earlier = None if earlier_id is None else LedgerPosition(
             end_offsets=_flat_offsets(earlier_offsets), committed_at=earlier_at,
             batch_id=int(earlier_id))
         out[revision] = LedgerPosition(end_offsets=_flat_offsets(offsets),
                                        committed_at=committed_at, batch_id=int(batch_id),
-                                       earlier=earlier)
+                                       earlier=earlier,
+                                       index_oid=None if index_oid is None else int(index_oid))
     return out
 
 
@@ -140,7 +145,7 @@ def prune_ledger(conn: psycopg.Connection[Any], schema: str, revisions: Iterable
     if not wanted or not _relation_exists(conn, schema, ledger):
         return 0
     table = sql.Identifier(schema, ledger)
-    statement = sql.SQL(
+    cuts = sql.SQL(
         "WITH newest AS (SELECT DISTINCT ON (revision) revision, batch_id, committed_at "
         "FROM {table} WHERE revision = ANY(%(wanted)s) ORDER BY revision, batch_id DESC), "
         "cut AS (SELECT n.revision, n.batch_id AS newest, ("
@@ -148,13 +153,51 @@ def prune_ledger(conn: psycopg.Connection[Any], schema: str, revisions: Iterable
         "  AND l.batch_id < n.batch_id"
         "  AND l.committed_at <= n.committed_at - %(window)s * interval '1 second') AS earlier "
         "FROM newest n) "
-        "DELETE FROM {table} t USING cut WHERE t.revision = cut.revision "
-        "AND cut.earlier IS NOT NULL AND t.batch_id < LEAST(cut.earlier, cut.newest - %(keep)s)"
+        "SELECT c.revision, LEAST(c.earlier, c.newest - %(keep)s) AS keep_from, ("
+        "  SELECT min(l.batch_id) FROM {table} l WHERE l.revision = c.revision"
+        "  AND l.batch_id >= LEAST(c.earlier, c.newest - %(keep)s)) AS oldest_kept "
+        "FROM cut c WHERE c.earlier IS NOT NULL"
     ).format(table=table)
+    # Bad-record counts live in the rows (the job writes them with each batch): what a
+    # pruned row counted moves into the oldest kept row, in the same transaction, so the
+    # per-revision sum the status shows never shrinks. The newest row (the job's) is
+    # never that row: at least `keep_batches` newer ones stay.
+    folds_counts = _has_column(conn, schema, ledger, "bad_records")
+    deleted = 0
     with conn.transaction():
-        cursor = conn.execute(statement, {"wanted": wanted, "keep": keep_batches,
-                                          "window": RATE_WINDOW_SECONDS})
-    return max(cursor.rowcount, 0)
+        for revision, keep_from, oldest_kept in conn.execute(
+                cuts, {"wanted": wanted, "keep": keep_batches,
+                       "window": RATE_WINDOW_SECONDS}).fetchall():
+            if oldest_kept is None:
+                continue
+            if folds_counts:
+                conn.execute(sql.SQL(
+                    "UPDATE {table} SET bad_records = bad_records + (SELECT coalesce("
+                    "sum(bad_records), 0) FROM {table} WHERE revision = %(r)s AND batch_id "
+                    "< %(k)s) WHERE revision = %(r)s AND batch_id = %(o)s").format(table=table),
+                    {"r": revision, "k": keep_from, "o": oldest_kept})
+            cursor = conn.execute(sql.SQL(
+                "DELETE FROM {table} WHERE revision = %(r)s AND batch_id < %(k)s").format(
+                table=table), {"r": revision, "k": keep_from})
+            deleted += max(cursor.rowcount, 0)
+    return deleted
+
+
+def _has_column(conn: psycopg.Connection[Any], schema: str, table: str, column: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = %s "
+        "AND NOT attisdropped", (sql.Identifier(schema, table).as_string(conn), column)).fetchone()
+    return row is not None
+
+
+def table_oids(conn: psycopg.Connection[Any], schema: str, names: Iterable[str]) -> dict[str, int]:
+    """Which of `names` exist as tables, each with its OID: the identity the job's ledger rows
+    record, so a table dropped and re-created under the same name is told apart."""
+    rows = conn.execute(
+        "SELECT c.relname, c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s)",
+        (schema, sorted(set(names)))).fetchall()
+    return {str(r[0]): int(r[1]) for r in rows}
 
 
 def _flat_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, int], int]:

@@ -124,6 +124,9 @@ class RevisionStatus(StatusModel):
         description="CamelCase reason of the phase or of a problem (e.g. JobFailed).")] = None
     message: Annotated[str | None, Field(
         max_length=4096, description="Human-readable detail.")] = None
+    source_partitions: Annotated[dict[str, int] | None, Field(
+        description="Partitions of each source topic when the current build started: a topic "
+                    "that grows under a revision ordering by _kafka_offset is reported.")] = None
 
 
 class ActiveStatus(StatusModel):

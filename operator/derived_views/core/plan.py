@@ -38,7 +38,14 @@ from derived_views.api.status import (
     shown_lag,
 )
 from derived_views.core import conditions as cond
-from derived_views.core import deletion, naming, status_size, switch_guard
+from derived_views.core import (
+    deletion,
+    integrity,
+    naming,
+    partition_growth,
+    status_size,
+    switch_guard,
+)
 from derived_views.core.actions import (
     Action,
     AddFinalizer,
@@ -175,6 +182,8 @@ class _Planner:
         # Jobs that cannot run until someone acts (driver blocked, suspended), by revision.
         self.job_problems: dict[str, Judgement] = {}
         self.shown_job_problem: tuple[str, Judgement] | None = None
+        # Revisions whose job must not be created this pass (their stale index is dropped first).
+        self.held: set[str] = set()
 
     # small helpers ----------------------------------------------------------------------------
 
@@ -226,6 +235,8 @@ class _Planner:
             return
         if revision in self.obs.driver_pods:
             return  # the previous job's driver pod is still there: a new one would be refused
+        if revision in self.held:
+            return  # its lost index and ledger rows are dropped by this plan, after creates
         record = self.records[revision]
         if revision == self.desired:
             effective = self.spec
@@ -280,6 +291,29 @@ class _Planner:
     def missing_topics_of(self, revision: str) -> list[str]:
         return sorted(set(self.topics_of(revision)) & self.obs.missing_topics)
 
+    def lost_cause(self, revision: str) -> str | None:
+        """Why the revision's index no longer holds what its ledger claims (core.integrity)."""
+        if self.sink is None:
+            return None
+        return integrity.lost_index_cause(self.index(revision), self.position_of(revision),
+                                          self.sink.index_oids)
+
+    def growth_cause(self, revision: str) -> str | None:
+        """Why partition growth may have made the revision's index wrong (core.partition_growth)."""
+        record = self.records.get(revision)
+        if record is None:
+            return None
+        sql = (record.content.sql if record.content is not None
+               else self.spec.transform.sql if revision == self.desired else None)
+        return partition_growth.growth_cause(revision, sql, record.source_partitions,
+                                             self.obs.end_offsets)
+
+    def partitions_now(self, revision: str) -> dict[str, int] | None:
+        if self.obs.end_offsets is None:
+            return None
+        counts = partition_growth.partition_counts(self.obs.end_offsets, self.topics_of(revision))
+        return counts or None  # no topic described yet: record it on a later pass
+
     def observe(self, revision: str) -> None:
         """Refresh job state and lag; for a building candidate, track the gate."""
         record = self.records[revision]
@@ -301,15 +335,20 @@ class _Planner:
             changes["lag"] = lag
         if self.sink is not None and revision in self.sink.ledger:
             changes["bad_records"] = self.sink.bad_records.get(revision, 0)
+        if record.source_partitions is None:
+            changes["source_partitions"] = self.partitions_now(revision)
         if record.phase in BUILDING and revision != self.active:
             running = app_live and app is not None and app.running
-            committed = self.sink is not None and revision in self.sink.ledger
+            committed = (self.sink is not None and revision in self.sink.ledger
+                         and self.lost_cause(revision) is None)
             if lag is None:
                 if record.phase == Phase.Pending and running:
                     changes["phase"] = Phase.Backfilling
             else:
                 gate = (within_gate(lag, self.spec.cutover) and running
-                        and not self.resets_of(revision) and bool(self.index_exists(revision)))
+                        and not self.resets_of(revision) and bool(self.index_exists(revision))
+                        and self.lost_cause(revision) is None
+                        and self.growth_cause(revision) is None)
                 changes["caught_up_since"] = (record.caught_up_since or self.now) if gate else None
                 changes["phase"] = (Phase.CaughtUp if gate else
                                     Phase.Backfilling if running or committed else Phase.Pending)
@@ -413,13 +452,17 @@ class _Planner:
             # A rebuild needs a fresh index; an unknown or stale one must go first.
             self.drop_index(revision)
             return
+        if exists is False and self.position_of(revision) is not None:
+            self.purge(revision)  # ledger rows of a lost table: the new job would refuse them
+            return
         self.spent_builds.pop(revision, None)  # the record carries the build from now on
         self.records[revision] = RevisionStatus(
             revision=revision, index=self.index(revision), phase=Phase.Pending, since=self.now,
             spark_application=naming.spark_application_name(self.view.name, revision),
             checkpoint_location=self.checkpoint(revision, build), content=content_of(self.spec),
             build=build, started_at=self.now, generation=self.view.generation,
-            retry_token=self.retry_token, reason="BackfillStarted")
+            retry_token=self.retry_token, reason="BackfillStarted",
+            source_partitions=self.partitions_now(revision))
         if exists:
             self.event("BackfillStarted", f"Resumed revision {revision} into its existing index "
                                           f"{self.index(revision)} from its checkpoint.")
@@ -455,11 +498,58 @@ class _Planner:
             return
         if app is not None:
             self.delete_app(revision)  # it runs on the spent checkpoint
+        if self.position_of(revision) is not None:
+            # Its table is gone but its ledger rows are not: the new job would refuse to
+            # start on them. Drop them first; rebuild on a later pass.
+            if app is None and revision not in self.obs.driver_pods:
+                self.purge(revision)
+            return
         build = record.build + 1
         self.set(revision, reason="BackfillStarted", message="rebuilding from offset 0",
-                 build=build, checkpoint_location=self.checkpoint(revision, build), **common)
+                 build=build, checkpoint_location=self.checkpoint(revision, build),
+                 source_partitions=self.partitions_now(revision), **common)
         self.event("BackfillStarted", f"Started rebuilding revision {revision} from offset 0 "
                                       f"into index {self.index(revision)}.")
+
+    def purge(self, revision: str) -> None:
+        """Drop the revision's index table (if any) with its ledger rows, and hold its job back
+        this pass. Never the alias's target."""
+        if self.paused or self.sink is None:
+            return
+        index = self.index(revision)
+        if index == self.sink.alias_target or any(s.to_index == index for s in self.switches):
+            return
+        self.held.add(revision)
+        if all(d.index != index for d in self.drops):
+            self.drops.append(DropIndex(self.schema, index, revision))
+
+    def rebuild_lost_candidate(self) -> None:
+        """A building candidate whose index lost batches its ledger claims is rebuilt from
+        offset 0 (a new build, a fresh checkpoint), never promoted: stop its job, drop the
+        table and ledger rows once the job is gone, then start again."""
+        revision = self.desired
+        record = self.records.get(revision)
+        if revision == self.active or record is None or record.phase not in BUILDING:
+            return
+        cause = self.lost_cause(revision)
+        if cause is None:
+            if record.reason == integrity.INDEX_LOST and revision in self.apps:
+                self.set(revision, reason="BackfillStarted")  # rebuilding; a new loss counts anew
+            return
+        if record.reason != integrity.INDEX_LOST:
+            build = record.build + 1
+            self.set(revision, phase=Phase.Pending, reason=integrity.INDEX_LOST,
+                     message=_clip(f"{cause}; rebuilding from offset 0 (build {build}); it is "
+                                   "not promoted before the rebuild catches up"),
+                     build=build, checkpoint_location=self.checkpoint(revision, build),
+                     started_at=self.now, caught_up_since=None, lag=None, job_state=None,
+                     execution_attempts=None, source_partitions=self.partitions_now(revision))
+            self.event(integrity.INDEX_LOST, f"Rebuilding candidate revision {revision} from "
+                                             f"offset 0: {cause}.", warning=True)
+        self.delete_app(revision)
+        self.held.add(revision)
+        if revision not in self.apps and revision not in self.obs.driver_pods:
+            self.purge(revision)
 
     def progress_desired(self) -> None:
         """Job, failure, deadline, lag gate and promotion of the spec's revision."""
@@ -543,7 +633,8 @@ class _Planner:
         record = self.records[revision]
         if self.sink is not None and not self.switches and not self.paused:
             target = self.sink.alias_target
-            if target != record.index and record.index in self.sink.indexes:
+            if (target != record.index and record.index in self.sink.indexes
+                    and self.lost_cause(revision) is None):
                 self.switches.append(SwitchAlias(self.schema, self.alias, record.index, target))
                 self.event("AliasRepaired", f"Pointed {self.schema}.{self.alias} back at index "
                                             f"{record.index} (it selected from "
@@ -713,6 +804,7 @@ class _Planner:
             self.hold_sink_secret()
             self.supersede_others()
             self.start_desired()
+            self.rebuild_lost_candidate()
             self.apply_job_settings()
         self.progress_desired()
         self.maintain_active()
@@ -769,6 +861,18 @@ class _Planner:
                         "one): the topic was deleted and recreated or truncated, so that index "
                         "holds records the log no longer has and is never treated as caught "
                         "up; change the view's content to rebuild from the new log")
+        elif active is not None and (lost := self.lost_cause(active)) is not None:
+            problem = V("True", integrity.INDEX_LOST,
+                        f"active revision {active}: {lost}; {self.schema}.{self.alias} "
+                        + ("serves the incomplete table" if self.sink is not None
+                           and self.sink.alias_target == self.index(active) else
+                           "serves nothing")
+                        + " and is not repaired onto it; apply a new revision (any change to "
+                          "the view's content) to rebuild beside it, or roll back to a retained "
+                          "revision")
+        elif (grown := next((c for r in dict.fromkeys(serving)
+                             if (c := self.growth_cause(r)) is not None), None)) is not None:
+            problem = V("True", partition_growth.PARTITIONS_GREW, grown)
         elif candidate is not None and candidate.phase == Phase.Failed:
             problem = V("True", candidate.reason or JOB_FAILED,
                         f"revision {desired}: {candidate.message or 'failed'}; "
@@ -866,6 +970,16 @@ class _Planner:
         self.event(reason, f"The job of revision {revision} cannot run: {judgement.message}.",
                    warning=True)
 
+    def announce_integrity(self, degraded: cond.Verdict) -> None:
+        """One warning event when the view becomes Degraded for a lost index or partition
+        growth (or the cause changes), not one per pass."""
+        if degraded.reason not in (integrity.INDEX_LOST, partition_growth.PARTITIONS_GREW):
+            return
+        before = self.obs.status.condition(cond.DEGRADED)
+        if before is None or (before.reason, before.message) != (degraded.reason,
+                                                                 degraded.message):
+            self.event(degraded.reason, degraded.message, warning=True)
+
     def summary(self, deleting: bool) -> tuple[ViewPhase, ActiveStatus | None,
                                                CandidateStatus | None]:
         active_record = self.records.get(self.active) if self.active else None
@@ -915,6 +1029,7 @@ class _Planner:
         self.announce_job_problem(verdicts[cond.DEGRADED])
         spent_builds, spent_floor = status_size.bounded_spent_builds(self.spent_builds,
                                                                      self.spent_builds_floor)
+        self.announce_integrity(verdicts[cond.DEGRADED])
         status = DerivedViewStatus(
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,

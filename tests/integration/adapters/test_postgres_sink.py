@@ -428,6 +428,26 @@ def test_prune_ledger_keeps_what_resume_and_the_rate_read(conn: Any, schema: str
     assert pg.prune_ledger(conn, schema, ["long", "young"], keep_batches=20) == 0
 
 
+def test_prune_ledger_keeps_the_bad_record_counts(conn: Any, schema: str) -> None:
+    """The status shows the sum of each revision's ledger rows' bad_records: pruning moves
+    what the pruned rows counted into the oldest kept row, never loses it."""
+    from derived_views.adapters.postgres_bad_records import bad_record_counts
+
+    _ledger(conn, schema)
+    conn.execute(f'ALTER TABLE "{schema}".dv_ledger ADD COLUMN bad_records bigint NOT NULL '
+                 "DEFAULT 0")
+    _ledger_rows(conn, schema, "long", 200, 2, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    # batch n left out n % 3 records: 0+1+2+0+1+2... over 200 batches = 66*3 + (0+1) = 199
+    conn.execute(f'UPDATE "{schema}".dv_ledger SET bad_records = batch_id % 3')
+    assert bad_record_counts(conn, schema, ["long"]) == {"long": 199}
+    assert pg.prune_ledger(conn, schema, ["long"], keep_batches=20) == 179
+    assert _batches(conn, schema, "long") == list(range(179, 200))
+    assert bad_record_counts(conn, schema, ["long"]) == {"long": 199}
+    newest = conn.execute(f'SELECT bad_records FROM "{schema}".dv_ledger WHERE batch_id = 199'
+                          ).fetchone()
+    assert newest == (199 % 3,)  # the job's newest row is never rewritten
+
+
 def test_a_held_lock_makes_the_switch_fail_in_bounded_time(stack: Any, schema: str) -> None:
     """A reader holding a lock on the alias: the switch gives up at its lock_timeout instead of
     waiting (and holding the view's lock and a worker thread) for as long as the reader likes."""
