@@ -120,6 +120,10 @@ def check_sql(sql: str, fields: list[Field] | None, fmt: str,
     unknown = _unknown_column(query, columns, fields)
     if unknown is not None:
         return f"transform.sql: {_unresolved(unknown, columns)}"
+    combining = _combining(query) if fmt == "debezium" else None
+    if combining is not None:
+        return (f"transform.sql: aggregates over a changelog are refused ({combining}): "
+                f"{DEBEZIUM_AGGREGATE_FIX}")
     outputs = _output_names(query, columns)
     if outputs is not None:
         missing = [k for k in primary_key if not _produced(k, outputs)]
@@ -323,6 +327,30 @@ def _output_names(query: exp.Expr, columns: list[str]
 def _produced(key: str, outputs: list[tuple[str, bool]]) -> bool:
     return any(name == key or (not certain and name.lower() == key.lower())
                for name, certain in outputs)
+
+
+DEBEZIUM_AGGREGATE_FIX = (
+    "format debezium delivers every version of a row (create, each update, delete), so an "
+    "aggregate counts old versions that nothing subtracts (sum(amount) grows with each "
+    "update). Write a projection that mirrors the table instead, e.g. SELECT id, amount, "
+    "_debezium_deleted AS _dv_deleted FROM events with primaryKey [id], and aggregate when "
+    "reading: a PostgreSQL view over the alias (SELECT customer_id, sum(amount) FROM <alias> "
+    "GROUP BY customer_id) is always current")
+"""The job's own words (dvjob/changelog.py refuses the same at its start; a test keeps the
+two equal): the operator says it before any job starts."""
+
+
+def _combining(query: exp.Expr) -> str | None:
+    """What makes the query combine rows (the job's Aggregate plan node): GROUP BY, DISTINCT,
+    or an aggregate function outside a window; None when it maps row to row."""
+    if query.find(exp.Group) is not None:
+        return "GROUP BY"
+    if query.find(exp.Distinct) is not None:
+        return "DISTINCT"
+    for node in query.find_all(exp.AggFunc):
+        if node.find_ancestor(exp.Window) is None:
+            return f"{node.sql(dialect='spark').split('(', 1)[0].strip().lower()}()"
+    return None
 
 
 def aggregate_functions(sql: str) -> list[str]:

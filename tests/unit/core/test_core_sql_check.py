@@ -315,3 +315,40 @@ def test_every_literal_spec_in_the_tests_passes() -> None:
     for where, spec in specs:
         refusal = check_spec(DerivedViewSpec.model_validate(spec))
         assert refusal is None, (where, refusal)
+
+
+DEBEZIUM_SCHEMA = "id STRING, customer_id STRING, amount DOUBLE"
+
+
+@pytest.mark.parametrize(("sql", "what"), [
+    ("SELECT customer_id, sum(amount) AS total FROM events GROUP BY customer_id", "GROUP BY"),
+    ("SELECT DISTINCT id, customer_id FROM events", "DISTINCT"),
+    ("SELECT 'all' AS id, count(*) AS n FROM events", "count()"),
+    ("SELECT id, max_by(amount, _kafka_offset) AS amount FROM events GROUP BY id", "GROUP BY"),
+])
+def test_aggregates_over_a_changelog_are_refused_before_the_job(sql: str, what: str) -> None:
+    problem = check_sql(sql, parse_schema(DEBEZIUM_SCHEMA), "debezium", ("id",) if "id" in
+                        sql.split("FROM")[0] else ("customer_id",))
+    assert problem is not None and f"refused ({what})" in problem, problem
+    assert "Write a projection that mirrors the table" in problem
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT id, amount, _debezium_deleted AS _dv_deleted FROM events",
+    "SELECT id, amount, sum(amount) OVER (PARTITION BY customer_id) AS running FROM events",
+])
+def test_row_to_row_transforms_over_a_changelog_pass(sql: str) -> None:
+    assert check_sql(sql, parse_schema(DEBEZIUM_SCHEMA), "debezium", ("id",)) is None
+
+
+def test_the_same_aggregate_over_json_passes() -> None:
+    sql = "SELECT customer_id, sum(amount) AS total FROM events GROUP BY customer_id"
+    assert check_sql(sql, parse_schema(DEBEZIUM_SCHEMA), "json", ("customer_id",)) is None
+
+
+def test_the_operator_and_the_job_say_the_same_fix() -> None:
+    from dvjob.changelog import DEBEZIUM_AGGREGATE_FIX as JOB_FIX
+
+    from derived_views.core.sql_check import DEBEZIUM_AGGREGATE_FIX
+
+    assert DEBEZIUM_AGGREGATE_FIX == JOB_FIX
