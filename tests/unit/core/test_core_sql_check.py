@@ -347,8 +347,7 @@ def test_the_same_aggregate_over_json_passes() -> None:
 
 
 def test_the_operator_and_the_job_say_the_same_fix() -> None:
-    from dvjob.changelog import DEBEZIUM_AGGREGATE_FIX as JOB_FIX
-
     from derived_views.core.sql_check import DEBEZIUM_AGGREGATE_FIX
+    from dvjob.changelog import DEBEZIUM_AGGREGATE_FIX as JOB_FIX
 
     assert DEBEZIUM_AGGREGATE_FIX == JOB_FIX
