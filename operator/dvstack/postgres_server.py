@@ -125,6 +125,8 @@ def start(settings: Settings) -> None:
     sockets = root / "sockets"
     log = server_log(settings)
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    if root != pg_dir(settings) and not (pg_dir(settings) / "password").is_file():
+        _discard_orphan(bindir, root, user)
     pw = password(settings)
     if root != pg_dir(settings):
         (pg_dir(settings) / "cluster").write_text(f"{root}\n")  # for people looking for it
@@ -168,6 +170,19 @@ def start(settings: Settings) -> None:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE}"')
+
+
+def _discard_orphan(bindir: Path, root: Path, user: str | None) -> None:
+    """A cluster under our key while the state directory has no password for it belongs to a
+    checkout that was deleted and cloned again at the same path: its superuser password is
+    lost with the old state directory, so it is stopped and removed (a new one is made)."""
+    data = root / "data"
+    if not (data / "PG_VERSION").is_file():
+        return
+    if _server_running(bindir, data, user, root):
+        processes.run([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+                      what="pg_ctl stop (orphaned cluster)", user=user, cwd=root)
+    shutil.rmtree(root)
 
 
 def _connect(settings: Settings, database: str) -> bool:
