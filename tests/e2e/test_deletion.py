@@ -30,6 +30,7 @@ def _relations(dsn: str, table: str) -> list[str]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("SELECT relname FROM pg_class c JOIN pg_namespace n "
                             "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
+                            "AND c.relkind IN ('r', 'p', 'v', 'm') "  # not the tables' indexes
                             "AND (relname = %s OR relname LIKE %s) ORDER BY 1",
                             (table, f"{table}\\_\\_%")).fetchall()
     return [str(r[0]) for r in rows]
