@@ -129,7 +129,8 @@ def test_tables_are_created_with_mapped_types_and_key(connect: Connect, schema: 
     assert ledger_columns == [
         ("revision", "text", "NO"), ("batch_id", "bigint", "NO"), ("end_offsets", "jsonb", "NO"),
         ("rows_upserted", "bigint", "NO"), ("rows_deleted", "bigint", "NO"),
-        ("committed_at", "timestamp with time zone", "NO"), ("index_oid", "bigint", "YES")]
+        ("committed_at", "timestamp with time zone", "NO"), ("index_oid", "bigint", "YES"),
+        ("bad_records", "bigint", "NO")]
 
 
 def test_start_up_is_idempotent_but_refuses_a_foreign_index_table(
@@ -325,10 +326,10 @@ def test_foreach_batch_writer_end_to_end_on_spark(
     finally:
         spark.conf.set("spark.sql.session.timeZone", previous or "UTC")
     assert lines == [
-        'dvjob progress {"batch": 0, "end_offsets": {"orders": {"0": 2, "1": 0}}, '
-        '"rows_deleted": 0, "rows_upserted": 2, "status": "committed"}',
-        'dvjob progress {"batch": 0, "end_offsets": {"orders": {"0": 2, "1": 0}}, '
-        '"rows_deleted": 0, "rows_upserted": 0, "status": "skipped"}',
+        'dvjob progress {"bad_records": 0, "batch": 0, "end_offsets": {"orders": {"0": 2, '
+        '"1": 0}}, "rows_deleted": 0, "rows_upserted": 2, "status": "committed"}',
+        'dvjob progress {"bad_records": 0, "batch": 0, "end_offsets": {"orders": {"0": 2, '
+        '"1": 0}}, "rows_deleted": 0, "rows_upserted": 0, "status": "skipped"}',
     ]
     assert index_rows(connect, schema) == [
         ("o1", Decimal("10.00"), noon_utc, ["gift", "rush"], date(2024, 7, 1)),
