@@ -89,11 +89,12 @@ def test_dropped_candidate_index_is_rebuilt_not_promoted(
     finally:
         events = seeded + producer.stop()
     assert producer.failures == []
-    # The served index holds every batch from 0, all written to the table now serving.
+    # Every ledger row left (the operator prunes old ones) names the table now serving; that
+    # it holds every batch from 0 is the recomputation's equality below.
     served_oid = _oid(stack.pg_dsn, index)
     ledger = _ledger(stack.pg_dsn, revision)
     assert served_oid is not None and served_oid != lost_oid
-    assert ledger[0][0] == 0 and {oid for _, oid in ledger} == {served_oid}
+    assert ledger and {oid for _, oid in ledger} == {served_oid}
     reader = AliasReader(stack.pg_dsn, table).start()
     try:
         wait_alias_equals(stack.pg_dsn, table, events, V2_COLUMNS,
