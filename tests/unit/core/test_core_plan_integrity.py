@@ -18,8 +18,8 @@ from derived_views.core.observed import LedgerPosition
 R1, R2 = "71250ff800", "5d31ce3608"
 I1, I2 = (f"orders_by_customer__{r}" for r in (R1, R2))
 CKPT = "s3a://checkpoints/dv/shop/orders-by-customer"
-LATEST_BY_OFFSET = ("SELECT order_id, max_by(amount, _kafka_offset) AS amount FROM events "
-                    "GROUP BY order_id")
+LATEST_BY_OFFSET = ("SELECT customer_id, max_by(amount, _kafka_offset) AS amount FROM events "
+                    "GROUP BY customer_id")
 
 
 def record(world: World, revision: str) -> dict[str, object]:
