@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
 
 from derived_views.adapters import postgres_sink as pg
-
-
-@pytest.fixture()
-def schema(stack: Any) -> Iterator[str]:
-    name = f"it_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    yield name
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
-
-
-@pytest.fixture()
-def conn(stack: Any) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as c:
-        yield c
 
 
 def _oid(conn: psycopg.Connection[Any], schema: str, table: str) -> int:

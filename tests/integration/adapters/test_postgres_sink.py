@@ -20,22 +20,6 @@ from derived_views.adapters import postgres_sink as pg
 from dvstack.waiting import wait_for
 
 
-@pytest.fixture()
-def schema(stack: Any) -> Iterator[str]:
-    name = f"it_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    yield name
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
-
-
-@pytest.fixture()
-def conn(stack: Any) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as c:
-        yield c
-
-
 def _ledger(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(f'CREATE TABLE "{schema}".dv_ledger (revision text, batch_id bigint, '
                  "end_offsets jsonb, rows_upserted bigint DEFAULT 0, rows_deleted bigint DEFAULT 0, "

@@ -7,24 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from admission_catalogue import VALID, G, P, V
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dvstack.cli import apply_crds
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
-G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
-
-VALID: dict[str, Any] = {
-    "apiVersion": f"{G}/{V}", "kind": "DerivedView", "metadata": {"name": "orders"},
-    "spec": {
-        "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
-                   "format": "json", "schema": "order_id STRING, amount DOUBLE"},
-        "transform": {"sql": "SELECT * FROM events"},
-        "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "orders"},
-                 "primaryKey": ["order_id"]},
-    },
-}
 
 
 @pytest.fixture(scope="module")

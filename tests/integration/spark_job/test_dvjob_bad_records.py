@@ -11,9 +11,7 @@ holds them with their original bytes and headers naming cause and origin.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -22,13 +20,13 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer
+from job_submit import submit
 from psycopg import sql
 
 from dvstack import replay
 
 pytestmark = pytest.mark.integration
 
-JOB = Path(__file__).resolve().parents[3] / "spark_templates" / "derived_view_job.py"
 ROW_DDL = "order_id STRING, customer_id STRING, amount DOUBLE"
 SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue FROM events "
        "WHERE NOT _kafka_tombstone GROUP BY customer_id")
@@ -92,15 +90,7 @@ def run_job(stack: Any, *, topic: str, schema: str, checkpoint: Path,
         "checkpointLocation": str(checkpoint),
         "trigger": {"availableNow": True},
     }
-    pg = stack.pg
-    env = {**os.environ, "PGHOST": str(pg["host"]), "PGPORT": str(pg["port"]),
-           "PGDATABASE": str(pg["database"]), "PGUSER": str(pg["user"]),
-           "PGPASSWORD": str(pg["password"]), "PYSPARK_PYTHON": sys.executable}
-    spark_submit = str(Path(sys.executable).parent / "spark-submit")
-    return subprocess.run(
-        [spark_submit, "--master", "local[1]", "--jars", ",".join(stack.spark_jars),
-         "--conf", "spark.ui.enabled=false", str(JOB), "--config-json", json.dumps(config)],
-        env=env, capture_output=True, text=True, timeout=1500)
+    return submit(stack, config, timeout=1500)
 
 
 def index_rows(stack: Any, schema: str) -> list[tuple[Any, ...]]:

@@ -9,9 +9,7 @@ its index being moved aside so the revision replays from offset 0.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,13 +17,13 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import Producer
+from job_submit import submit
 from psycopg import sql
 
 from dvstack import replay
 
 pytestmark = pytest.mark.integration
 
-JOB = Path(__file__).resolve().parents[3] / "spark_templates" / "derived_view_job.py"
 MIRROR_SQL = "SELECT id, name, _debezium_deleted AS _dv_deleted FROM events"
 
 
@@ -50,15 +48,7 @@ def run_job(stack: Any, *, topic: str, schema: str, fmt: str, row_ddl: str, sql_
         "checkpointLocation": str(checkpoint),
         "trigger": {"availableNow": True},
     }
-    pg = stack.pg
-    env = {**os.environ, "PGHOST": str(pg["host"]), "PGPORT": str(pg["port"]),
-           "PGDATABASE": str(pg["database"]), "PGUSER": str(pg["user"]),
-           "PGPASSWORD": str(pg["password"]), "PYSPARK_PYTHON": sys.executable}
-    spark_submit = str(Path(sys.executable).parent / "spark-submit")
-    return subprocess.run(
-        [spark_submit, "--master", "local[1]", "--jars", ",".join(stack.spark_jars),
-         "--conf", "spark.ui.enabled=false", str(JOB), "--config-json", json.dumps(config)],
-        env=env, capture_output=True, text=True, timeout=600)
+    return submit(stack, config, timeout=600)
 
 
 def rows(stack: Any, schema: str, table: str) -> list[tuple[Any, ...]]:
