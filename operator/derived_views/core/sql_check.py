@@ -26,9 +26,12 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.spark_ddl import DdlError, Field, parse_schema
+from derived_views.core.sql_policy import unsafe_sql as unsafe_sql  # re-exported
 
 INVALID_SCHEMA = "InvalidSchema"
 INVALID_TRANSFORM = "InvalidTransform"
+POLICY_VIOLATION = "PolicyViolation"
+"""The reason of everything the tenancy policy refuses (core.tenancy, core.sql_policy)."""
 EVENTS_VIEW = "events"
 KAFKA_COLUMNS = ("_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset",
                  "_kafka_timestamp", "_kafka_tombstone")
@@ -81,6 +84,9 @@ def _check(ddl: str, fmt: str, sql: str | None, primary_key: tuple[str, ...]
         return Refusal(INVALID_SCHEMA, f"source.schema: cannot parse {_quote(ddl)}: {exc}")
     if sql is None:
         return None  # a Python transform: only the job can run it
+    unsafe = unsafe_sql(sql)
+    if unsafe is not None:
+        return Refusal(POLICY_VIOLATION, f"transform.sql: {unsafe}")
     try:
         problem = check_sql(sql, fields, fmt, primary_key)
     except SqlglotError:
