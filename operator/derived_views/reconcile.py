@@ -48,6 +48,7 @@ from derived_views.core.observed import (
     with_drivers,
 )
 from derived_views.core.plan import plan
+from derived_views.core.tenancy import TenancyPolicy, secret_refusal, secrets_of
 from derived_views.metrics import Metrics
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH, hold
 
@@ -81,6 +82,47 @@ def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -
         for t, s in (("Ready", "False"), ("Stalled", "True"), ("Reconciling", "False"))]}
 
 
+class SecretNotLabelled(SecretMissing):
+    """A Secret the tenancy policy keeps views from using; the message says how to allow it."""
+
+
+class PassSecrets:
+    """The view's Secrets, each read once per pass; one the policy does not let views use is
+    never handed out (the operator does not connect with it either)."""
+
+    def __init__(self, kube: Kube, namespace: str, policy: TenancyPolicy) -> None:
+        self.kube, self.namespace, self.policy = kube, namespace, policy
+        self.read: dict[str, tuple[dict[str, str], dict[str, str]] | SecretMissing] = {}
+
+    def _get(self, name: str) -> tuple[dict[str, str], dict[str, str]]:
+        if name not in self.read:
+            try:
+                self.read[name] = self.kube.secret(self.namespace, name)
+            except SecretMissing as exc:
+                self.read[name] = exc
+        got = self.read[name]
+        if isinstance(got, SecretMissing):
+            raise got
+        return got
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        data, labels = self._get(name)
+        refusal = secret_refusal(namespace, name, labels, self.policy)
+        if refusal is not None:
+            raise SecretNotLabelled(refusal.message)
+        return data
+
+    def labels(self, names: tuple[str, ...]) -> dict[str, dict[str, str] | None]:
+        """Labels of each Secret (None: missing), reading those not read yet."""
+        found: dict[str, dict[str, str] | None] = {}
+        for name in names:
+            try:
+                found[name] = self._get(name)[1]
+            except SecretMissing:
+                found[name] = None
+        return found
+
+
 @dataclass(frozen=True)
 class SinkReading:
     """The sink's connection and observation, or why there are none this time."""
@@ -91,14 +133,16 @@ class SinkReading:
 
 
 def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps,
-          record: PassRecord) -> SinkReading:
+          record: PassRecord, secrets: PassSecrets) -> SinkReading:
     """Connect to the sink and observe it; a problem (reason, message) when it cannot."""
     meta = body["metadata"]
     secret = spec.sink.postgres.secret_ref.name
     try:
-        data = deps.kube.secret_data(meta["namespace"], secret)
+        data = secrets.secret_data(meta["namespace"], secret)
         creds = pg.PgConnection.from_secret_data(data)
         conn = creds.connect(autocommit=True)
+    except SecretNotLabelled as exc:
+        return SinkReading(problem=("SecretNotLabelled", str(exc)))
     except SecretMissing as exc:
         return SinkReading(problem=("SecretMissing", f"sink {exc}: create it (keys host, port, "
                                     "database, user, password) or fix "
@@ -142,7 +186,8 @@ def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, d
         index_oids=oids)
 
 
-def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube) -> KafkaCluster:
+def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecrets
+                  ) -> KafkaCluster:
     """The view's Kafka connection, with the credentials of its Secret if it names one.
 
     Raises SecretMissing (no such Secret) or KafkaSecretInvalid (unusable data).
@@ -157,14 +202,19 @@ def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube) -> KafkaClu
 
 
 def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any],
-                 deps: Deps, *, not_before: float | None = None) -> SourceOffsets:
+                 deps: Deps, secrets: PassSecrets | None = None, *,
+                 not_before: float | None = None) -> SourceOffsets:
     """End offsets of the topics the view needs, fetched no earlier than `not_before`
     (the offsets cache's clock, `deps.offsets.now()`) when given."""
     meta = body["metadata"]
     where = f"{meta['namespace']}/{meta['name']}"
     topics = topics_to_observe(spec, status)
     try:
-        cluster = kafka_cluster(spec, meta["namespace"], deps.kube)
+        cluster = kafka_cluster(spec, meta["namespace"], secrets or PassSecrets(
+            deps.kube, meta["namespace"], deps.config.tenancy))
+    except SecretNotLabelled as exc:
+        log.warning("%s: end offsets unknown: Kafka %s", where, exc)
+        return SourceOffsets(None, reason="SecretNotLabelled", message=f"Kafka {exc}")
     except SecretMissing as exc:
         log.warning("%s: end offsets unknown: Kafka %s", where, exc)
         return SourceOffsets(None, reason="KafkaSecretMissing", message=f"Kafka {exc}")
@@ -247,11 +297,13 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
     # up (or, with a committed offset above a stale end, as reset). Passes that overlap share
     # one fetch; a pass after the last fetch started makes its own.
     ledger_read = deps.offsets.now()
-    sink = _sink(spec, status, body, deps, record)
+    secrets = PassSecrets(deps.kube, ns, deps.config.tenancy)
+    sink = _sink(spec, status, body, deps, record, secrets)
     conn = sink.conn
     try:
-        offsets = _end_offsets(spec, status, body, deps, not_before=ledger_read)
+        offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
         observed = Observed(view=view_from_object(body), status=status,
+                            secret_labels=secrets.labels(secrets_of(spec)),
                             config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,
                             end_offsets=offsets.ends, missing_topics=offsets.missing,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from derived_views.core.checkpoints import EXAMPLE_BASE, SECRET_KEYS, durable_base_problem
 from derived_views.core.config import OperatorConfig
+from derived_views.core.tenancy import PolicyError, TenancyPolicy, parse_policy
 
 DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
 """Only usable outside a cluster (driver and executors on one machine); see core.checkpoints."""
@@ -55,6 +56,8 @@ class Settings:
     checkpoint_s3_region: str | None = None
     in_cluster: bool = False
     """Running in a pod (KUBERNETES_SERVICE_HOST is set): checkpoints must be durable."""
+    tenancy: TenancyPolicy = field(default_factory=TenancyPolicy)
+    """DV_TENANCY_POLICY: what views' authors may choose; unset: the strict defaults."""
 
 
 def operator_config(settings: Settings, template: str) -> OperatorConfig:
@@ -68,7 +71,7 @@ def operator_config(settings: Settings, template: str) -> OperatorConfig:
                           checkpoint_secret=settings.checkpoint_secret,
                           checkpoint_s3_endpoint=settings.checkpoint_s3_endpoint,
                           checkpoint_s3_region=settings.checkpoint_s3_region,
-                          in_cluster=settings.in_cluster)
+                          in_cluster=settings.in_cluster, tenancy=settings.tenancy)
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -82,6 +85,10 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             "DV_CHECKPOINT_SECRET to a Secret in each view's namespace with keys "
             f"{' and '.join(SECRET_KEYS)} (chart: spark.checkpointBase, "
             "spark.checkpointSecretName)")
+    try:
+        tenancy = parse_policy(e.get("DV_TENANCY_POLICY"))
+    except PolicyError as exc:
+        raise SettingsError(f"{exc} (chart: tenancy)") from None
     return Settings(
         lag_poll_seconds=_float(e, "DV_LAG_POLL_SECONDS", 5.0, 0.5),
         spark_image=e.get("DV_SPARK_IMAGE", "derived-views/spark-job:0.1.0"),
@@ -98,6 +105,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         checkpoint_s3_endpoint=_endpoint(e, "DV_CHECKPOINT_S3_ENDPOINT"),
         checkpoint_s3_region=e.get("DV_CHECKPOINT_S3_REGION") or None,
         in_cluster=in_cluster,
+        tenancy=tenancy,
     )
 
 

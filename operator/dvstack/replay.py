@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from derived_views.adapters.kafka_offsets import fetch_end_offsets
 from derived_views.adapters.postgres_sink import ledger_positions
+from derived_views.core.tenancy import SECRET_LABEL as VIEW_SECRET_LABEL
 
 ORDER_SCHEMA = "order_id STRING, customer_id STRING, amount DOUBLE, ts TIMESTAMP"
 ORDERS_BY_CUSTOMER_SQL = (
@@ -128,7 +129,9 @@ def raw_consume_rate(bootstrap: str, topic: str, expected: int) -> float:
 def sink_secret(name: str, pg: dict[str, Any]) -> dict[str, Any]:
     """A Secret with the sink's connection (keys host, port, database, user, password)."""
     return {
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        # Labelled for views: the operator's default tenancy policy uses no other Secret.
+        "metadata": {"name": name, "labels": {VIEW_SECRET_LABEL: "true"}},
         "stringData": {"host": str(pg["host"]), "port": str(pg["port"]),
                        "database": str(pg["database"]), "user": str(pg["user"]),
                        "password": str(pg["password"])},

@@ -97,7 +97,7 @@ def test_view_over_sasl_scram_listener_reaches_ready_and_matches(
     produce(sasl_producer(sasl), topic, events)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     core.create_namespaced_secret(namespace, {
-        "metadata": {"name": "kafka-scram"},
+        "metadata": {"name": "kafka-scram", "labels": {"derivedviews.io/view-secret": "true"}},
         "stringData": {"username": sasl["username"], "password": sasl["password"],
                        "mechanism": sasl["mechanism"],
                        "securityProtocol": sasl["security_protocol"]}})

@@ -82,6 +82,10 @@ class Kube:
 
     # Secrets -----------------------------------------------------------------
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        return self.secret(namespace, name)[0]
+
+    def secret(self, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
+        """(data, labels) of a Secret; SecretMissing when there is none."""
         try:
             secret = self.core.read_namespaced_secret(name, namespace,
                                                       _request_timeout=self.timeout)
@@ -89,7 +93,8 @@ class Kube:
             if exc.status == 404:
                 raise SecretMissing(f"secret {namespace}/{name} not found") from None
             raise
-        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        return data, dict(secret.metadata.labels or {})
 
     def hold_secret(self, namespace: str, name: str, finalizer: str) -> None:
         """Put `finalizer` on a Secret (nothing if it is gone)."""

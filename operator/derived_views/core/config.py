@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from derived_views.core.naming import LEDGER_TABLE
+from derived_views.core.tenancy import TenancyPolicy
 
 DEFAULT_MAIN_APPLICATION_FILE = "local:///opt/derived-views/spark_templates/derived_view_job.py"
 
@@ -47,3 +48,5 @@ class OperatorConfig:
     """Minimum spacing of `status.lagHistory` samples of one revision."""
     lag_history_limit: int = 360
     """Samples kept in `status.lagHistory` (oldest dropped first)."""
+    tenancy: TenancyPolicy = field(default_factory=TenancyPolicy)
+    """What views' authors may choose (the chart's `tenancy` values)."""

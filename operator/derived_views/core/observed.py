@@ -176,6 +176,8 @@ class Observed:
     KafkaUnavailable."""
     sink_problem: tuple[str, str] | None = None
     """(reason, message) why `sink` is None: SecretMissing, SinkSecretInvalid, SinkUnreachable."""
+    secret_labels: Mapping[str, Mapping[str, str] | None] = field(default_factory=dict)
+    """Labels of the Secrets the spec names (None: no such Secret), for the tenancy policy."""
     driver_pods: Mapping[str, DriverObserved] = field(default_factory=dict)
     """Driver pods of this view's jobs by revision, whether or not their SparkApplication still
     exists: a new SparkApplication must wait until the previous one's driver pod is gone."""

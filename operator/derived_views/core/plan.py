@@ -45,6 +45,7 @@ from derived_views.core import (
     partition_growth,
     status_size,
     switch_guard,
+    tenancy,
 )
 from derived_views.core.actions import (
     Action,
@@ -76,7 +77,8 @@ from derived_views.core.lag import compute_lag, reset_partitions, within_gate
 from derived_views.core.observed import LedgerPosition, Observed, SwitchBlocker
 from derived_views.core.patch import merge_patch
 from derived_views.core.revision import content_of, job_settings_of, revision_of, with_content
-from derived_views.core.sql_check import check_spec
+from derived_views.core.sql_check import POLICY_VIOLATION, check_spec
+from derived_views.core.tenancy import PolicyRefusal
 from derived_views.core.times import seconds_between, utc
 from derived_views.render.sparkapplication import render_spark_application
 
@@ -178,6 +180,9 @@ class _Planner:
                                    else durable_base_problem(base, self.cfg.in_cluster))
         # A schema or SQL Spark would refuse: no job starts for it, the active one serves on.
         self.spec_refusal = check_spec(spec)
+        # What the platform's tenancy policy does not let this view's author choose: no job of
+        # the view is created (a running one is left alone: the policy gates what starts).
+        self.policy_refusal = self.tenancy_refusal()
         self.blocked: SwitchBlocker | None = None
         # Jobs that cannot run until someone acts (driver blocked, suspended), by revision.
         self.job_problems: dict[str, Judgement] = {}
@@ -229,9 +234,20 @@ class _Planner:
         if all(d.name != app.name for d in self.deletes):
             self.deletes.append(DeleteSparkApplication(revision, app.name))
 
+    def tenancy_refusal(self) -> PolicyRefusal | None:
+        refusal = tenancy.spec_refusal(self.spec, self.cfg.tenancy,
+                                       operator_image=self.cfg.spark_image,
+                                       operator_main_file=self.cfg.main_application_file)
+        for name in tenancy.secrets_of(self.spec):
+            refusal = refusal or tenancy.secret_refusal(
+                self.view.namespace, name, self.obs.secret_labels.get(name), self.cfg.tenancy)
+        return refusal
+
     def create_app(self, revision: str) -> None:
         if self.paused or revision in self.apps or any(c.revision == revision
                                                        for c in self.creates):
+            return
+        if self.policy_refusal is not None:
             return
         if revision in self.obs.driver_pods:
             return  # the previous job's driver pod is still there: a new one would be refused
@@ -244,6 +260,9 @@ class _Planner:
             effective = with_content(self.spec, record.content)
         else:
             return  # a record from before contents were kept: nothing to render it from
+        refused = check_spec(effective) if revision != self.desired else None
+        if refused is not None and refused.reason == POLICY_VIOLATION:
+            return  # an older revision's SQL the policy now refuses: it does not run again
         manifest = render_spark_application(
             self.cfg.spark_template, config=self.cfg, namespace=self.view.namespace,
             view=self.view.name, uid=self.view.uid, spec=effective, revision=revision,
@@ -831,6 +850,10 @@ class _Planner:
             problem = V("True", "CheckpointNotDurable",
                         f"spec.spark.checkpointBase: {self.checkpoint_problem}; remove it to use "
                         "the operator's base, or name a store every pod reaches")
+        elif self.policy_refusal is not None:
+            problem = V("True", self.policy_refusal.reason,
+                        f"{self.policy_refusal.message}; no job of this view starts until then"
+                        + (f", revision {active} keeps serving" if active else ""))
         elif self.spec_refusal is not None and desired != active:
             refused = self.spec_refusal.message.rstrip(".")
             problem = V("True", self.spec_refusal.reason,
@@ -900,6 +923,9 @@ class _Planner:
             if self.awaiting_promotion:
                 message += f"; annotate {PROMOTE_ANNOTATION}={desired} to switch readers"
             reconciling = V("True", reason, message)
+        elif desired != active and candidate is None and self.policy_refusal is not None:
+            reconciling = V("False", self.policy_refusal.reason,
+                            f"revision {desired} is refused")
         elif desired != active and candidate is None and self.spec_refusal is not None:
             reconciling = V("False", self.spec_refusal.reason, f"revision {desired} is refused")
         elif desired != active and candidate is None:

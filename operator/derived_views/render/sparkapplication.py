@@ -151,6 +151,8 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
                     memory=spark.executor.memory,
                     env=[*(executor.get("env") or []), *copy.deepcopy(env)],
                     labels={**(executor.get("labels") or {}), **labels})
+    if service_account:  # the executors too: the platform's account, not the pod default
+        executor["serviceAccount"] = service_account
     body["driver"], body["executor"] = driver, executor
 
     # Checkpoint store: credentials by reference, endpoint and region as Hadoop settings.

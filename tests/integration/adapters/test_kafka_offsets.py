@@ -134,10 +134,14 @@ def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
         stack: Any, kube_api_client: Any, namespace: str) -> None:
     a = _topic(stack.kafka_bootstrap, 3, [1, 2, 3])
     s = stack.kafka_sasl
-    client.CoreV1Api(kube_api_client).create_namespaced_secret(namespace, {
-        "metadata": {"name": "kafka-scram"},
-        "stringData": {"username": s["username"], "password": s["password"],
-                       "mechanism": s["mechanism"], "securityProtocol": s["security_protocol"]}})
+    data = {"username": s["username"], "password": s["password"],
+            "mechanism": s["mechanism"], "securityProtocol": s["security_protocol"]}
+    core = client.CoreV1Api(kube_api_client)
+    core.create_namespaced_secret(namespace, {
+        "metadata": {"name": "kafka-scram", "labels": {"derivedviews.io/view-secret": "true"}},
+        "stringData": data})
+    core.create_namespaced_secret(namespace, {"metadata": {"name": "not-for-views"},
+                                              "stringData": data})
     deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
                 config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"))
     body = {"metadata": {"namespace": namespace, "name": "v"}}
@@ -147,3 +151,8 @@ def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
     got = _end_offsets(_view_spec(s["bootstrap"], a, "absent"), DerivedViewStatus(), body, deps)
     assert (got.ends, got.reason) == (None, "KafkaSecretMissing")
     assert got.message == f"Kafka secret {namespace}/absent not found"
+    # The default tenancy policy: a Secret its owner has not labelled for views is not used.
+    got = _end_offsets(_view_spec(s["bootstrap"], a, "not-for-views"), DerivedViewStatus(), body,
+                       deps)
+    assert (got.ends, got.reason) == (None, "SecretNotLabelled")
+    assert "kubectl label secret" in (got.message or "")

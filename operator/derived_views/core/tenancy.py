@@ -1,0 +1,214 @@
+"""The tenancy policy: what a view's author may choose, set once by the platform team.
+
+Creating a view runs code with the namespace's credentials: the job's image and
+entry point, its ServiceAccount, Spark settings that mount volumes or load
+classes, Python files from anywhere, the Secrets it is given. The chart's
+`tenancy` values (env DV_TENANCY_POLICY, JSON) say which of those an author may
+set; the chart's ValidatingAdmissionPolicy refuses what CEL can see at apply
+time, and this module refuses the rest (and everything again, for clusters
+without that policy) before any job starts: a Stalled PolicyViolation naming
+the rule and the chart value that would allow it.
+
+The defaults are what a platform can hand to tenants it does not trust: the
+operator's image, entry point and ServiceAccount only, Spark settings limited
+to tuning, no Python, and only Secrets labelled for views.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from derived_views.api.spec import DerivedViewSpec
+
+SECRET_LABEL = "derivedviews.io/view-secret"
+"""A Secret a view may name carries this label with the value "true": its owner says views may
+use it (the operator connects with it and gives it to the view's jobs)."""
+
+DEFAULT_SPARK_CONF_ALLOW = (
+    "spark.sql.shuffle.partitions", "spark.sql.adaptive.*", "spark.sql.autoBroadcastJoinThreshold",
+    "spark.sql.files.maxPartitionBytes", "spark.sql.session.timeZone",
+    "spark.sql.streaming.*", "spark.sql.ansi.enabled", "spark.sql.caseSensitive",
+    "spark.default.parallelism", "spark.memory.*", "spark.driver.memoryOverhead*",
+    "spark.executor.memoryOverhead*", "spark.network.timeout", "spark.executor.heartbeatInterval",
+    "spark.task.maxFailures", "spark.speculation*", "spark.locality.wait*",
+    "spark.serializer", "spark.kryo*", "spark.shuffle.*", "spark.reducer.*",
+    "spark.cleaner.*", "spark.ui.*", "spark.eventLog.*", "spark.metrics.namespace",
+)
+"""Tuning only. Everything else (spark.kubernetes.* volumes, pod templates and secrets,
+spark.jars*, spark.files, *.extraJavaOptions, *.extraClassPath, plugins, listeners, SQL
+extensions and catalogs, spark.hadoop.*) loads code, mounts storage or swaps identities."""
+DEFAULT_SPARK_CONF_DENY = ("spark.sql.streaming.streamingQueryListeners",
+                           "spark.sql.streaming.stateStore.providerClass",
+                           "spark.shuffle.manager", "spark.shuffle.sort.io.plugin.class",
+                           "spark.serializer.objectStreamReset",)
+"""Within the allowed prefixes, settings that name a class to load."""
+CHART_VALUE = "tenancy"
+
+
+class PolicyError(ValueError):
+    """DV_TENANCY_POLICY is malformed; the message says which key."""
+
+
+@dataclass(frozen=True)
+class TenancyPolicy:
+    """Patterns are exact values or prefixes ending in `*`; an empty list allows none."""
+
+    images: tuple[str, ...] = ()
+    """spec.spark.image values allowed besides the operator's own image."""
+    main_application_files: tuple[str, ...] = ()
+    """spec.spark.mainApplicationFile values allowed besides the operator's own entry point."""
+    service_account_override: bool = False
+    """Authors may name spec.spark.serviceAccount (else the platform's account runs every job)."""
+    spark_conf_allow: tuple[str, ...] = DEFAULT_SPARK_CONF_ALLOW
+    spark_conf_deny: tuple[str, ...] = DEFAULT_SPARK_CONF_DENY
+    """Wins over `spark_conf_allow`."""
+    python: bool = False
+    """Python transforms (arbitrary code in the driver) are allowed."""
+    py_files: tuple[str, ...] = ()
+    """transform.python.pyFiles URL prefixes allowed (with `python`)."""
+    secret_label: str | None = SECRET_LABEL
+    """Secrets a view names must carry `<label>=true`; None: any Secret of the namespace."""
+
+
+@dataclass(frozen=True)
+class PolicyRefusal:
+    reason: str
+    message: str
+
+
+def matches(value: str, patterns: Iterable[str]) -> bool:
+    """`value` equals a pattern, or starts with a pattern's text before its trailing `*`."""
+    for pattern in patterns:
+        if pattern.endswith("*") and value.startswith(pattern[:-1]):
+            return True
+        if value == pattern:
+            return True
+    return False
+
+
+def spec_refusal(spec: DerivedViewSpec, policy: TenancyPolicy, *, operator_image: str,
+                 operator_main_file: str) -> PolicyRefusal | None:
+    """The first thing `spec` sets that the policy does not allow (Secrets aside)."""
+    spark = spec.spark
+    if spark.image is not None and spark.image != operator_image and not matches(
+            spark.image, policy.images):
+        return _refuse(f"spec.spark.image {spark.image!r} is not an allowed image",
+                       "remove it to use the platform's image", "images")
+    main = spark.main_application_file
+    if main is not None and main != operator_main_file and not matches(
+            main, policy.main_application_files):
+        return _refuse(f"spec.spark.mainApplicationFile {main!r} is not an allowed entry point",
+                       "remove it to use the platform's job", "mainApplicationFiles")
+    if spark.service_account is not None and not policy.service_account_override:
+        return _refuse("spec.spark.serviceAccount is chosen by the platform, not the view",
+                       "remove it (jobs run as the platform's ServiceAccount)",
+                       "serviceAccountOverride")
+    for key in sorted(spark.spark_conf):
+        if not matches(key, policy.spark_conf_allow) or matches(key, policy.spark_conf_deny):
+            return _refuse(f"spec.spark.sparkConf key {key!r} is not allowed (it is not a "
+                           "tuning setting the platform allows)", "remove it",
+                           "sparkConf.allow")
+    python = spec.transform.python
+    if python is not None:
+        if not policy.python:
+            return _refuse("Python transforms are not allowed: a Python transform runs "
+                           "arbitrary code with the job's credentials",
+                           "write the transform in SQL", "python.enabled")
+        for url in python.py_files:
+            if not matches(url, policy.py_files):
+                return _refuse(f"transform.python.pyFiles entry {url!r} is not under an "
+                               "allowed prefix", "ship the file from an allowed location",
+                               "python.pyFilesPrefixes")
+    return None
+
+
+def secrets_of(spec: DerivedViewSpec) -> tuple[str, ...]:
+    """The Secrets a view names (its sink's, its Kafka connection's), in that order."""
+    names = [spec.sink.postgres.secret_ref.name]
+    if spec.source.kafka.secret_ref is not None:
+        names.append(spec.source.kafka.secret_ref.name)
+    return tuple(dict.fromkeys(names))
+
+
+def secret_refusal(namespace: str, name: str, labels: Mapping[str, str] | None,
+                   policy: TenancyPolicy) -> PolicyRefusal | None:
+    """A Secret the view may not use: present but not labelled for views. None for a missing
+    Secret (its own reason, SecretMissing, says so) or when the policy needs no label."""
+    if policy.secret_label is None or labels is None:
+        return None
+    if labels.get(policy.secret_label) == "true":
+        return None
+    return PolicyRefusal(
+        "SecretNotLabelled",
+        f"secret {namespace}/{name} is not labelled {policy.secret_label}=true, so views may "
+        f"not use it: its owner labels it (kubectl label secret -n {namespace} {name} "
+        f"{policy.secret_label}=true) to let views connect with it")
+
+
+def _refuse(what: str, fix: str, value: str) -> PolicyRefusal:
+    return PolicyRefusal("PolicyViolation",
+                         f"{what} by the platform's tenancy policy: {fix}, or ask the platform "
+                         f"team to allow it (chart value {CHART_VALUE}.{value})")
+
+
+def parse_policy(raw: str | None) -> TenancyPolicy:
+    """DV_TENANCY_POLICY (JSON, the chart's `tenancy` values); unset or empty: the defaults."""
+    if raw is None or not raw.strip():
+        return TenancyPolicy()
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise PolicyError(f"DV_TENANCY_POLICY is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise PolicyError("DV_TENANCY_POLICY must be a JSON object (the chart's tenancy values)")
+    conf = _object(doc, "sparkConf")
+    python = _object(doc, "python")
+    secrets = _object(doc, "secrets")
+    known = {"images", "mainApplicationFiles", "serviceAccountOverride", "sparkConf", "python",
+             "secrets", "admissionPolicy"}
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise PolicyError(f"DV_TENANCY_POLICY has unknown keys {unknown}; known: {sorted(known)}")
+    defaults = TenancyPolicy()
+    return TenancyPolicy(
+        images=_patterns(doc, "images", ()),
+        main_application_files=_patterns(doc, "mainApplicationFiles", ()),
+        service_account_override=_flag(doc, "serviceAccountOverride", False),
+        spark_conf_allow=_patterns(conf, "allow", defaults.spark_conf_allow, "sparkConf."),
+        spark_conf_deny=_patterns(conf, "deny", defaults.spark_conf_deny, "sparkConf."),
+        python=_flag(python, "enabled", False, "python."),
+        py_files=_patterns(python, "pyFilesPrefixes", (), "python."),
+        secret_label=(SECRET_LABEL if _flag(secrets, "requireLabel", True, "secrets.")
+                      else None),
+    )
+
+
+def _object(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = doc.get(key) or {}
+    if not isinstance(value, dict):
+        raise PolicyError(f"DV_TENANCY_POLICY: {key} must be an object")
+    return value
+
+
+def _flag(doc: Mapping[str, Any], key: str, default: bool, where: str = "") -> bool:
+    value = doc.get(key, default)
+    if not isinstance(value, bool):
+        raise PolicyError(f"DV_TENANCY_POLICY: {where}{key} must be true or false")
+    return value
+
+
+def _patterns(doc: Mapping[str, Any], key: str, default: tuple[str, ...],
+              where: str = "") -> tuple[str, ...]:
+    value = doc.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"DV_TENANCY_POLICY: {where}{key} must be a list of strings")
+    bad = [v for v in value if not v or "*" in v[:-1]]
+    if bad:
+        raise PolicyError(f"DV_TENANCY_POLICY: {where}{key} has {bad}: a pattern is a value "
+                          "or a prefix ending in a single trailing *")
+    return tuple(value)
