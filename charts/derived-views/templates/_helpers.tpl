@@ -183,3 +183,21 @@ write only this release's one. Call with (dict "root" $ "resource" "...").
   resourceNames: [{{ include "dv.peeringName" .root | quote }}]
   verbs: ["get", "patch"]
 {{- end -}}
+
+{{/*
+A CEL test that `var` matches one of `patterns` (a value, or a prefix ending in *):
+the operator's rule (core/tenancy.py `matches`) in CEL. The values schema keeps
+quotes and backslashes out of patterns, so single-quoting them is safe.
+*/}}
+{{- define "dv.celMatches" -}}
+{{- $var := .var -}}
+{{- $parts := list -}}
+{{- range .patterns -}}
+{{- if hasSuffix "*" . -}}
+{{- $parts = append $parts (printf "%s.startsWith('%s')" $var (trimSuffix "*" .)) -}}
+{{- else -}}
+{{- $parts = append $parts (printf "%s == '%s'" $var .) -}}
+{{- end -}}
+{{- end -}}
+{{- if $parts -}}({{ join " || " $parts }}){{- else -}}false{{- end -}}
+{{- end -}}

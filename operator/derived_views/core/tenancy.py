@@ -95,32 +95,30 @@ def spec_refusal(spec: DerivedViewSpec, policy: TenancyPolicy, *, operator_image
     spark = spec.spark
     if spark.image is not None and spark.image != operator_image and not matches(
             spark.image, policy.images):
-        return _refuse(f"spec.spark.image {spark.image!r} is not an allowed image",
-                       "remove it to use the platform's image", "images")
+        return _refuse(f"spec.spark.image {spark.image}",
+                       "remove it to use the image the platform sets", "images")
     main = spark.main_application_file
     if main is not None and main != operator_main_file and not matches(
             main, policy.main_application_files):
-        return _refuse(f"spec.spark.mainApplicationFile {main!r} is not an allowed entry point",
-                       "remove it to use the platform's job", "mainApplicationFiles")
+        return _refuse(f"spec.spark.mainApplicationFile {main}",
+                       "remove it to use the job the platform sets", "mainApplicationFiles")
     if spark.service_account is not None and not policy.service_account_override:
-        return _refuse("spec.spark.serviceAccount is chosen by the platform, not the view",
-                       "remove it (jobs run as the platform's ServiceAccount)",
+        return _refuse("spec.spark.serviceAccount",
+                       "remove it (jobs run as the ServiceAccount the platform sets)",
                        "serviceAccountOverride")
     for key in sorted(spark.spark_conf):
         if not matches(key, policy.spark_conf_allow) or matches(key, policy.spark_conf_deny):
-            return _refuse(f"spec.spark.sparkConf key {key!r} is not allowed (it is not a "
-                           "tuning setting the platform allows)", "remove it",
-                           "sparkConf.allow")
+            return _refuse(f"spec.spark.sparkConf key {key}", "remove it", "sparkConf.allow")
     python = spec.transform.python
     if python is not None:
         if not policy.python:
-            return _refuse("Python transforms are not allowed: a Python transform runs "
-                           "arbitrary code with the job's credentials",
+            return _refuse("transform.python",
+                           "a Python transform runs arbitrary code with the job's credentials: "
                            "write the transform in SQL", "python.enabled")
         for url in python.py_files:
             if not matches(url, policy.py_files):
-                return _refuse(f"transform.python.pyFiles entry {url!r} is not under an "
-                               "allowed prefix", "ship the file from an allowed location",
+                return _refuse(f"transform.python.pyFiles entry {url}",
+                               "ship the file from an allowed location",
                                "python.pyFilesPrefixes")
     return None
 
@@ -150,8 +148,8 @@ def secret_refusal(namespace: str, name: str, labels: Mapping[str, str] | None,
 
 def _refuse(what: str, fix: str, value: str) -> PolicyRefusal:
     return PolicyRefusal("PolicyViolation",
-                         f"{what} by the platform's tenancy policy: {fix}, or ask the platform "
-                         f"team to allow it (chart value {CHART_VALUE}.{value})")
+                         f"{what}: refused by the tenancy policy (chart value {CHART_VALUE}."
+                         f"{value}); {fix}, or ask the platform team to allow it")
 
 
 def parse_policy(raw: str | None) -> TenancyPolicy:
@@ -180,7 +178,8 @@ def parse_policy(raw: str | None) -> TenancyPolicy:
         spark_conf_allow=_patterns(conf, "allow", defaults.spark_conf_allow, "sparkConf."),
         spark_conf_deny=_patterns(conf, "deny", defaults.spark_conf_deny, "sparkConf."),
         python=_flag(python, "enabled", False, "python."),
-        py_files=_patterns(python, "pyFilesPrefixes", (), "python."),
+        py_files=tuple(p if p.endswith("*") else f"{p}*"  # prefixes, as the key says
+                       for p in _patterns(python, "pyFilesPrefixes", (), "python.")),
         secret_label=(SECRET_LABEL if _flag(secrets, "requireLabel", True, "secrets.")
                       else None),
     )
