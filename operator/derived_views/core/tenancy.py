@@ -186,7 +186,9 @@ def parse_policy(raw: str | None) -> TenancyPolicy:
 
 
 def _object(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = doc.get(key) or {}
+    value = doc.get(key)
+    if value is None:
+        return {}
     if not isinstance(value, dict):
         raise PolicyError(f"DV_TENANCY_POLICY: {key} must be an object")
     return value

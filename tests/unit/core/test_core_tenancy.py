@@ -1,0 +1,127 @@
+"""The tenancy policy's rules, as pure functions of a spec, the policy and Secret labels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.core.sql_check import POLICY_VIOLATION, check_spec
+from derived_views.core.tenancy import (
+    DEFAULT_SPARK_CONF_ALLOW,
+    DEFAULT_SPARK_CONF_DENY,
+    PolicyError,
+    TenancyPolicy,
+    matches,
+    parse_policy,
+    secret_refusal,
+    secrets_of,
+    spec_refusal,
+)
+from tenancy_attempts import ADMISSION, ALLOWED, SQL, Attempt
+
+IMAGE, MAIN = "derived-views/spark-job:0.1.0", "local:///opt/job.py"
+VALUES = Path(__file__).resolve().parents[3] / "charts" / "derived-views" / "values.yaml"
+
+
+def spec_of(attempt: Attempt) -> DerivedViewSpec:
+    return DerivedViewSpec.model_validate(attempt.body("v")["spec"])
+
+
+def refusal(attempt: Attempt, policy: TenancyPolicy | None = None) -> str | None:
+    found = spec_refusal(spec_of(attempt), policy or TenancyPolicy(), operator_image=IMAGE,
+                         operator_main_file=MAIN)
+    return None if found is None else found.message
+
+
+@pytest.mark.parametrize("attempt", ADMISSION, ids=lambda a: a.what)
+def test_every_admission_attempt_is_refused_with_the_words_the_api_server_uses(
+        attempt: Attempt) -> None:
+    message = refusal(attempt)
+    assert message is not None and attempt.expected in message
+    assert "or ask the platform team to allow it" in message
+
+
+@pytest.mark.parametrize("attempt", ALLOWED, ids=lambda a: a.what)
+def test_tuning_and_the_platforms_own_choices_pass(attempt: Attempt) -> None:
+    assert refusal(attempt) is None
+
+
+@pytest.mark.parametrize(("what", "sql", "expected"), SQL, ids=[s[0] for s in SQL])
+def test_every_sql_attempt_is_a_policy_violation_before_any_job(what: str, sql: str,
+                                                                 expected: str) -> None:
+    found = check_spec(spec_of(Attempt(what, transform={"sql": sql})))
+    assert found is not None and found.reason == POLICY_VIOLATION
+    assert expected in found.message and found.message.startswith("transform.sql: ")
+
+
+def test_a_platform_can_allow_what_the_defaults_refuse() -> None:
+    policy = parse_policy('{"images": ["registry.example/teams/*"], "serviceAccountOverride": '
+                          'true, "python": {"enabled": true, "pyFilesPrefixes": '
+                          '["s3a://code/"]}, "sparkConf": {"allow": ["spark.kubernetes.*", '
+                          '"spark.sql.shuffle.partitions"]}}')
+    assert refusal(Attempt("i", {"image": "registry.example/teams/x:1"}), policy) is None
+    assert refusal(Attempt("i", {"image": "registry.example/other:1"}), policy) is not None
+    assert refusal(Attempt("sa", {"serviceAccount": "team"}), policy) is None
+    assert refusal(Attempt("k", {"sparkConf": {"spark.kubernetes.x": "1"}}), policy) is None
+    # the allow list replaces the defaults: tuning keys are now refused
+    assert refusal(Attempt("k", {"sparkConf": {"spark.sql.adaptive.enabled": "true"}}),
+                   policy) is not None
+    inside = {"python": {"function": "m:f", "pyFiles": ["s3a://code/v.zip"]}}
+    outside = {"python": {"function": "m:f", "pyFiles": ["s3a://codex/v.zip"]}}
+    assert refusal(Attempt("p", transform=inside), policy) is None
+    assert "pyFiles entry s3a://codex/v.zip" in (refusal(Attempt("p", transform=outside), policy)
+                                                 or "")
+
+
+def test_deny_wins_over_allow_and_patterns_are_exact_or_prefixes() -> None:
+    assert matches("spark.sql.adaptive.enabled", ["spark.sql.adaptive.*"])
+    assert not matches("spark.sql.adaptiveX", ["spark.sql.adaptive.*"])
+    assert not matches("spark.serializerX", ["spark.serializer"])
+    policy = TenancyPolicy(spark_conf_allow=("spark.sql.*",),
+                           spark_conf_deny=("spark.sql.extensions",))
+    assert refusal(Attempt("d", {"sparkConf": {"spark.sql.extensions": "x"}}), policy)
+
+
+def test_secrets_need_their_owners_label_unless_the_platform_says_otherwise() -> None:
+    strict, open_ = TenancyPolicy(), parse_policy('{"secrets": {"requireLabel": false}}')
+    found = secret_refusal("shop", "db", {"team": "a"}, strict)
+    assert found is not None and found.reason == "SecretNotLabelled"
+    assert "kubectl label secret -n shop db derivedviews.io/view-secret=true" in found.message
+    assert secret_refusal("shop", "db", {"derivedviews.io/view-secret": "true"}, strict) is None
+    assert secret_refusal("shop", "db", {"derivedviews.io/view-secret": "yes"}, strict)
+    assert secret_refusal("shop", "db", None, strict) is None  # missing: SecretMissing says so
+    assert secret_refusal("shop", "db", {}, open_) is None
+
+
+def test_the_secrets_a_view_names() -> None:
+    body: dict[str, Any] = Attempt("s").body("v")
+    body["spec"]["source"]["kafka"]["secretRef"] = {"name": "kafka"}
+    assert secrets_of(DerivedViewSpec.model_validate(body["spec"])) == ("db", "kafka")
+
+
+@pytest.mark.parametrize(("raw", "words"), [
+    ("[1]", "must be a JSON object"), ("{", "is not JSON"),
+    ('{"imagez": []}', "unknown keys ['imagez']"),
+    ('{"images": "x"}', "images must be a list of strings"),
+    ('{"images": ["a*b"]}', "a single trailing *"),
+    ('{"python": {"enabled": "yes"}}', "python.enabled must be true or false"),
+    ('{"sparkConf": []}', "sparkConf must be an object"),
+])
+def test_a_malformed_policy_is_refused_naming_the_key(raw: str, words: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(raw)
+    assert words in str(caught.value)
+
+
+def test_the_charts_defaults_are_the_operators_defaults() -> None:
+    """The chart renders its values into the admission policy; the operator falls back to its
+    own when DV_TENANCY_POLICY is unset: the two must be one policy."""
+    values = yaml.safe_load(VALUES.read_text())["tenancy"]
+    assert tuple(values["sparkConf"]["allow"]) == DEFAULT_SPARK_CONF_ALLOW
+    assert tuple(values["sparkConf"]["deny"]) == DEFAULT_SPARK_CONF_DENY
+    assert parse_policy(json.dumps(values)) == parse_policy(None) == TenancyPolicy()
