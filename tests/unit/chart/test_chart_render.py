@@ -99,7 +99,8 @@ def test_cluster_mode_renders_cluster_role_and_cluster_peering(render: Any) -> N
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "StatefulSet",
         "ClusterKopfPeering", "Service", "PodDisruptionBudget",
         "ClusterRole", "ClusterRole",  # aggregated into view/edit/admin
-        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"])  # the CRD upgrade hook
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job",  # the CRD upgrade hook
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])  # tenancy
     args = container(objs)["args"]
     assert "--all-namespaces" in args
     assert not [a for a in args if a.startswith("--namespace")]
@@ -333,7 +334,8 @@ def test_cluster_scoped_names_are_unique_per_release(render: Any) -> None:
     a = cluster_scoped(release="dv", namespace="one")
     b = cluster_scoped(release="dv", namespace="two")
     c = cluster_scoped(release="other", namespace="one")
-    assert {k for k, _ in a} == {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"}
+    assert {k for k, _ in a} == {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering",
+                                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     assert not a & b
     assert not a & c
     # Shared watched namespaces: two releases watching one namespace do not clash either.
@@ -439,3 +441,28 @@ def test_schema_forbids_additional_properties_everywhere() -> None:
     problems = [p for p in problems if not any(s in p for s in ("/if", "/then", "/else"))]
     assert not problems, f"objects open to unknown keys: {problems}"
 
+
+
+def test_the_tenancy_values_reach_the_operator_and_the_admission_policy(render: Any) -> None:
+    import json
+
+    values = {"tenancy": {"python": {"enabled": True, "pyFilesPrefixes": ["s3a://code/"]},
+                          "images": ["registry.example/teams/*"]}}
+    objs = render(values)
+    env = {e["name"]: e.get("value") for e in container(objs)["env"]}
+    policy = json.loads(env["DV_TENANCY_POLICY"])
+    assert policy["python"] == {"enabled": True, "pyFilesPrefixes": ["s3a://code/"]}
+    assert policy["secrets"] == {"requireLabel": True}  # defaults merged in by Helm
+    vap = one(objs, "ValidatingAdmissionPolicy")
+    rules = " ".join(v["expression"] for v in vap["spec"]["validations"])
+    assert "object.spec.spark.image.startsWith('registry.example/teams/')" in rules
+    assert "f.startsWith('s3a://code/')" in rules
+    assert "!has(object.spec.transform.python)\"" not in rules  # Python allowed here
+    binding = one(objs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == vap["metadata"]["name"]
+    assert "matchResources" not in binding["spec"]  # cluster mode: every namespace
+    scoped = one(render(NAMESPACED), "ValidatingAdmissionPolicyBinding")
+    assert scoped["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0][
+        "values"] == ["team-a", "team-b"]
+    off = render({"tenancy": {"admissionPolicy": {"enabled": False}}})
+    assert not kinds(off, "ValidatingAdmissionPolicy")
