@@ -125,3 +125,10 @@ def test_the_charts_defaults_are_the_operators_defaults() -> None:
     assert tuple(values["sparkConf"]["allow"]) == DEFAULT_SPARK_CONF_ALLOW
     assert tuple(values["sparkConf"]["deny"]) == DEFAULT_SPARK_CONF_DENY
     assert parse_policy(json.dumps(values)) == parse_policy(None) == TenancyPolicy()
+
+
+def test_docs_security_lists_every_attempt_the_tests_try() -> None:
+    doc = (VALUES.parents[2] / "docs" / "security.md").read_text()
+    rows = {line.split("|")[1].strip() for line in doc.splitlines() if line.startswith("| ")}
+    tried = {a.what for a in ADMISSION} | {what for what, _, _ in SQL}
+    assert tried <= rows, sorted(tried - rows)
