@@ -24,6 +24,7 @@ from e2e_checkpoints import checkpoint_env
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
+from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH
 from dvstack import replay
 from dvstack.waiting import TimedOut, wait_for
@@ -76,6 +77,9 @@ class OperatorProcess:
         self.hook_file = hook_dir / "hold-before-switch"
         self.env = {**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
                     "DV_LAG_HISTORY_SECONDS": "1", HOLD_BEFORE_SWITCH: str(self.hook_file),
+                    # the job's test hook is a sparkConf key the default policy refuses
+                    "DV_TENANCY_POLICY": json.dumps({"sparkConf": {"allow": [
+                        *DEFAULT_SPARK_CONF_ALLOW, "spark.derivedviews.testHook.*"]}}),
                     **checkpoint_env(stack, checkpoint_prefix)}
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
