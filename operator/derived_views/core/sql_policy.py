@@ -79,10 +79,13 @@ def _statement_problem(statement: exp.Expr, dialect: str, allowed: set[str]) -> 
         if not isinstance(table.this, exp.Identifier):
             continue  # a table-valued function (range, explode, ...): judged by its name above
         qualified = table.args.get("db") or table.args.get("catalog")
-        if qualified or table.name.lower() not in allowed | own:
-            spelt = table.sql(dialect=dialect)
-            if dialect == "spark" and qualified:
-                return f"{spelt} reads a file or a catalog table"
+        spelt = table.sql(dialect=dialect)
+        if dialect == "spark" and qualified:
+            return f"{spelt} reads a file or a catalog table"
+        # Spark's catalog holds nothing but `events`: another plain name is a mistake the
+        # SQL check reports in Spark's words. PostgreSQL resolves one through search_path
+        # (pg_catalog first), so there it is refused here.
+        if dialect != "spark" and (qualified or table.name.lower() not in allowed | own):
             return f"{spelt} is not a relation this SQL may read"
     return None
 
