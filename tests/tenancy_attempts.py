@@ -84,6 +84,11 @@ ADMISSION: list[Attempt] = [
     Attempt("Hadoop credentials providers through sparkConf",
             _conf("spark.hadoop.fs.s3a.aws.credentials.provider", "evil.Provider"),
             expected="spark.hadoop.fs.s3a.aws.credentials.provider: refused"),
+    Attempt("a servlet filter class for the Spark UI",
+            _conf("spark.ui.filters", "evil.Filter"), expected="spark.ui.filters: refused"),
+    Attempt("event logs (with the job's settings) written where the author says",
+            _conf("spark.eventLog.dir", "s3a://attacker/logs"),
+            expected="spark.eventLog.dir: refused"),
     Attempt("a Python transform", transform=PY,
             expected="transform.python: refused by the tenancy policy (chart value "
                      "tenancy.python.enabled)"),

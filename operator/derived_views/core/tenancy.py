@@ -34,17 +34,20 @@ DEFAULT_SPARK_CONF_ALLOW = (
     "spark.default.parallelism", "spark.memory.*", "spark.driver.memoryOverhead*",
     "spark.executor.memoryOverhead*", "spark.network.timeout", "spark.executor.heartbeatInterval",
     "spark.task.maxFailures", "spark.speculation*", "spark.locality.wait*",
-    "spark.serializer", "spark.kryo*", "spark.shuffle.*", "spark.reducer.*",
-    "spark.cleaner.*", "spark.ui.*", "spark.eventLog.*", "spark.metrics.namespace",
+    "spark.kryoserializer.buffer*", "spark.shuffle.*", "spark.reducer.*", "spark.cleaner.*",
+    "spark.ui.enabled", "spark.metrics.namespace",
 )
 """Tuning only. Everything else (spark.kubernetes.* volumes, pod templates and secrets,
 spark.jars*, spark.files, *.extraJavaOptions, *.extraClassPath, plugins, listeners, SQL
-extensions and catalogs, spark.hadoop.*) loads code, mounts storage or swaps identities."""
+extensions and catalogs, spark.hadoop.*, serializer and Kryo registrator classes, UI filters,
+event logs written where the author says) loads code, mounts storage, swaps identities or
+writes outside the job's stores."""
 DEFAULT_SPARK_CONF_DENY = ("spark.sql.streaming.streamingQueryListeners",
                            "spark.sql.streaming.stateStore.providerClass",
-                           "spark.shuffle.manager", "spark.shuffle.sort.io.plugin.class",
-                           "spark.serializer.objectStreamReset",)
-"""Within the allowed prefixes, settings that name a class to load."""
+                           "spark.sql.streaming.checkpointFileManagerClass",
+                           "spark.sql.streaming.checkpointLocation",
+                           "spark.shuffle.manager", "spark.shuffle.sort.io.plugin.class")
+"""Within the allowed prefixes: settings that name a class to load, or move checkpoints."""
 CHART_VALUE = "tenancy"
 
 
