@@ -16,6 +16,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from dvjob import sql_guard
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError
 
@@ -40,6 +41,9 @@ def resolve_python_transform(ref: str) -> TransformFunction:
 def apply_transform(transform: TransformConfig, events: DataFrame) -> DataFrame:
     """The view's output for `events` (static or streaming alike)."""
     if transform.sql is not None:
+        spark = events.sparkSession
+        sql_guard.check(spark, transform.sql)
+        sql_guard.harden(spark)
         events.createOrReplaceTempView(EVENTS_VIEW)
         try:
             return events.sparkSession.sql(transform.sql)
