@@ -76,8 +76,16 @@ def namespace(kube_api_client: Any) -> Iterator[str]:
     """A fresh namespace per test, deleted afterwards (the controller manager empties it)."""
     from kubernetes import client
 
+    from dvstack.waiting import wait_for
+
     core = client.CoreV1Api(kube_api_client)
     name = f"t-{uuid.uuid4().hex[:10]}"
     core.create_namespace({"metadata": {"name": name}})
+    # As on a real cluster, where a namespace has its `default` ServiceAccount long before
+    # anything runs in it: the controller manager creates it asynchronously (later still while
+    # it relists after an API server restart), and a pod created before is forbidden.
+    wait_for(lambda: core.list_namespaced_service_account(
+        name, field_selector="metadata.name=default").items, timeout=120,
+        what=f"the default ServiceAccount of namespace {name}")
     yield name
     core.delete_namespace(name)
