@@ -117,6 +117,9 @@ class Metrics:
             "derived_views_cutover_gate_to_switch_seconds",
             "From the cutover gate holding to the alias switched (status.lastCutover)", VIEW,
             buckets=GATE_BUCKETS, registry=r)
+        self.check_failures = Counter(
+            "derived_views_check_failures", "Cutover check runs that failed or could not run, "
+            "by revision and check", (*VIEW, "revision", "check"), registry=r)
         self.errors = Counter("derived_views_reconcile_errors",
                               "Reconcile passes that failed, by the stage that failed",
                               (*VIEW, "stage"), registry=r)
@@ -148,6 +151,8 @@ class Metrics:
                 _remove_quietly(metric, namespace, view)
             for stage in list(_stages(self.errors, namespace, view)):
                 self.errors.remove(namespace, view, stage)
+            for labels in _label_sets(self.check_failures, namespace, view):
+                self.check_failures.remove(*labels)
         except Exception:  # pragma: no cover
             log.exception("metrics: could not forget %s/%s", namespace, view)
 
@@ -159,6 +164,9 @@ class Metrics:
         seconds = gate_to_switch_seconds(status)
         if seconds is not None:
             self.gate_seconds.labels(namespace, view).observe(seconds)
+
+    def check_failed(self, namespace: str, view: str, revision: str, check: str) -> None:
+        self.check_failures.labels(namespace, view, revision, check).inc()
 
     def reconcile_error(self, namespace: str, view: str, stage: str) -> None:
         self.errors.labels(namespace, view, stage).inc()
@@ -177,12 +185,18 @@ def _remove_quietly(metric: Counter | Histogram, namespace: str, view: str) -> N
         metric.remove(namespace, view)
 
 
-def _stages(errors: Counter, namespace: str, view: str) -> set[str]:
-    stages = set()
-    for family in errors.collect():
+def _label_sets(counter: Counter, namespace: str, view: str) -> set[tuple[str, ...]]:
+    """Label values (in the counter's order) of the counter's series of one view."""
+    names = counter._labelnames
+    found = set()
+    for family in counter.collect():
         for sample in family.samples:
             labels = sample.labels
             if labels.get("view_namespace") == namespace and labels.get("view") == view:
-                stages.add(labels["stage"])
-    return stages
+                found.add(tuple(labels[n] for n in names))
+    return found
+
+
+def _stages(errors: Counter, namespace: str, view: str) -> set[str]:
+    return {labels[2] for labels in _label_sets(errors, namespace, view)}
 

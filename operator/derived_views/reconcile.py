@@ -21,10 +21,12 @@ from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kube import EventRefused, Kube, SecretMissing
 from derived_views.adapters.postgres_bad_records import bad_record_counts
+from derived_views.adapters.postgres_checks import run_checks
 from derived_views.api.constants import SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import DerivedViewStatus
+from derived_views.api.status import CheckRun, DerivedViewStatus
 from derived_views.core import actions as A
+from derived_views.core import checks
 from derived_views.core.config import OperatorConfig
 from derived_views.core.job_state import KNOWN_STATES
 from derived_views.core.kafka_client import (
@@ -38,6 +40,7 @@ from derived_views.core.observed import (
     Observed,
     SinkObserved,
     SparkApplicationObserved,
+    ViewObserved,
     drivers_by_revision,
     index_tables_to_observe,
     revisions_to_observe,
@@ -130,6 +133,7 @@ class SinkReading:
     conn: Any = None
     observed: SinkObserved | None = None
     problem: tuple[str, str] | None = None
+    check_role: str | None = None
 
 
 def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps,
@@ -157,7 +161,8 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
         dropping = (bool(meta.get("deletionTimestamp"))
                     and spec.deletion_policy == "Delete")
         return SinkReading(conn=conn, observed=_observe_sink(conn, spec, status, deps, record,
-                                                             dropping=dropping))
+                                                             dropping=dropping),
+                           check_role=creds.check_role)
     except BaseException:
         conn.close()  # a query that failed after connecting must not leak the connection
         raise
@@ -253,6 +258,22 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
     return with_drivers(apps, drivers), drivers
 
 
+def _run_checks(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObserved,
+                deps: Deps, sink: SinkReading, now: dt.datetime
+                ) -> tuple[str, CheckRun] | None:
+    """Run the candidate's cutover checks when core.checks says they are due."""
+    request = checks.due(spec, status, view, now)
+    if request is None or sink.conn is None or sink.observed is None:
+        return None
+    run = checks.judge(request, run_checks(sink.conn, request, sink.check_role), now)
+    for failing in run.failing():
+        deps.metrics.check_failed(view.namespace, view.name, request.revision, failing.name)
+    took = sum(r.seconds or 0.0 for r in run.results)
+    log.info("%s/%s: cutover checks of revision %s: %s (%.3fs)", view.namespace, view.name,
+             request.revision, checks.summary(run), took)
+    return request.revision, run
+
+
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
     """One pass for one view; returns True once the plan has released the view for deletion.
 
@@ -302,7 +323,9 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
     conn = sink.conn
     try:
         offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
-        observed = Observed(view=view_from_object(body), status=status,
+        view = view_from_object(body)
+        observed = Observed(view=view, status=status,
+                            checks_run=_run_checks(spec, status, view, deps, sink, now),
                             secret_labels=secrets.labels(secrets_of(spec)),
                             config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,

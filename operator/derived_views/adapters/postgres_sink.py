@@ -51,6 +51,8 @@ class PgConnection:
     user: str
     password: str
     sslmode: str = "prefer"
+    check_role: str | None = None
+    """Optional `checkRole`: a role without write privileges the cutover checks run as."""
 
     @classmethod
     def from_secret_data(cls, data: Mapping[str, str]) -> PgConnection:
@@ -62,7 +64,8 @@ class PgConnection:
         except ValueError:
             raise ValueError(f"sink secret key 'port' is not a number: {data.get('port')!r}") from None
         return cls(host=data["host"], port=port, database=data["database"], user=data["user"],
-                   password=data["password"], sslmode=data.get("sslmode") or "prefer")
+                   password=data["password"], sslmode=data.get("sslmode") or "prefer",
+                   check_role=data.get("checkRole") or None)
 
     def connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
         try:

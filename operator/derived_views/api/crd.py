@@ -125,6 +125,9 @@ def crd() -> dict[str, Any]:
                     {"name": "Bad", "type": "integer", "jsonPath": ".status.badRecords",
                      "description": "Records the same revision left out under "
                                     "spec.source.badRecords (skipped or dead-lettered)."},
+                    {"name": "Checks", "type": "string", "jsonPath": ".status.checks",
+                     "description": "The candidate's cutover checks: 3/3 passed, rowCount "
+                                    "failed, pending."},
                     {"name": "Ready", "type": "string",
                      "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
                      "description": "Whether the alias serves the spec's revision."},

@@ -256,6 +256,115 @@ class Sink(ApiModel):
         return self
 
 
+CHECK_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+INDEX_PLACEHOLDER = "{index}"
+ACTIVE_PLACEHOLDER = "{active}"
+"""Placeholders of a check's SQL for the candidate's and the active's index table. Single
+braces: Helm templates (`{{ }}`) and Flux substitutions (`${ }`) leave them alone."""
+ASSERTION_INDEX_RULE = "self.sql.contains('{index}')"
+ASSERTION_INDEX_MESSAGE = ("an assertion's sql must query the candidate's index as {index} (the "
+                           "operator puts the candidate's table there; never name a revision's "
+                           "table)")
+ROW_COUNT_RULE = "has(self.maxDifference) || has(self.maxRelativeDifference)"
+ROW_COUNT_MESSAGE = ("cutover.checks.rowCount needs maxDifference (rows) and/or "
+                     "maxRelativeDifference (a fraction of the active's rows)")
+ASSERTION_NAMES_MESSAGE = "cutover.checks.assertions: names must be unique"
+
+
+class RowCountCheck(ApiModel):
+    """Row-count parity: the candidate holds about as many rows as the active index."""
+
+    model_config = ConfigDict(json_schema_extra=cel((ROW_COUNT_RULE, ROW_COUNT_MESSAGE)))
+
+    max_difference: Annotated[int | None, Field(
+        ge=0, description="Rows the two counts may differ by.")] = None
+    max_relative_difference: Annotated[float | None, Field(
+        ge=0, le=1, description="Fraction of the active's rows the counts may differ by, e.g. "
+                                "0.01. With both set, the larger allowance applies.")] = None
+
+    @model_validator(mode="after")
+    def _a_tolerance(self) -> RowCountCheck:
+        if self.max_difference is None and self.max_relative_difference is None:
+            raise ValueError(ROW_COUNT_MESSAGE)
+        return self
+
+
+class KeySampleCheck(ApiModel):
+    """Key-set parity on a sample: keys present in one index and not in the other."""
+
+    size: Annotated[int, Field(
+        ge=1, le=100_000, description="Keys sampled from each index.")] = 1000
+    max_missing: Annotated[int, Field(
+        ge=0, description="Sampled keys (both directions together) that may be missing from "
+                          "the other index, e.g. keys that arrived while the counts ran.")] = 0
+
+
+class SqlAssertion(ApiModel):
+    """A team's own query over the candidate's index that must hold before readers switch."""
+
+    model_config = ConfigDict(json_schema_extra=cel((ASSERTION_INDEX_RULE,
+                                                     ASSERTION_INDEX_MESSAGE)))
+
+    name: Annotated[str, Field(
+        pattern=CHECK_NAME_PATTERN,
+        description="Name shown in the status, events and metrics, e.g. no-negative-balances.")]
+    sql: Annotated[str, Field(
+        min_length=1, max_length=65536,
+        description="One PostgreSQL query reading `{index}` (the candidate's index table) and "
+                    "optionally `{active}` (the active's), e.g. `SELECT customer_id, balance "
+                    "FROM {index} WHERE balance < 0`. Runs in a read-only transaction under "
+                    "the same tenancy policy as the transform.")]
+    expect: Annotated[Literal["noRows", "true"], Field(
+        description="`noRows` (default): the query returns no rows (each row it returns is a "
+                    "violation); `true`: it returns one row whose first column is true.")
+                      ] = "noRows"
+    timeout_seconds: Annotated[int, Field(
+        ge=1, le=3600, description="Statement timeout; a query that runs longer blocks the "
+                                   "cutover as an error.")] = 30
+
+    @model_validator(mode="after")
+    def _reads_the_index(self) -> SqlAssertion:
+        if INDEX_PLACEHOLDER not in self.sql:
+            raise ValueError(ASSERTION_INDEX_MESSAGE)
+        return self
+
+
+class CutoverChecks(ApiModel):
+    """What a candidate must prove about its index before readers see it.
+
+    Run against the candidate once its lag gate holds, re-run every intervalSeconds until the
+    switch; any failing check (or one that cannot run) blocks the cutover, the view is
+    Degraded and the active index keeps serving. Changing checks never replays.
+    """
+
+    row_count: Annotated[RowCountCheck | None, Field(
+        description="Row-count parity with the active index, for revisions whose primary key "
+                    "is unchanged (skipped otherwise, and for a view's first revision).")] = None
+    key_sample: Annotated[KeySampleCheck | None, Field(
+        description="Key-set parity on sampled keys, for revisions whose primary key is "
+                    "unchanged (skipped otherwise, and for a view's first revision).")] = None
+    assertions: Annotated[list[SqlAssertion], Field(
+        max_length=32, json_schema_extra={"x-kubernetes-list-type": "map",
+                                          "x-kubernetes-list-map-keys": ["name"]},
+        description="The team's SQL assertions (names unique).")] = []
+    interval_seconds: Annotated[int, Field(
+        ge=1, le=3600, description="Checks are re-run this often while the candidate waits "
+                                   "(failing, or awaiting promotion).")] = 30
+    timeout_seconds: Annotated[int, Field(
+        ge=1, le=3600, description="Statement timeout of the row-count and key-sample "
+                                   "queries.")] = 60
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> CutoverChecks:
+        names = [a.name for a in self.assertions]
+        if len(set(names)) != len(names):
+            raise ValueError(ASSERTION_NAMES_MESSAGE)
+        return self
+
+    def configured(self) -> bool:
+        return bool(self.row_count or self.key_sample or self.assertions)
+
+
 class Cutover(ApiModel):
     """When readers switch to a new revision. Policy only: not part of the revision.
 
@@ -293,6 +402,10 @@ class Cutover(ApiModel):
                           "job started, it is torn down (Degraded, reason DeadlineExceeded) even "
                           "while progressing. Unset by default: big topics take as long as "
                           "they take. Applies in manual mode too.")] = None
+    checks: Annotated[CutoverChecks | None, Field(
+        description="Checks the candidate's index must pass before the switch (row-count and "
+                    "key-set parity with the active index, SQL assertions). Policy: changing "
+                    "them re-runs them, never replays.")] = None
     retain_previous_seconds: Annotated[int, Field(
         ge=0, description="After a cutover, the previous index is kept this long so that "
                           "reverting the spec resumes it instead of replaying.")] = 600

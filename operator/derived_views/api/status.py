@@ -82,6 +82,49 @@ class RevisionContent(StatusModel):
     primary_key: Annotated[list[str], Field(description="Primary key columns.")]
 
 
+class CheckOutcome(StrEnum):
+    """How one cutover check came out."""
+
+    Passed = "Passed"
+    Failed = "Failed"
+    Error = "Error"
+    """It could not run (SQL error, timeout, permission): it blocks the cutover too."""
+    Skipped = "Skipped"
+    """Not applicable (a parity check without an active index, or with a changed key)."""
+
+
+class CheckResult(StatusModel):
+    """One check's latest outcome."""
+
+    name: Annotated[str, Field(description="rowCount, keySample or an assertion's name.")]
+    outcome: Annotated[CheckOutcome, Field(description="Passed, Failed, Error or Skipped.")]
+    observed: Annotated[str | None, Field(
+        max_length=1024, description="What the check found.")] = None
+    expected: Annotated[str | None, Field(
+        max_length=1024, description="What it needed to find.")] = None
+    seconds: Annotated[float | None, Field(
+        ge=0, description="How long its queries took.")] = None
+
+
+class CheckRun(StatusModel):
+    """The latest run of a candidate's cutover checks."""
+
+    checks_hash: Annotated[str, Field(
+        description="Hash of spec.cutover.checks the run used: other checks need a new run.")]
+    checked_at: Annotated[AwareDatetime, Field(
+        description="When the pass that ran them observed the view.")]
+    results: Annotated[list[CheckResult], Field(description="One result per check.")] = []
+
+    @property
+    def passed(self) -> bool:
+        return all(r.outcome in (CheckOutcome.Passed, CheckOutcome.Skipped)
+                   for r in self.results)
+
+    def failing(self) -> list[CheckResult]:
+        return [r for r in self.results
+                if r.outcome in (CheckOutcome.Failed, CheckOutcome.Error)]
+
+
 class RevisionStatus(StatusModel):
     """Everything the operator remembers about one revision."""
 
@@ -124,6 +167,9 @@ class RevisionStatus(StatusModel):
         description="CamelCase reason of the phase or of a problem (e.g. JobFailed).")] = None
     message: Annotated[str | None, Field(
         max_length=4096, description="Human-readable detail.")] = None
+    checks: Annotated[CheckRun | None, Field(
+        description="Latest run of the cutover checks against this revision's index (while "
+                    "it is a candidate).")] = None
     source_partitions: Annotated[dict[str, int] | None, Field(
         description="Partitions of each source topic when the current build started: a topic "
                     "that grows under a revision ordering by _kafka_offset is reported.")] = None
@@ -157,6 +203,8 @@ class CandidateStatus(StatusModel):
         ge=0, description="Records this revision's job left out under the bad-record policy "
                           "(skipped or dead-lettered), exactly as committed with its batches; "
                           "absent before its first batch.")] = None
+    checks: Annotated[CheckRun | None, Field(
+        description="Latest run of the cutover checks against its index.")] = None
 
 
 def shown_lag(active: ActiveStatus | None, candidate: CandidateStatus | None) -> Lag | None:
@@ -243,6 +291,9 @@ class DerivedViewStatus(StatusModel):
         ge=0, description="Records left out under the bad-record policy by the same revision "
                           "as lagMessages (the BAD printer column); per revision in "
                           "`revisions`.")] = None
+    checks: Annotated[str | None, Field(
+        description="The candidate's cutover checks in a few words (the CHECKS printer "
+                    "column): `3/3 passed`, `rowCount failed`, `pending`.")] = None
     revisions: Annotated[list[RevisionStatus], Field(
         json_schema_extra={"x-kubernetes-list-type": "map",
                            "x-kubernetes-list-map-keys": ["revision"]},

@@ -144,14 +144,15 @@ def status(
         now = _now()
         table = Table(box=None, header_style="bold", pad_edge=False)
         for column in ("NAMESPACE", "NAME", "PHASE", "ACTIVE", "CANDIDATE", "LAG", "LAG TIME",
-                       "BAD", "READY", "AGE"):
+                       "BAD", "CHECKS", "READY", "AGE"):
             table.add_column(column, no_wrap=True)
         found = sorted(items, key=lambda v: (v["metadata"].get("namespace", ""),
                                              v["metadata"]["name"]))
         for item in found:
             row = rows.view_row(item, now)
             table.add_row(row.namespace, row.name, row.phase, row.active, row.candidate,
-                          row.lag_messages, row.lag_time, row.bad_records, row.ready, row.age)
+                          row.lag_messages, row.lag_time, row.bad_records, row.checks, row.ready,
+                          row.age)
         out.print(table)
 
 
@@ -172,6 +173,16 @@ def _print_detail(view: dict[str, Any]) -> None:
                           r.bad_records, r.in_phase_for, r.content, r.note)
     out.print()
     out.print(revisions if status.revisions else "Revisions: none yet")
+    checked = rows.check_lines(status)
+    if checked:
+        table = Table(title="Cutover checks", title_justify="left", box=None,
+                      header_style="bold", pad_edge=False)
+        for column in ("CHECK", "OUTCOME", "OBSERVED", "EXPECTED", "TOOK"):
+            table.add_column(column, no_wrap=column not in ("OBSERVED", "EXPECTED"))
+        for line in checked:
+            table.add_row(*line)
+        out.print()
+        out.print(table)
     conditions = Table(title="Conditions", title_justify="left", box=None, header_style="bold",
                        pad_edge=False)
     for column in ("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"):

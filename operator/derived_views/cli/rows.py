@@ -70,6 +70,7 @@ class ViewRow:
     ready: str
     age: str
     bad_records: str = NONE
+    checks: str = NONE
 
 
 def bad_records(count: int | None) -> str:
@@ -91,7 +92,7 @@ def view_row(view: dict[str, Any], now: dt.datetime) -> ViewRow:
         lag_messages=lag_messages(lag), lag_time=lag_time(lag),
         ready=ready.status if ready else NONE,
         age=age(parse_timestamp(meta.get("creationTimestamp")), now),
-        bad_records=bad_records(status.bad_records))
+        bad_records=bad_records(status.bad_records), checks=status.checks or NONE)
 
 
 @dataclass(frozen=True)
@@ -174,11 +175,28 @@ def header_lines(view: dict[str, Any], status: DerivedViewStatus) -> list[tuple[
         ("Bad records", _bad_records_line(view, status)),
         ("Generation", f"{generation} (observed {observed if observed is not None else NONE})"),
     ]
+    if status.checks is not None:
+        lines.insert(-1, ("Checks", _checks_line(status)))
     if annotations.get(PAUSED_ANNOTATION) == "true":
         lines.append(("Paused", "yes"))
     if annotations.get(PROMOTE_ANNOTATION):
         lines.append(("Promote", str(annotations[PROMOTE_ANNOTATION])))
     return lines
+
+
+def check_lines(status: DerivedViewStatus) -> list[tuple[str, str, str, str, str]]:
+    """(check, outcome, observed, expected, seconds) of the candidate's latest check run."""
+    run = status.candidate.checks if status.candidate is not None else None
+    if run is None:
+        return []
+    return [(r.name, r.outcome.value, r.observed or NONE, r.expected or NONE,
+             NONE if r.seconds is None else f"{r.seconds:.3f}s") for r in run.results]
+
+
+def _checks_line(status: DerivedViewStatus) -> str:
+    """The candidate's checks in a few words, with when they last ran."""
+    run = status.candidate.checks if status.candidate is not None else None
+    return status.checks + (f" (run at {run.checked_at.isoformat()})" if run else "")
 
 
 def _bad_records_line(view: dict[str, Any], status: DerivedViewStatus) -> str:

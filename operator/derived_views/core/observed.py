@@ -18,7 +18,7 @@ from typing import Any
 
 from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import DerivedViewStatus
+from derived_views.api.status import CheckRun, DerivedViewStatus
 from derived_views.core import naming
 from derived_views.core.config import OperatorConfig
 from derived_views.core.revision import revision_of
@@ -181,6 +181,8 @@ class Observed:
     driver_pods: Mapping[str, DriverObserved] = field(default_factory=dict)
     """Driver pods of this view's jobs by revision, whether or not their SparkApplication still
     exists: a new SparkApplication must wait until the previous one's driver pod is gone."""
+    checks_run: tuple[str, CheckRun] | None = None
+    """(revision, run) when this pass ran the candidate's cutover checks (core.checks.due)."""
 
 
 # Helpers for the shell ----------------------------------------------------------------------

@@ -37,8 +37,8 @@ from derived_views.api.status import (
     ViewPhase,
     shown_lag,
 )
-from derived_views.core import conditions as cond
 from derived_views.core import (
+    checks,
     deletion,
     integrity,
     naming,
@@ -47,6 +47,7 @@ from derived_views.core import (
     switch_guard,
     tenancy,
 )
+from derived_views.core import conditions as cond
 from derived_views.core.actions import (
     Action,
     AddFinalizer,
@@ -183,6 +184,10 @@ class _Planner:
         # What the platform's tenancy policy does not let this view's author choose: no job of
         # the view is created (a running one is left alone: the policy gates what starts).
         self.policy_refusal = self.tenancy_refusal()
+        # A check's SQL the policy refuses: the candidate builds, but is never promoted on it.
+        self.check_refusal = checks.refused_assertion(
+            spec, self.index(self.desired), self.index(self.active) if self.active else None)
+        self.checks_waiting = False
         self.blocked: SwitchBlocker | None = None
         # Jobs that cannot run until someone acts (driver blocked, suspended), by revision.
         self.job_problems: dict[str, Judgement] = {}
@@ -602,12 +607,16 @@ class _Planner:
         if app is None and not replacing and not self.missing_topics_of(revision):
             self.create_app(revision)
         self.observe(revision)
+        self.take_checks_run(revision)
         record = self.records[revision]
         lag = self.lags.get(revision)
         if record.phase != Phase.CaughtUp or lag is None or record.caught_up_since is None:
             return
         stable = (seconds_between(record.caught_up_since, self.now)
                   >= self.spec.cutover.stable_for_seconds)
+        if stable and not self.checks_pass(record):
+            self.checks_waiting = True
+            return  # failing or not yet run: not promoted, not even on the annotation
         approved = (self.active is None or self.spec.cutover.mode == "auto"
                     or self.promote_to == revision)
         if stable and not approved:
@@ -627,6 +636,34 @@ class _Planner:
                 gate_held_at=record.caught_up_since + dt.timedelta(
                     seconds=self.spec.cutover.stable_for_seconds))
             self.finish_cutover(revision)
+
+    def take_checks_run(self, revision: str) -> None:
+        """Record this pass's run of the candidate's checks; one event when the outcome (or
+        which checks fail) changes, not one per run."""
+        taken = self.obs.checks_run
+        if taken is None or taken[0] != revision:
+            return
+        record = self.records[revision]
+        run = taken[1]
+        before = checks.current_run(self.spec, record.checks, record.caught_up_since)
+        self.set(revision, checks=run)
+        if run.passed:
+            if before is None or not before.passed:
+                shown = checks.summary(run)
+                self.event("ChecksPassed", f"Cutover checks of revision {revision}: {shown}.")
+            return
+        reason, text = checks.failure_text(run)
+        # by the failing checks, not their words: a sample's examples differ on every run
+        told = None if before is None else [(r.name, r.outcome) for r in before.failing()]
+        if told != [(r.name, r.outcome) for r in run.failing()]:
+            self.event(reason, f"Revision {revision} is not promoted: {text}.", warning=True)
+
+    def checks_pass(self, record: RevisionStatus) -> bool:
+        """No checks, or a passing run of the spec's checks made while the gate held."""
+        if checks.checks_of(self.spec) is None:
+            return True
+        run = checks.current_run(self.spec, record.checks, record.caught_up_since)
+        return self.check_refusal is None and run is not None and run.passed
 
     def apply_job_settings(self) -> None:
         """Restart running jobs whose job settings changed, from their checkpoints: no replay."""
@@ -859,6 +896,12 @@ class _Planner:
             problem = V("True", self.spec_refusal.reason,
                         f"{refused}; no job is started for revision {desired}"
                         + (f", revision {active} keeps serving" if active else ""))
+        elif self.check_refusal is not None and desired != active:
+            name, why = self.check_refusal
+            problem = V("True", POLICY_VIOLATION,
+                        f"cutover.checks.assertions {name}: {why.rstrip('.')}; revision "
+                        f"{desired} is not promoted until the check is fixed (no replay needed)"
+                        + (f", revision {active} keeps serving" if active else ""))
         elif self.claimed_by is not None:
             problem = V("True", "SinkTableClaimed",
                         f"{self.schema}.{self.alias} belongs to DerivedView {self.claimed_by}; "
@@ -901,6 +944,12 @@ class _Planner:
                         f"revision {desired}: {candidate.message or 'failed'}; "
                         + (f"revision {active} keeps serving" if active else "nothing serves")
                         + f"; set a new value of {RETRY_ANNOTATION} or change the spec to retry")
+        elif (failing := self.failing_checks(candidate)) is not None:
+            reason, text = failing
+            problem = V("True", reason,
+                        f"revision {desired} is not promoted: {text}; "
+                        + (f"revision {active} keeps serving" if active else "nothing serves")
+                        + "; fix the transform (a new revision) or the check (re-run, no replay)")
         elif active_record is not None and active_record.reason in (JOB_FAILED, JOB_COMPLETED):
             problem = V("True", active_record.reason,
                         f"the job of active revision {active} stopped: {active_record.message}; "
@@ -918,8 +967,11 @@ class _Planner:
             reconciling = V("False", "Paused", f"{PAUSED_ANNOTATION} is true: no actions are taken")
         elif building and candidate is not None:
             reason = ("AwaitingPromotion" if self.awaiting_promotion else
+                      "Checking" if self.checks_waiting else
                       "CaughtUp" if candidate.phase == Phase.CaughtUp else "Backfilling")
             message = f"revision {desired} is {candidate.phase.value.lower()}: {lag_text}"
+            if self.checks_waiting:
+                message += f"; cutover checks: {self.checks_column(candidate)}"
             if self.awaiting_promotion:
                 message += f"; annotate {PROMOTE_ANNOTATION}={desired} to switch readers"
             reconciling = V("True", reason, message)
@@ -971,6 +1023,21 @@ class _Planner:
                 cond.STALLED: trouble or calm, cond.CAUGHT_UP: caught_up,
                 cond.DEGRADED: trouble or calm}
 
+    def failing_checks(self, candidate: RevisionStatus | None) -> tuple[str, str] | None:
+        """(reason, text) while the caught-up candidate's current check run fails."""
+        if candidate is None or candidate.phase != Phase.CaughtUp:
+            return None
+        run = checks.current_run(self.spec, candidate.checks, candidate.caught_up_since)
+        return None if run is None or run.passed else checks.failure_text(run)
+
+    def checks_column(self, candidate: RevisionStatus | None) -> str | None:
+        """The CHECKS column: only while a candidate is built under checks."""
+        if (candidate is None or candidate.phase not in BUILDING
+                or checks.checks_of(self.spec) is None):
+            return None
+        return checks.summary(checks.current_run(self.spec, candidate.checks,
+                                                 candidate.caught_up_since))
+
     def job_problem(self, building: bool) -> cond.Verdict | None:
         """A job that cannot run until someone acts: the served revision's first, then the
         building candidate's. Nothing is torn down: the job runs once the cause is fixed."""
@@ -1021,7 +1088,8 @@ class _Planner:
                 revision=record.revision, index=record.index, phase=record.phase,
                 since=record.since, lag=status_size.bounded_detail(record.lag),
                 caught_up_since=record.caught_up_since,
-                message=record.message, bad_records=record.bad_records)
+                message=record.message, bad_records=record.bad_records,
+                checks=checks.current_run(self.spec, record.checks, record.caught_up_since))
         if deleting:
             phase = ViewPhase.Deleting
         elif candidate is not None:
@@ -1060,6 +1128,8 @@ class _Planner:
             observed_generation=self.view.generation, phase=phase, revision=self.desired,
             active=active, candidate=candidate, lag_messages=shown.messages if shown else None,
             bad_records=shown_bad_records(active, candidate),
+            checks=self.checks_column(self.records.get(self.desired)
+                                      if self.desired != self.active else None),
             revisions=[status_size.record_without_detail(r) for r in self.records.values()],
             spent_builds=spent_builds, spent_builds_floor=spent_floor or None,
             held_secrets=self.held_secrets,

@@ -47,14 +47,16 @@ ONLY_QUERIES = ("a view's SQL may only query {tables}: a SELECT (or WITH ... SEL
 
 
 def unsafe_sql(sql: str, *, dialect: str = "spark",
-               tables: Iterable[str] = ("events",)) -> str | None:
+               tables: Iterable[str] = ("events",), shown: str | None = None) -> str | None:
     """Why `sql` is more than a query over `tables` (a message), or None.
 
+    In PostgreSQL a table may be named `schema.table`, as PostgreSQL folds it. `shown`
+    names the tables in the message instead (e.g. placeholders the caller substituted).
     None also when sqlglot cannot parse the SQL: the caller's syntax check reports
     that, and the job's parser guard has the last word.
     """
-    allowed = {t.lower() for t in tables}
-    shown = ", ".join(f"`{t}`" for t in sorted(allowed))
+    allowed = set(tables) if dialect != "spark" else {t.lower() for t in tables}
+    shown = shown or ", ".join(f"`{t}`" for t in sorted(allowed))
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError:
@@ -84,10 +86,22 @@ def _statement_problem(statement: exp.Expr, dialect: str, allowed: set[str]) -> 
             return f"{spelt} reads a file or a catalog table"
         # Spark's catalog holds nothing but `events`: another plain name is a mistake the
         # SQL check reports in Spark's words. PostgreSQL resolves one through search_path
-        # (pg_catalog first), so there it is refused here.
-        if dialect != "spark" and (qualified or table.name.lower() not in allowed | own):
+        # (pg_catalog first), so there it is refused here unless named with its schema.
+        if dialect != "spark" and _pg_name(table) not in allowed | (set() if qualified else own):
             return f"{spelt} is not a relation this SQL may read"
     return None
+
+
+def _pg_name(table: exp.Table) -> str:
+    """`schema.table` (or `table`) as PostgreSQL folds it; a catalog never matches."""
+    if table.args.get("catalog"):
+        return ""
+    db = table.args.get("db")
+    name = table.name if table.this.quoted else table.name.lower()
+    if db is None:
+        return name
+    schema = db.name if db.quoted else db.name.lower()
+    return f"{schema}.{name}"
 
 
 def _node_problem(node: exp.Expr, dialect: str) -> str | None:

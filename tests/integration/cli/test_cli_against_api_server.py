@@ -116,10 +116,11 @@ def test_status_table_and_detail(cli_env: CliEnv) -> None:
     assert listed.returncode == 0, listed.stderr
     header, row = listed.stdout.splitlines()[:2]
     assert header.split() == ["NAMESPACE", "NAME", "PHASE", "ACTIVE", "CANDIDATE", "LAG", "LAG",
-                              "TIME", "BAD", "READY", "AGE"]
-    # BAD: no batch has counted bad records in this status (written by the test): "-"
-    assert row.split()[:9] == [cli_env.namespace, "orders", "Backfilling", REV_V1, REV_V2,
-                               "400", "1m35s", "-", "True"]
+                              "TIME", "BAD", "CHECKS", "READY", "AGE"]
+    # BAD: no batch has counted bad records in this status (written by the test): "-";
+    # CHECKS: the view has none: "-"
+    assert row.split()[:10] == [cli_env.namespace, "orders", "Backfilling", REV_V1, REV_V2,
+                                "400", "1m35s", "-", "-", "True"]
     detail = cli_env.dv("status", "orders")
     assert detail.returncode == 0, detail.stderr
     assert re.search(rf"{REV_V2}\s+candidate\s+Backfilling\s+400\s+1m35s", detail.stdout)

@@ -136,6 +136,17 @@ CASES: list[Case] = [
     Case("`stableForSeconds` not under `progressDeadlineSeconds`",
          _spec("cutover", {"stableForSeconds": 700}),
          "cutover.stableForSeconds must be less than cutover.progressDeadlineSeconds"),
+    Case("a row-count check without a tolerance", _spec("cutover", {"checks": {"rowCount": {}}}),
+         "cutover.checks.rowCount needs maxDifference (rows) and/or maxRelativeDifference"),
+    Case("an assertion that does not read `{index}`",
+         _spec("cutover", {"checks": {"assertions": [
+             {"name": "neg", "sql": "SELECT 1 FROM orders__abc WHERE false"}]}}),
+         "an assertion's sql must query the candidate's index as {index}"),
+    Case("two assertions of one name",
+         _spec("cutover", {"checks": {"assertions": [
+             {"name": "neg", "sql": "SELECT 1 FROM {index} WHERE false"},
+             {"name": "neg", "sql": "SELECT 2 FROM {index} WHERE false"}]}}),
+         "spec.cutover.checks.assertions[1]: Duplicate value"),
     Case("`progressDeadlineSeconds` 0", _spec("cutover", {"stableForSeconds": 0,
                                                           "progressDeadlineSeconds": 0}),
          "spec.cutover.progressDeadlineSeconds"),

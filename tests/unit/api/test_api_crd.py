@@ -67,6 +67,7 @@ def test_printer_columns() -> None:
     assert columns == {"Active": ".status.active.revision",
                        "Candidate": ".status.candidate.revision", "Phase": ".status.phase",
                        "Lag": ".status.lagMessages", "Bad": ".status.badRecords",
+                       "Checks": ".status.checks",
                        "Ready": '.status.conditions[?(@.type=="Ready")].status',
                        "Age": ".metadata.creationTimestamp",
                        "Message": '.status.conditions[?(@.type=="Ready")].message'}
@@ -104,6 +105,9 @@ def test_cel_rules_are_where_they_belong() -> None:
         ".spec.sink.postgres.schema": ["self == oldSelf"],
         ".spec.source.badRecords": ["(self.policy == 'deadLetter') == "
                                     "has(self.deadLetterTopic)"],
+        ".spec.cutover.checks.rowCount": ["has(self.maxDifference) || "
+                                          "has(self.maxRelativeDifference)"],
+        ".spec.cutover.checks.assertions[]": ["self.sql.contains('{index}')"],
         ".spec.cutover": ["!has(self.deadlineSeconds) || "
                           "self.stableForSeconds < self.deadlineSeconds",
                           "self.stableForSeconds < self.progressDeadlineSeconds"],

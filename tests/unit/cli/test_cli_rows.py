@@ -143,3 +143,27 @@ def test_header_lines_show_mode_generation_and_pause() -> None:
 def test_group_options_after_the_command_are_hoisted(argv: list[str],
                                                      expected: list[str]) -> None:
     assert hoist_global_options(argv) == expected
+
+
+CHECKED: dict[str, Any] = {**MIGRATING, "status": {
+    **MIGRATING["status"], "phase": "CaughtUp", "checks": "rowCount failed",
+    "candidate": {**MIGRATING["status"]["candidate"], "phase": "CaughtUp", "checks": {
+        "checksHash": "0123456789ab", "checkedAt": "2026-03-01T11:59:30Z",
+        "results": [
+            {"name": "rowCount", "outcome": "Failed", "observed": "250 rows (the active "
+             "index: 500)", "expected": "500 ± 0 rows", "seconds": 0.0123},
+            {"name": "no-negative-balances", "outcome": "Passed", "observed": "0 row(s)",
+             "expected": "no rows", "seconds": 0.004}]}}}}
+
+
+def test_checks_in_the_header_and_their_own_table() -> None:
+    status = rows.parse_status(CHECKED)
+    header = dict(rows.header_lines(CHECKED, status))
+    assert header["Checks"] == "rowCount failed (run at 2026-03-01T11:59:30+00:00)"
+    assert list(dict(rows.header_lines(CHECKED, status)))[-3:] == [
+        "Checks", "Generation", "Paused"]
+    assert rows.check_lines(status) == [
+        ("rowCount", "Failed", "250 rows (the active index: 500)", "500 ± 0 rows", "0.012s"),
+        ("no-negative-balances", "Passed", "0 row(s)", "no rows", "0.004s")]
+    assert rows.view_row(CHECKED, NOW).checks == "rowCount failed"
+    assert rows.view_row(MIGRATING, NOW).checks == "-"

@@ -4,6 +4,7 @@ with Spark's wording, and nothing Spark accepts is refused (when unsure, the job
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -276,7 +277,9 @@ def test_every_sql_in_the_sources_parses() -> None:
     literals = _sql_literals()
     assert len(literals) >= 20
     for where, sql in literals:
-        if sql.strip() and sql not in SHIPPED_INVALID and "SELECT" in sql.upper():
+        check_sql_of_a_cutover = re.search(r"\{[a-z]+\}", sql)  # PostgreSQL, placeholders
+        if (sql.strip() and sql not in SHIPPED_INVALID and "SELECT" in sql.upper()
+                and not check_sql_of_a_cutover):
             assert check_sql(sql, None, "json", ()) is None, where
 
 

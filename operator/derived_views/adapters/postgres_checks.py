@@ -1,0 +1,143 @@
+"""Run a candidate's cutover checks against PostgreSQL: measurements only, judged in core.checks.
+
+Every check runs in its own read-only transaction with its own statement timeout (a slow
+or failing one does not take the others with it), as the sink Secret's optional
+`checkRole` when it names one (`SET LOCAL ROLE`: a role without write privileges, so a
+check cannot write even where a read-only transaction would let it). The assertions'
+SQL has passed core.sql_policy before it gets here; the parity counts of both indexes
+are read in one REPEATABLE READ snapshot so they describe the same moment.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from derived_views.core.checks import (
+    KEY_SAMPLE,
+    ROW_COUNT,
+    AssertionAnswer,
+    CheckRequest,
+    CouldNotRun,
+    KeySampleFound,
+    Measurement,
+    RowCounts,
+    rendered_sql,
+)
+
+ASSERTION_ROW_LIMIT = 1000
+"""Rows of a `noRows` assertion counted before stopping: enough to say how bad it is."""
+EXAMPLES = 3
+
+
+def run_checks(conn: psycopg.Connection[Any], request: CheckRequest,
+               role: str | None = None) -> dict[str, tuple[Measurement, float]]:
+    """Each check's measurement and how long it took; a check that cannot run says why."""
+    found: dict[str, tuple[Measurement, float]] = {}
+    checks = request.checks
+    timeout_ms = checks.timeout_seconds * 1000
+    if request.parity and checks.row_count is not None:
+        found[ROW_COUNT] = _timed(conn, role, timeout_ms, lambda: _row_counts(conn, request))
+    if request.parity and checks.key_sample is not None:
+        found[KEY_SAMPLE] = _timed(conn, role, timeout_ms, lambda: _key_sample(conn, request))
+    for assertion in checks.assertions:
+        query = rendered_sql(assertion, request.schema, request.index, request.active_index)
+        found[assertion.name] = _timed(conn, role, assertion.timeout_seconds * 1000,
+                                       lambda q=query: _assertion(conn, q))
+    return found
+
+
+def _timed(conn: psycopg.Connection[Any], role: str | None, timeout_ms: int,
+           measure: Any) -> tuple[Measurement, float]:
+    started = time.perf_counter()
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(
+                sql.Literal(timeout_ms)))
+            if role:
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+            measured: Measurement = measure()
+    except psycopg.errors.QueryCanceled:
+        measured = CouldNotRun(f"timed out after {timeout_ms // 1000}s (statement timeout)")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        who = f"role {role}" if role else "the sink Secret's user"
+        measured = CouldNotRun(f"{_first_line(exc)}: {who} needs SELECT on the view's index "
+                               "tables (e.g. ALTER DEFAULT PRIVILEGES ... GRANT SELECT ON "
+                               "TABLES)")
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        measured = CouldNotRun(f"{_first_line(exc)}: checks only read")
+    except psycopg.Error as exc:
+        measured = CouldNotRun(_first_line(exc))
+    return measured, time.perf_counter() - started
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _count(conn: psycopg.Connection[Any], schema: str, table: str) -> int:
+    row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+        sql.Identifier(schema, table))).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _row_counts(conn: psycopg.Connection[Any], request: CheckRequest) -> RowCounts:
+    assert request.active_index is not None
+    return RowCounts(candidate=_count(conn, request.schema, request.index),
+                     active=_count(conn, request.schema, request.active_index))
+
+
+def _missing(conn: psycopg.Connection[Any], request: CheckRequest, source: str, other: str
+             ) -> tuple[int, int, list[str]]:
+    """(sampled, missing, examples): keys sampled from `source` absent from `other`.
+
+    The sample is random per run (ORDER BY random()), so runs while a check fails look at
+    other keys too."""
+    assert request.checks.key_sample is not None
+    keys = sql.SQL(", ").join(sql.Identifier(k) for k in request.primary_key)
+    match = sql.SQL(" AND ").join(
+        sql.SQL("o.{k} IS NOT DISTINCT FROM s.{k}").format(k=sql.Identifier(k))
+        for k in request.primary_key)
+    shown = sql.SQL(" || ',' || ").join(
+        sql.SQL("coalesce(s.{k}::text, 'NULL')").format(k=sql.Identifier(k))
+        for k in request.primary_key)
+    query = sql.SQL(
+        "WITH s AS (SELECT {keys} FROM {source} ORDER BY random() LIMIT {size}) "
+        "SELECT (SELECT count(*) FROM s), count(*), "
+        "(array_agg({shown}))[1:{examples}] FROM s "
+        "WHERE NOT EXISTS (SELECT 1 FROM {other} o WHERE {match})").format(
+            keys=keys, source=sql.Identifier(request.schema, source),
+            size=sql.Literal(request.checks.key_sample.size), shown=shown,
+            examples=sql.Literal(EXAMPLES), other=sql.Identifier(request.schema, other),
+            match=match)
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), list(row[2] or [])
+
+
+def _key_sample(conn: psycopg.Connection[Any], request: CheckRequest) -> KeySampleFound:
+    assert request.active_index is not None
+    sampled_a, missing_c, ex_c = _missing(conn, request, request.active_index, request.index)
+    sampled_c, missing_a, ex_a = _missing(conn, request, request.index, request.active_index)
+    return KeySampleFound(sampled_active=sampled_a, missing_from_candidate=missing_c,
+                          sampled_candidate=sampled_c, missing_from_active=missing_a,
+                          examples=tuple((ex_c + ex_a)[:EXAMPLES]))
+
+
+def _assertion(conn: psycopg.Connection[Any], query: str) -> AssertionAnswer:
+    cur = conn.execute(query)  # validated by core.sql_policy
+    rows = cur.fetchmany(ASSERTION_ROW_LIMIT + 1)
+    first = None if not rows else tuple(_text(v) for v in rows[0])
+    return AssertionAnswer(rows=min(len(rows), ASSERTION_ROW_LIMIT), first_row=first,
+                           more=len(rows) > ASSERTION_ROW_LIMIT)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    return str(value).lower() if isinstance(value, bool) else str(value)
