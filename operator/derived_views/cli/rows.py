@@ -196,7 +196,7 @@ def check_lines(status: DerivedViewStatus) -> list[tuple[str, str, str, str, str
 def _checks_line(status: DerivedViewStatus) -> str:
     """The candidate's checks in a few words, with when they last ran."""
     run = status.candidate.checks if status.candidate is not None else None
-    return status.checks + (f" (run at {run.checked_at.isoformat()})" if run else "")
+    return (status.checks or NONE) + (f" (run at {run.checked_at.isoformat()})" if run else "")
 
 
 def _bad_records_line(view: dict[str, Any], status: DerivedViewStatus) -> str:
