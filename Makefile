@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench
+.PHONY: setup demo demo-cdc test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -40,6 +40,10 @@ faults: setup
 ## demo: bring the stack up and replay a topic into PostgreSQL, with progress
 demo: setup
 	$(PY) -m dvstack.demo
+
+## demo-cdc: a database's changes through Debezium and Kafka into a view, migrated live
+demo-cdc: setup
+	$(PY) -m dvstack.demo_cdc
 
 ## crds: regenerate the DerivedView CRD from the models and copy it into the chart
 crds: setup

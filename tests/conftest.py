@@ -43,6 +43,8 @@ class Stack:
     apiserver: str
     kafka_bootstrap: str
     kafka_sasl: dict[str, str]  # bootstrap, mechanism, security_protocol, username, password
+    kafka_connect: str
+    """Kafka Connect's REST API (standalone worker with the Debezium PostgreSQL connector)."""
     pg_dsn: str
     pg: dict[str, Any]
     s3: dict[str, str]

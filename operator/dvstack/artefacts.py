@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dvstack.settings import (
+    DEBEZIUM_VERSION,
     HADOOP_VERSION,
     KAFKA_VERSION,
     KUBE_VERSION,
@@ -99,6 +100,16 @@ def kafka_libs(settings: Settings) -> Path:
         settings.repo / "stack" / "jars" / "kafka-broker",
         "dependency:copy-dependencies",
         settings.cache_dir / f"kafka-{KAFKA_VERSION}" / "libs",
+    )
+
+
+def kafka_connect_libs(settings: Settings) -> Path:
+    """Kafka Connect's worker jars and the Debezium PostgreSQL connector's plugin archive."""
+    return _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "kafka-connect",
+        "dependency:copy-dependencies",
+        settings.cache_dir / f"kafka-connect-{KAFKA_VERSION}-debezium-{DEBEZIUM_VERSION}" / "libs",
     )
 
 

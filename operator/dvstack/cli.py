@@ -20,6 +20,7 @@ import yaml
 from dvstack import (
     artefacts,
     kafka_broker,
+    kafka_connect,
     kube_api,
     postgres_server,
     processes,
@@ -33,7 +34,7 @@ from dvstack.settings import Settings, load
 from dvstack.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
-              s3_store.NAME, "spark-executor")
+              kafka_connect.NAME, s3_store.NAME, "spark-executor")
 SPARK_EXECUTOR = "spark-executor"
 # Where the Spark job image keeps the project; the executor maps it to this checkout.
 IMAGE_APP_ROOT = "/opt/derived-views"
@@ -109,7 +110,7 @@ def _check_ports(settings: Settings) -> None:
               "kube-controller-manager": [settings.controller_manager_port],
               "kafka": [settings.kafka_port, settings.kafka_controller_port,
                         settings.kafka_sasl_port],
-              s3_store.NAME: [settings.s3_port]}
+              kafka_connect.NAME: [settings.connect_port], s3_store.NAME: [settings.s3_port]}
     for name, ports in wanted.items():
         ours = (postgres_server.running_pid(settings) if name == "postgres"
                 else processes.running(settings, name))
@@ -131,6 +132,7 @@ def up(settings: Settings) -> dict[str, Any]:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     bins = artefacts.kube_binaries(settings)
     kafka_libs = artefacts.kafka_libs(settings)
+    connect_libs = artefacts.kafka_connect_libs(settings)
     spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
     s3proxy_jar = artefacts.s3proxy_jar(settings)
     t_artefacts = time.monotonic() - t0
@@ -140,6 +142,7 @@ def up(settings: Settings) -> dict[str, Any]:
     kube_api.start(settings, bins)
     _install_crds(settings)
     kafka_broker.start(settings, kafka_libs)
+    kafka_connect.start(settings, connect_libs)
     s3_store.start(settings, s3proxy_jar)
     _start_executor(settings, spark_jars)
     info: dict[str, Any] = {
@@ -151,6 +154,7 @@ def up(settings: Settings) -> dict[str, Any]:
         "pg": {"host": "127.0.0.1", "port": settings.pg_port,
                "database": postgres_server.DATABASE, "user": postgres_server.SUPERUSER,
                "password": postgres_server.password(settings)},
+        "kafka_connect": kafka_connect.rest_url(settings),
         "s3": s3_store.info(settings),
         "spark_submit": str(Path(sys.executable).parent / "spark-submit"),
         "spark_jars": [str(j) for j in spark_jars],
@@ -171,6 +175,7 @@ def up(settings: Settings) -> dict[str, Any]:
 def down(settings: Settings) -> None:
     processes.stop(settings, SPARK_EXECUTOR)
     s3_store.stop(settings)
+    kafka_connect.stop(settings)
     kafka_broker.stop(settings)
     kube_api.stop(settings)
     postgres_server.stop(settings)

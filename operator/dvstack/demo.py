@@ -64,8 +64,8 @@ def start_operator(settings: Settings, info: dict[str, Any], run: str) -> subpro
 class Watch:
     """Prints the view's progress, one line whenever what `kubectl get dv` shows changes."""
 
-    def __init__(self, custom: Any) -> None:
-        self.custom = custom
+    def __init__(self, custom: Any, namespace: str = NAMESPACE, name: str = VIEW) -> None:
+        self.custom, self.namespace, self.name = custom, namespace, name
         self.started = time.monotonic()
         self.last = ""
         self.last_key: tuple[Any, ...] = ()
@@ -73,7 +73,7 @@ class Watch:
 
     def status(self) -> dict[str, Any]:
         try:
-            obj = self.custom.get_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
+            obj = self.custom.get_namespaced_custom_object(G, V, self.namespace, P, self.name)
         except ApiException as exc:
             if exc.status == 404:
                 return {}
@@ -159,7 +159,6 @@ def main() -> None:
     replay.ensure_checkpoint_secret(core, NAMESPACE, info["s3"])
     operator = start_operator(settings, info, run)
     print(f"   operator started (pid {operator.pid}; log {settings.logs_dir}/operator-demo.log)")
-    reader: AliasReader | None = None
     try:
         try:
             custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
@@ -167,7 +166,7 @@ def main() -> None:
             if exc.status != 404:
                 raise
         watch = Watch(custom)
-        watch.until(lambda _s: _gone(custom), "an earlier demo's view to be deleted")
+        watch.until(lambda _s: gone(custom), "an earlier demo's view to be deleted")
 
         print(f"\n2. kubectl apply DerivedView {NAMESPACE}/{VIEW} v1: {SQL_V1}")
         custom.create_namespaced_custom_object(G, V, NAMESPACE, P,
@@ -178,23 +177,7 @@ def main() -> None:
         print(f"   v1 = revision {v1} serves through the alias \"{table}\" "
               f"({time.monotonic() - applied:.0f}s after the apply)")
 
-        reader = AliasReader(info["pg_dsn"], table).start()
-        print(f"\n3. a reader queries \"{table}\" in a loop; kubectl apply v2: {SQL_V2}")
-        custom.patch_namespaced_custom_object(G, V, NAMESPACE, P, VIEW,
-                                              {"spec": {"transform": {"sql": SQL_V2}}})
-        applied = time.monotonic()
-        status = watch.until(lambda s: ready(s) and (s.get("active") or {}).get(
-            "revision") not in (None, v1), "v2 to replay and cut over")
-        v2 = status["active"]["revision"]
-        switched = time.monotonic() - applied
-        status = watch.until(lambda s: _phase(s, v1) in ("Retired", None), "v1 to retire")
-        reader.stop()
-        print(f"   cutover: v2 = revision {v2} serves, {switched:.0f}s after the apply; "
-              f"v1 {_phase(status, v1) or 'dropped'}")
-        print(f"   reader: {reader.queries:,} queries, {len(reader.errors)} errors, "
-              f"worst stall {reader.worst_stall * 1000:.0f} ms")
-        if reader.errors:
-            print(f"   first error: {reader.errors[0]}")
+        migrate(custom, watch, info["pg_dsn"], table, SQL_V2, v1, step=3)
 
         live = producer.stop()
         events = backlog + live
@@ -214,27 +197,51 @@ def main() -> None:
             print(f"   {cid:12} orders {orders:>5}  revenue {revenue:>10.2f}  "
                   f"biggest {biggest:>7.2f}")
         custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
-        watch.until(lambda _s: _gone(custom), "the view to be deleted")
+        watch.until(lambda _s: gone(custom), "the view to be deleted")
         print("\n5. view deleted (deletionPolicy Delete dropped its alias and indexes); "
               "the stack is still up (make stack-down stops it)")
     finally:
         producer.stop()
-        if reader is not None:
-            reader.stop()
         operator.terminate()
         operator.wait(timeout=60)
         replay.delete_topic(bootstrap, topic)
 
 
-def _gone(custom: Any) -> bool:
+def migrate(custom: Any, watch: Watch, dsn: str, table: str, sql: str, v1: str, *,
+            step: int) -> str:
+    """Apply `sql` (v2) while a reader queries the alias; wait until v2 serves and v1 retires,
+    and print the cutover and what the reader saw. Returns v2's revision."""
+    reader = AliasReader(dsn, table).start()
     try:
-        custom.get_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
+        print(f"\n{step}. a reader queries \"{table}\" in a loop; kubectl apply v2: {sql}")
+        custom.patch_namespaced_custom_object(G, V, watch.namespace, P, watch.name,
+                                              {"spec": {"transform": {"sql": sql}}})
+        applied = time.monotonic()
+        status = watch.until(lambda s: ready(s) and (s.get("active") or {}).get(
+            "revision") not in (None, v1), "v2 to replay and cut over")
+        v2: str = status["active"]["revision"]
+        switched = time.monotonic() - applied
+        status = watch.until(lambda s: phase(s, v1) in ("Retired", None), "v1 to retire")
+    finally:
+        reader.stop()
+    print(f"   cutover: v2 = revision {v2} serves, {switched:.0f}s after the apply; "
+          f"v1 {phase(status, v1) or 'dropped'}")
+    print(f"   reader: {reader.queries:,} queries, {len(reader.errors)} errors, "
+          f"worst stall {reader.worst_stall * 1000:.0f} ms")
+    if reader.errors:
+        print(f"   first error: {reader.errors[0]}")
+    return v2
+
+
+def gone(custom: Any, namespace: str = NAMESPACE, name: str = VIEW) -> bool:
+    try:
+        custom.get_namespaced_custom_object(G, V, namespace, P, name)
     except ApiException as exc:
         return bool(exc.status == 404)
     return False
 
 
-def _phase(status: dict[str, Any], revision: str) -> str | None:
+def phase(status: dict[str, Any], revision: str) -> str | None:
     return next((r.get("phase") for r in status.get("revisions", [])
                  if r.get("revision") == revision), None)
 

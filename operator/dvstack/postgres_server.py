@@ -29,6 +29,7 @@ from dvstack.waiting import wait_for
 
 SUPERUSER = "postgres"
 DATABASE = "derived_views"
+WAL_LEVEL = "logical"
 
 
 def pg_dir(settings: Settings) -> Path:
@@ -161,12 +162,24 @@ def start(settings: Settings) -> None:
                        "-o", f"-p {settings.pg_port} -k {shlex.quote(str(sockets))} "
                              "-c listen_addresses=127.0.0.1 "
                              "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                             "-c max_connections=200",
+                             "-c max_connections=200 "
+                             # Debezium reads the system-of-record database by logical decoding.
+                             f"-c wal_level={WAL_LEVEL} -c max_replication_slots=20 "
+                             "-c max_wal_senders=20",
                        "start"], what="pg_ctl start", user=user, cwd=root)
     wait_for(lambda: _connect(settings, "postgres"), timeout=60,
              what="PostgreSQL to accept connections",
              on_timeout=lambda: processes.tail(log))
     with psycopg.connect(conninfo(settings, "postgres"), autocommit=True) as conn:
+        level = conn.execute("SHOW wal_level").fetchone()
+        if level is not None and level[0] != WAL_LEVEL:
+            # A server started before CDC joined the stack: wal_level needs a restart.
+            print(f"PostgreSQL runs with wal_level={level[0]}; restarting it with "
+                  f"wal_level={WAL_LEVEL} for change data capture", flush=True)
+            conn.close()
+            stop(settings)
+            start(settings)
+            return
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE}"')

@@ -14,6 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 KUBE_VERSION = "v1.34.4"
 KAFKA_VERSION = "4.1.0"
+DEBEZIUM_VERSION = "3.3.2.Final"
+"""Built against Kafka 4.1.0 (stack/jars/kafka-connect/pom.xml pins both)."""
 SPARK_VERSION = "4.0.0"
 HADOOP_VERSION = "3.4.1"
 """PySpark 4.0.0's Hadoop (pyspark/jars/hadoop-client-api-*.jar); hadoop-aws must match it."""
@@ -45,6 +47,7 @@ class Settings:
     kafka_sasl_port: int
     pg_port: int
     s3_port: int
+    connect_port: int
 
     @property
     def logs_dir(self) -> Path:
@@ -79,4 +82,5 @@ def load() -> Settings:
         kafka_sasl_port=_port("DV_KAFKA_SASL_PORT", 19094),
         pg_port=_port("DV_PG_PORT", 15432),
         s3_port=_port("DV_S3_PORT", 19900),
+        connect_port=_port("DV_CONNECT_PORT", 18083),
     )

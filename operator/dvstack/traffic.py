@@ -13,13 +13,35 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 
 
+class Background:
+    """A loop (`_run`, which watches `_stop`) on a daemon thread: `start` runs it, `stop`
+    ends it and waits for the thread; a stopped loop can be started again."""
+
+    _stop: threading.Event
+    _thread: threading.Thread | None
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=type(self).__name__)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
 @dataclass
-class AliasReader:
+class AliasReader(Background):
     """Queries the alias in a loop; the zero-downtime witness."""
 
     dsn: str
@@ -50,16 +72,6 @@ class AliasReader:
                     self.errors.append(repr(exc))
                 self.queries += 1
                 self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
-
-    def start(self) -> AliasReader:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
 
     def first_seen(self, column: str, after: float) -> float | None:
         """When the reader first saw `column` in the alias after time `after`."""

@@ -27,6 +27,7 @@ from kubernetes import client
 from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH
 from dvstack import replay
+from dvstack.traffic import Background
 from dvstack.waiting import TimedOut, wait_for
 
 RATE = 20  # records/s during every scenario (a 2-core machine shared with other jobs)
@@ -125,7 +126,7 @@ class OperatorProcess:
 
 
 @dataclass
-class ReconnectingReader:
+class ReconnectingReader(Background):
     """Reads the alias in a loop on its own connection; every failed query is an error.
 
     Unlike the e2e AliasReader it reconnects (with a pause) after a failure, so it keeps
@@ -157,15 +158,6 @@ class ReconnectingReader:
         if conn is not None:
             conn.close()
 
-    def start(self) -> ReconnectingReader:
-        self._thread = threading.Thread(target=self._run, daemon=True, name="alias-reader")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
 
 
 @dataclass

@@ -150,6 +150,22 @@ def current_run(spec: DerivedViewSpec, run: CheckRun | None,
     return run
 
 
+def shown_run(spec: DerivedViewSpec, run: CheckRun | None, caught_up_since: dt.datetime | None,
+              started_at: dt.datetime) -> CheckRun | None:
+    """The run status shows (Degraded, the CHECKS column, the candidate's checks): the current
+    one, else a failing run of the spec's checks on this attempt's index. A failure keeps
+    speaking while a busy topic breaks the lag gate and it holds again, so Degraded does not
+    flap; only a passing run made while the gate holds lets the cutover proceed."""
+    current = current_run(spec, run, caught_up_since)
+    if current is not None:
+        return current
+    checks = checks_of(spec)
+    if (checks is None or run is None or run.passed or run.checks_hash != checks_hash(checks)
+            or run.checked_at < started_at):
+        return None
+    return run
+
+
 # Measurements (what the adapter found) and their judgement ---------------------------------
 
 @dataclass(frozen=True)

@@ -645,7 +645,8 @@ class _Planner:
             return
         record = self.records[revision]
         run = taken[1]
-        before = checks.current_run(self.spec, record.checks, record.caught_up_since)
+        before = checks.shown_run(self.spec, record.checks, record.caught_up_since,
+                                  record.started_at)
         self.set(revision, checks=run)
         if run.passed:
             if before is None or not before.passed:
@@ -1024,10 +1025,11 @@ class _Planner:
                 cond.DEGRADED: trouble or calm}
 
     def failing_checks(self, candidate: RevisionStatus | None) -> tuple[str, str] | None:
-        """(reason, text) while the caught-up candidate's current check run fails."""
-        if candidate is None or candidate.phase != Phase.CaughtUp:
+        """(reason, text) while the building candidate's shown check run fails."""
+        if candidate is None or candidate.phase not in BUILDING:
             return None
-        run = checks.current_run(self.spec, candidate.checks, candidate.caught_up_since)
+        run = checks.shown_run(self.spec, candidate.checks, candidate.caught_up_since,
+                               candidate.started_at)
         return None if run is None or run.passed else checks.failure_text(run)
 
     def checks_column(self, candidate: RevisionStatus | None) -> str | None:
@@ -1035,8 +1037,8 @@ class _Planner:
         if (candidate is None or candidate.phase not in BUILDING
                 or checks.checks_of(self.spec) is None):
             return None
-        return checks.summary(checks.current_run(self.spec, candidate.checks,
-                                                 candidate.caught_up_since))
+        return checks.summary(checks.shown_run(self.spec, candidate.checks,
+                                               candidate.caught_up_since, candidate.started_at))
 
     def job_problem(self, building: bool) -> cond.Verdict | None:
         """A job that cannot run until someone acts: the served revision's first, then the
@@ -1089,7 +1091,8 @@ class _Planner:
                 since=record.since, lag=status_size.bounded_detail(record.lag),
                 caught_up_since=record.caught_up_since,
                 message=record.message, bad_records=record.bad_records,
-                checks=checks.current_run(self.spec, record.checks, record.caught_up_since))
+                checks=checks.shown_run(self.spec, record.checks, record.caught_up_since,
+                                        record.started_at))
         if deleting:
             phase = ViewPhase.Deleting
         elif candidate is not None:

@@ -335,3 +335,39 @@ def test_one_event_per_change_of_failing_checks_not_per_sample() -> None:
     changed = plan(spec, observed(_status(again), both), T0 + dt.timedelta(seconds=60))
     told = [a for a in changed if isinstance(a, A.EmitEvent) and a.reason == "CheckFailed"]
     assert len(told) == 1 and "check keySample could not run: timed out" in told[0].message
+
+
+def test_a_failure_keeps_speaking_while_the_gate_breaks_and_holds_again() -> None:
+    """A busy topic can put a caught-up candidate behind for a moment: its failed checks still
+    block, Degraded and the CHECKS column do not flap, and no second event is posted."""
+    spec = spec_with(CHECKS)
+    failed = _status(plan(spec, observed(migrating(), failing_run()), T0))
+    behind = replace(observed(failed), sink=SinkObserved(
+        frozenset({I1, I2}), I1, {V1: LedgerPosition(ENDS, T0),
+                                  V2: LedgerPosition({("orders", 0): 20, ("orders", 1): 80}, T0)}))
+    later = T0 + dt.timedelta(seconds=5)
+    actions = plan(spec, behind, later)
+    status = _status(actions)
+    record = status.record(V2)
+    assert record is not None and record.phase.value == "Backfilling"
+    assert record.caught_up_since is None
+    degraded = status.condition("Degraded")
+    assert degraded is not None and degraded.reason == "CheckFailed", degraded
+    assert status.checks == "rowCount failed"
+    assert _switches(actions) == [] and not [
+        a for a in actions if isinstance(a, A.EmitEvent) and a.reason == "CheckFailed"]
+    # caught up again: the old failure still shows until a run made since then speaks
+    again = plan(spec, observed(status), later + dt.timedelta(seconds=5))
+    regained = _status(again)
+    assert regained.checks == "rowCount failed" and _switches(again) == []
+    assert checks.due(spec, regained, view(), later + dt.timedelta(seconds=6)) is not None
+
+
+def test_a_failure_of_an_earlier_attempt_is_not_shown() -> None:
+    spec = spec_with(CHECKS)
+    stale = failing_run().model_copy(update={"checked_at": T0 - dt.timedelta(days=1)})
+    status = migrating(stale.model_dump(mode="json", by_alias=True, exclude_none=True))
+    shown = _status(plan(spec, observed(status), T0))
+    assert shown.checks == "pending"
+    degraded = shown.condition("Degraded")
+    assert degraded is None or degraded.reason != "CheckFailed"

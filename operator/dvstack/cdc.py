@@ -1,0 +1,181 @@
+"""A "system of record" for change data capture: a database, its Debezium connector, a workload.
+
+A legacy application's database on the stack's PostgreSQL (one database per run), an
+`accounts` table seeded with rows, a Debezium PostgreSQL connector registered with the
+stack's Kafka Connect (pgoutput, a publication and a slot of its own), and a workload of
+inserts, updates and deletes. The CDC e2e test and `make demo-cdc` share it.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from dvstack import kafka_connect
+from dvstack.traffic import Background
+from dvstack.waiting import wait_for
+
+TABLE = "accounts"
+ROW_SCHEMA = "id INT, owner STRING, region STRING, balance BIGINT"
+"""`source.schema` of a view over the table's topic: the table's row, in Spark DDL."""
+REGIONS = ("north", "south", "east", "west")
+
+
+@dataclass(frozen=True)
+class SourceDatabase:
+    """One run's system of record and what captures it."""
+
+    key: str
+    admin_dsn: str
+    pg: dict[str, Any]
+    connect_url: str
+
+    @property
+    def database(self) -> str:
+        return f"sor_{self.key}"
+
+    @property
+    def dsn(self) -> str:
+        return make_conninfo(self.admin_dsn, dbname=self.database)
+
+    @property
+    def connector(self) -> str:
+        return f"sor-{self.key}"
+
+    @property
+    def slot(self) -> str:
+        return f"dv_{self.key}"
+
+    @property
+    def topic(self) -> str:
+        """Debezium's topic for the table: <topic.prefix>.<schema>.<table>."""
+        return f"cdc_{self.key}.public.{TABLE}"
+
+    def create(self, seed_rows: int, seed: int = 11) -> None:
+        """The database and its table with `seed_rows` rows (Debezium's snapshot reads them)."""
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.database}"')
+        rnd = random.Random(seed)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {TABLE} (id integer PRIMARY KEY, owner text NOT NULL, "
+                         "region text NOT NULL, balance bigint NOT NULL)")
+            with conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s)", [
+                    (i, f"owner-{i}", rnd.choice(REGIONS), rnd.randrange(0, 10_000))
+                    for i in range(1, seed_rows + 1)])
+
+    def capture(self, timeout: float = 120) -> None:
+        """Register the Debezium connector and wait until its task streams."""
+        kafka_connect.put_connector(self.connect_url, self.connector, {
+            "connector.class": kafka_connect.POSTGRES_CONNECTOR,
+            "tasks.max": "1",
+            "plugin.name": "pgoutput",
+            "database.hostname": str(self.pg["host"]), "database.port": str(self.pg["port"]),
+            "database.user": str(self.pg["user"]), "database.password": str(self.pg["password"]),
+            "database.dbname": self.database,
+            "topic.prefix": f"cdc_{self.key}",
+            "table.include.list": f"public.{TABLE}",
+            "slot.name": self.slot, "publication.name": self.slot,
+            "publication.autocreate.mode": "filtered",
+            # A stopped connector drops its slot, which would otherwise hold WAL for ever.
+            "slot.drop.on.stop": "true",
+            # The broker does not auto-create topics: Connect creates them (KIP-158).
+            "topic.creation.default.replication.factor": "1",
+            "topic.creation.default.partitions": "3",
+        })
+        wait_for(self._streaming, timeout=timeout, interval=1,
+                 what=f"connector {self.connector} and its task to run")
+
+    def _streaming(self) -> bool:
+        status = kafka_connect.connector_status(self.connect_url, self.connector)
+        if status is None:
+            return False
+        tasks = status.get("tasks") or []
+        failed = [t for t in tasks if t.get("state") == "FAILED"]
+        if failed:
+            raise RuntimeError(f"connector {self.connector}'s task failed: "
+                               f"{str(failed[0].get('trace', ''))[:3000]}")
+        return bool(status["connector"]["state"] == "RUNNING"
+                    and any(t.get("state") == "RUNNING" for t in tasks))
+
+    def rows(self) -> dict[int, tuple[Any, ...]]:
+        """The table now: id -> (owner, region, balance)."""
+        with psycopg.connect(self.dsn) as conn:
+            return {r[0]: tuple(r[1:]) for r in conn.execute(
+                f"SELECT id, owner, region, balance FROM {TABLE}").fetchall()}
+
+    def drop(self) -> None:
+        """Remove the connector, its slot if it is left behind, and the database."""
+        kafka_connect.delete_connector(self.connect_url, self.connector)
+        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+            def slot_gone() -> bool:
+                row = conn.execute("SELECT active FROM pg_replication_slots "
+                                   "WHERE slot_name = %s", (self.slot,)).fetchone()
+                if row is None:
+                    return True
+                if not row[0]:
+                    conn.execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
+                return False
+            wait_for(slot_gone, timeout=60, interval=0.5,
+                     what=f"replication slot {self.slot} to go")
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+
+
+@dataclass
+class TableWorkload(Background):
+    """Random inserts (40 %), updates (40 %) and deletes (20 %) on the table, one transaction
+    each, paced at `rate` per second (pacing, not synchronisation). `stop` lets the change in
+    flight finish; `start` resumes."""
+
+    dsn: str
+    rate: float
+    seed: int = 7
+    counts: dict[str, int] = field(default_factory=lambda: {"insert": 0, "update": 0,
+                                                            "delete": 0})
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    @property
+    def changes(self) -> int:
+        return sum(self.counts.values())
+
+    def _run(self) -> None:
+        rnd = random.Random(self.seed + self.changes)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            top = conn.execute(f"SELECT coalesce(max(id), 0) FROM {TABLE}").fetchone()
+            next_id = 1 + int(top[0] if top else 0)
+            started, done = time.monotonic(), 0
+            while not self._stop.is_set():
+                try:
+                    next_id = self._change(conn, rnd, next_id)
+                except psycopg.Error as exc:
+                    self.failures.append(repr(exc))
+                done += 1
+                ahead = started + done / self.rate - time.monotonic()
+                if ahead > 0:
+                    self._stop.wait(ahead)
+
+    def _change(self, conn: psycopg.Connection[Any], rnd: random.Random, next_id: int) -> int:
+        ids = [r[0] for r in conn.execute(
+            f"SELECT id FROM {TABLE} ORDER BY random() LIMIT 20").fetchall()]
+        roll = rnd.random()
+        if roll < 0.4 or not ids:
+            conn.execute(f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s)", (
+                next_id, f"owner-{next_id}", rnd.choice(REGIONS), rnd.randrange(0, 10_000)))
+            self.counts["insert"] += 1
+            return next_id + 1
+        if roll < 0.8:
+            conn.execute(f"UPDATE {TABLE} SET balance = %s, region = %s WHERE id = %s",
+                         (rnd.randrange(0, 10_000), rnd.choice(REGIONS), rnd.choice(ids)))
+            self.counts["update"] += 1
+        else:
+            conn.execute(f"DELETE FROM {TABLE} WHERE id = %s", (rnd.choice(ids),))
+            self.counts["delete"] += 1
+        return next_id

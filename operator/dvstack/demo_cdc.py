@@ -1,0 +1,147 @@
+"""`make demo-cdc`: a legacy database's changes become a derived view, and it migrates live.
+
+A "system of record" database on the stack's PostgreSQL takes a workload of inserts,
+updates and deletes the whole time; Debezium (Kafka Connect on the stack) captures the
+table into a Kafka topic; DerivedView v1 (`format: debezium`) mirrors the table, then v2
+(a new SQL) replays the same topic beside it while a reader queries the alias, and readers
+switch. After each step the demo compares the index with the table itself. The stack stays
+up (`make stack-down`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from dvstack import cli, replay
+from dvstack.cdc import ROW_SCHEMA, SourceDatabase, TableWorkload
+from dvstack.demo import G, P, V, Watch, gone, migrate, ready, start_operator
+from dvstack.settings import load
+
+NAMESPACE = "demo-cdc"
+VIEW = "accounts"
+SQL_V1 = "SELECT id, owner, region, balance, _debezium_deleted AS _dv_deleted FROM events"
+SQL_V2 = ("SELECT id, owner, upper(region) AS region, balance, balance >= 5000 AS vip, "
+          "_debezium_deleted AS _dv_deleted FROM events")
+RATE = 50  # source-table changes/s during the whole demo
+SETTLE_TIMEOUT = 180
+
+
+def view(bootstrap: str, topic: str, table: str) -> dict[str, Any]:
+    return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
+            "metadata": {"name": VIEW, "namespace": NAMESPACE},
+            "spec": {"source": {"kafka": {"bootstrapServers": bootstrap}, "topics": [topic],
+                                "format": "debezium", "schema": ROW_SCHEMA},
+                     "transform": {"sql": SQL_V1},
+                     "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
+                              "primaryKey": ["id"]},
+                     "cutover": {"retainPreviousSeconds": 0},
+                     "deletionPolicy": "Delete"}}
+
+
+def index_rows(dsn: str, table: str, columns: list[str]) -> dict[int, tuple[Any, ...]]:
+    cols = ", ".join(f'"{c}"' for c in columns)
+    with psycopg.connect(dsn) as conn:
+        return {r[0]: tuple(r[1:]) for r in conn.execute(
+            f'SELECT id, {cols} FROM "{table}"').fetchall()}
+
+
+def compare(dsn: str, table: str, workload: TableWorkload, source: SourceDatabase,
+            columns: list[str], v2: bool) -> None:
+    """Pause the workload, wait until the index equals the table (as the demo computes the
+    view from it), print the result, resume."""
+    workload.stop()
+    truth = {k: (o, r.upper(), b, b >= 5000) if v2 else (o, r, b)
+             for k, (o, r, b) in source.rows().items()}
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while True:
+        got = index_rows(dsn, table, columns)
+        differ = sum(got.get(k) != truth.get(k) for k in got.keys() | truth.keys())
+        if differ == 0:
+            break
+        if time.monotonic() > deadline:
+            sys.exit(f"the index differs from the table in {differ} rows")
+        time.sleep(1)
+    print(f"   workload paused: the table has {len(truth):,} rows, the index equals it "
+          f"(0 rows differ; {workload.counts['insert']:,} inserts, "
+          f"{workload.counts['update']:,} updates, {workload.counts['delete']:,} deletes so far)")
+    workload.start()
+
+
+def main() -> None:
+    seed_rows = int(os.environ.get("DEMO_ROWS", "5000"))
+    settings = load()
+    info = cli.up(settings)
+    api = config.new_client_from_config(config_file=info["kubeconfig"])
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    cli.apply_crds(api, [Path(settings.repo) / "crds" / "derivedviews.io_derivedviews.yaml"])
+    run = uuid.uuid4().hex[:8]
+    source = SourceDatabase(run, info["pg_dsn"], info["pg"], info["kafka_connect"])
+    table = f"accounts_{run}"
+    bootstrap = info["kafka_bootstrap"]
+
+    print(f"\n1. system of record: database {source.database}, table accounts with "
+          f"{seed_rows:,} rows; a workload changes it {RATE}/s for the whole demo")
+    source.create(seed_rows)
+    workload: TableWorkload | None = None
+    operator = None
+    try:
+        source.capture()
+        print(f"   Debezium (Kafka Connect {info['kafka_connect']}) snapshots the table and "
+              f"streams its changes into topic {source.topic}")
+        workload = TableWorkload(source.dsn, rate=RATE).start()
+        replay.ensure_namespace_and_sink_secret(core, NAMESPACE, "views-db", info["pg"])
+        replay.ensure_checkpoint_secret(core, NAMESPACE, info["s3"])
+        operator = start_operator(settings, info, run)
+        print(f"   operator started (pid {operator.pid}; log "
+              f"{settings.logs_dir}/operator-demo.log)")
+        try:
+            custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        watch = Watch(custom, NAMESPACE, VIEW)
+        watch.until(lambda _s: gone(custom, NAMESPACE, VIEW),
+                    "an earlier demo's view to be deleted")
+
+        print(f"\n2. kubectl apply DerivedView {NAMESPACE}/{VIEW} v1 (format: debezium): "
+              f"{SQL_V1}")
+        custom.create_namespaced_custom_object(G, V, NAMESPACE, P,
+                                               view(bootstrap, source.topic, table))
+        applied = time.monotonic()
+        status = watch.until(lambda s: ready(s) and s.get("active"), "v1 to serve")
+        v1 = status["active"]["revision"]
+        print(f"   v1 = revision {v1} serves through the alias \"{table}\" "
+              f"({time.monotonic() - applied:.0f}s after the apply)")
+        compare(info["pg_dsn"], table, workload, source, ["owner", "region", "balance"],
+                v2=False)
+
+        migrate(custom, watch, info["pg_dsn"], table, SQL_V2, v1, step=3)
+        compare(info["pg_dsn"], table, workload, source, ["owner", "region", "balance", "vip"],
+                v2=True)
+
+        custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
+        watch.until(lambda _s: gone(custom, NAMESPACE, VIEW), "the view to be deleted")
+        print("\n4. view deleted (deletionPolicy Delete dropped its alias and indexes); the "
+              "connector, its replication slot and the source database are removed next; the "
+              "stack is still up (make stack-down stops it)")
+    finally:
+        if workload is not None:
+            workload.stop()
+        if operator is not None:
+            operator.terminate()
+            operator.wait(timeout=60)
+        source.drop()
+        replay.delete_topic(bootstrap, source.topic)
+
+
+if __name__ == "__main__":
+    main()
