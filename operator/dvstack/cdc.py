@@ -3,7 +3,9 @@
 A legacy application's database on the stack's PostgreSQL (one database per run), an
 `accounts` table seeded with rows, a Debezium PostgreSQL connector registered with the
 stack's Kafka Connect (pgoutput, a publication and a slot of its own), and a workload of
-inserts, updates and deletes. The CDC e2e test and `make demo-cdc` share it.
+inserts, updates and deletes. Two views over its topic (a mirror, and a v2 with derived
+columns) and their expected rows computed in Python from the table itself, the truth the
+index is compared with. The CDC e2e test and `make demo-cdc` share it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +28,38 @@ TABLE = "accounts"
 ROW_SCHEMA = "id INT, owner STRING, region STRING, balance BIGINT"
 """`source.schema` of a view over the table's topic: the table's row, in Spark DDL."""
 REGIONS = ("north", "south", "east", "west")
+MIRROR_SQL = "SELECT id, owner, region, balance, _debezium_deleted AS _dv_deleted FROM events"
+MIRROR_COLUMNS = ["owner", "region", "balance"]
+V2_SQL = ("SELECT id, owner, upper(region) AS region, balance, balance >= 5000 AS vip, "
+          "_debezium_deleted AS _dv_deleted FROM events")
+V2_COLUMNS = ["owner", "region", "balance", "vip"]
+
+Rows = dict[int, tuple[Any, ...]]
+
+
+def mirrored(table: Rows) -> Rows:
+    """What MIRROR_SQL's index holds for the table: the table."""
+    return dict(table)
+
+
+def v2_of(table: Rows) -> Rows:
+    """What V2_SQL's index holds for the table, in Python: the region upper-cased, vip when
+    the balance is 5,000 or more."""
+    return {k: (owner, region.upper(), balance, balance >= 5000)
+            for k, (owner, region, balance) in table.items()}
+
+
+def index_rows(dsn: str, table: str, columns: list[str]) -> Rows:
+    """The alias `table` now: id -> the columns."""
+    cols = ", ".join(f'"{c}"' for c in columns)
+    with psycopg.connect(dsn) as conn:
+        return {r[0]: tuple(r[1:]) for r in conn.execute(
+            f'SELECT id, {cols} FROM "{table}"').fetchall()}
+
+
+def differing(index: Rows, truth: Rows) -> int:
+    """Rows present on one side only, or present on both with other values."""
+    return sum(index.get(k) != truth.get(k) for k in index.keys() | truth.keys())
 
 
 @dataclass(frozen=True)
@@ -89,22 +124,25 @@ class SourceDatabase:
             "topic.creation.default.replication.factor": "1",
             "topic.creation.default.partitions": "3",
         })
-        wait_for(self._streaming, timeout=timeout, interval=1,
-                 what=f"connector {self.connector} and its task to run")
+        task = wait_for(self._settled_task, timeout=timeout, interval=1,
+                        what=f"connector {self.connector} and its task to run")
+        if task.get("state") == "FAILED":  # it stays failed: no point waiting longer
+            raise RuntimeError(f"connector {self.connector}'s task failed: "
+                               f"{str(task.get('trace', ''))[:3000]}")
 
-    def _streaming(self) -> bool:
+    def _settled_task(self) -> dict[str, Any] | None:
+        """The task once it runs (with its connector) or has failed; None while it starts."""
         status = kafka_connect.connector_status(self.connect_url, self.connector)
-        if status is None:
-            return False
-        tasks = status.get("tasks") or []
+        tasks = (status or {}).get("tasks") or []
         failed = [t for t in tasks if t.get("state") == "FAILED"]
         if failed:
-            raise RuntimeError(f"connector {self.connector}'s task failed: "
-                               f"{str(failed[0].get('trace', ''))[:3000]}")
-        return bool(status["connector"]["state"] == "RUNNING"
-                    and any(t.get("state") == "RUNNING" for t in tasks))
+            return dict(failed[0])
+        running = [t for t in tasks if t.get("state") == "RUNNING"]
+        if status is not None and status["connector"]["state"] == "RUNNING" and running:
+            return dict(running[0])
+        return None
 
-    def rows(self) -> dict[int, tuple[Any, ...]]:
+    def rows(self) -> Rows:
         """The table now: id -> (owner, region, balance)."""
         with psycopg.connect(self.dsn) as conn:
             return {r[0]: tuple(r[1:]) for r in conn.execute(
@@ -179,3 +217,24 @@ class TableWorkload(Background):
             conn.execute(f"DELETE FROM {TABLE} WHERE id = %s", (rnd.choice(ids),))
             self.counts["delete"] += 1
         return next_id
+
+
+def settle(workload: TableWorkload, source: SourceDatabase, dsn: str, table: str,
+           columns: list[str], expected_of: Callable[[Rows], Rows], *,
+           timeout: float = 180) -> dict[str, Any]:
+    """Pause the workload, wait until the index equals what `expected_of` makes of the table,
+    and resume it: while changes keep coming the index trails the database by the pipeline's
+    latency, so only a paused table gives one state to compare with. The comparison's
+    figures; TimedOut (with the count of differing rows) if the index never gets there."""
+    workload.stop()
+    truth = expected_of(source.rows())
+    started = time.monotonic()
+    wait_for(lambda: differing(index_rows(dsn, table, columns), truth) == 0, timeout=timeout,
+             interval=1, what=f"the index {table} to equal the source table ({len(truth)} rows)",
+             on_timeout=lambda: f"{differing(index_rows(dsn, table, columns), truth)} rows differ")
+    figures = {"rows": len(truth),
+               "differing_rows": differing(index_rows(dsn, table, columns), truth),
+               "seconds_to_equal_after_pause": round(time.monotonic() - started, 1),
+               "changes": workload.changes, "operations": dict(workload.counts)}
+    workload.start()
+    return figures

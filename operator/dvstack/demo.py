@@ -138,13 +138,19 @@ def alias_rows(dsn: str, table: str) -> dict[str, tuple[int, float, float]]:
     return {r[0]: (int(r[1]), round(float(r[2]), 6), round(float(r[3]), 6)) for r in rows}
 
 
-def main() -> None:
-    events_n = int(os.environ.get("DEMO_EVENTS", "50000"))
+def stack_up() -> tuple[Settings, dict[str, Any], Any, Any]:
+    """Bring the stack up with the DerivedView CRD installed: (settings, stack.json's
+    endpoints, CoreV1Api, CustomObjectsApi)."""
     settings = load()
     info = cli.up(settings)
     api = config.new_client_from_config(config_file=info["kubeconfig"])
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     cli.apply_crds(api, [Path(settings.repo) / "crds" / "derivedviews.io_derivedviews.yaml"])
+    return settings, info, client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+
+def main() -> None:
+    events_n = int(os.environ.get("DEMO_EVENTS", "50000"))
+    settings, info, core, custom = stack_up()
     run = uuid.uuid4().hex[:8]
     topic, table = f"demo-orders-{run}", f"orders_by_customer_{run}"
     bootstrap = info["kafka_bootstrap"]

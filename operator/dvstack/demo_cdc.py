@@ -14,25 +14,31 @@ import os
 import sys
 import time
 import uuid
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import psycopg
-from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from dvstack import cli, replay
-from dvstack.cdc import ROW_SCHEMA, SourceDatabase, TableWorkload
-from dvstack.demo import G, P, V, Watch, gone, migrate, ready, start_operator
-from dvstack.settings import load
+from dvstack import replay
+from dvstack.cdc import (
+    MIRROR_COLUMNS,
+    MIRROR_SQL,
+    ROW_SCHEMA,
+    V2_COLUMNS,
+    V2_SQL,
+    Rows,
+    SourceDatabase,
+    TableWorkload,
+    mirrored,
+    settle,
+    v2_of,
+)
+from dvstack.demo import G, P, V, Watch, gone, migrate, ready, stack_up, start_operator
+from dvstack.waiting import TimedOut
 
 NAMESPACE = "demo-cdc"
 VIEW = "accounts"
-SQL_V1 = "SELECT id, owner, region, balance, _debezium_deleted AS _dv_deleted FROM events"
-SQL_V2 = ("SELECT id, owner, upper(region) AS region, balance, balance >= 5000 AS vip, "
-          "_debezium_deleted AS _dv_deleted FROM events")
 RATE = 50  # source-table changes/s during the whole demo
-SETTLE_TIMEOUT = 180
 
 
 def view(bootstrap: str, topic: str, table: str) -> dict[str, Any]:
@@ -40,49 +46,30 @@ def view(bootstrap: str, topic: str, table: str) -> dict[str, Any]:
             "metadata": {"name": VIEW, "namespace": NAMESPACE},
             "spec": {"source": {"kafka": {"bootstrapServers": bootstrap}, "topics": [topic],
                                 "format": "debezium", "schema": ROW_SCHEMA},
-                     "transform": {"sql": SQL_V1},
+                     "transform": {"sql": MIRROR_SQL},
                      "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                               "primaryKey": ["id"]},
                      "cutover": {"retainPreviousSeconds": 0},
                      "deletionPolicy": "Delete"}}
 
 
-def index_rows(dsn: str, table: str, columns: list[str]) -> dict[int, tuple[Any, ...]]:
-    cols = ", ".join(f'"{c}"' for c in columns)
-    with psycopg.connect(dsn) as conn:
-        return {r[0]: tuple(r[1:]) for r in conn.execute(
-            f'SELECT id, {cols} FROM "{table}"').fetchall()}
-
-
 def compare(dsn: str, table: str, workload: TableWorkload, source: SourceDatabase,
-            columns: list[str], v2: bool) -> None:
-    """Pause the workload, wait until the index equals the table (as the demo computes the
-    view from it), print the result, resume."""
-    workload.stop()
-    truth = {k: (o, r.upper(), b, b >= 5000) if v2 else (o, r, b)
-             for k, (o, r, b) in source.rows().items()}
-    deadline = time.monotonic() + SETTLE_TIMEOUT
-    while True:
-        got = index_rows(dsn, table, columns)
-        differ = sum(got.get(k) != truth.get(k) for k in got.keys() | truth.keys())
-        if differ == 0:
-            break
-        if time.monotonic() > deadline:
-            sys.exit(f"the index differs from the table in {differ} rows")
-        time.sleep(1)
-    print(f"   workload paused: the table has {len(truth):,} rows, the index equals it "
-          f"(0 rows differ; {workload.counts['insert']:,} inserts, "
-          f"{workload.counts['update']:,} updates, {workload.counts['delete']:,} deletes so far)")
-    workload.start()
+            columns: list[str], expected_of: Callable[[Rows], Rows]) -> None:
+    """Pause the workload until the index equals the table (as the demo computes the view
+    from it), and print the comparison."""
+    try:
+        seen = settle(workload, source, dsn, table, columns, expected_of)
+    except TimedOut as exc:
+        sys.exit(str(exc))
+    ops = seen["operations"]
+    print(f"   workload paused: the table has {seen['rows']:,} rows, the index equals it "
+          f"(0 rows differ; {ops['insert']:,} inserts, {ops['update']:,} updates, "
+          f"{ops['delete']:,} deletes so far)")
 
 
 def main() -> None:
     seed_rows = int(os.environ.get("DEMO_ROWS", "5000"))
-    settings = load()
-    info = cli.up(settings)
-    api = config.new_client_from_config(config_file=info["kubeconfig"])
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    cli.apply_crds(api, [Path(settings.repo) / "crds" / "derivedviews.io_derivedviews.yaml"])
+    settings, info, core, custom = stack_up()
     run = uuid.uuid4().hex[:8]
     source = SourceDatabase(run, info["pg_dsn"], info["pg"], info["kafka_connect"])
     table = f"accounts_{run}"
@@ -113,7 +100,7 @@ def main() -> None:
                     "an earlier demo's view to be deleted")
 
         print(f"\n2. kubectl apply DerivedView {NAMESPACE}/{VIEW} v1 (format: debezium): "
-              f"{SQL_V1}")
+              f"{MIRROR_SQL}")
         custom.create_namespaced_custom_object(G, V, NAMESPACE, P,
                                                view(bootstrap, source.topic, table))
         applied = time.monotonic()
@@ -121,12 +108,10 @@ def main() -> None:
         v1 = status["active"]["revision"]
         print(f"   v1 = revision {v1} serves through the alias \"{table}\" "
               f"({time.monotonic() - applied:.0f}s after the apply)")
-        compare(info["pg_dsn"], table, workload, source, ["owner", "region", "balance"],
-                v2=False)
+        compare(info["pg_dsn"], table, workload, source, MIRROR_COLUMNS, mirrored)
 
-        migrate(custom, watch, info["pg_dsn"], table, SQL_V2, v1, step=3)
-        compare(info["pg_dsn"], table, workload, source, ["owner", "region", "balance", "vip"],
-                v2=True)
+        migrate(custom, watch, info["pg_dsn"], table, V2_SQL, v1, step=3)
+        compare(info["pg_dsn"], table, workload, source, V2_COLUMNS, v2_of)
 
         custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
         watch.until(lambda _s: gone(custom, NAMESPACE, VIEW), "the view to be deleted")

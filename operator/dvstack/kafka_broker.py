@@ -117,11 +117,7 @@ def _write_config(settings: Settings) -> tuple[Path, bool]:
         "auto.create.topics.enable": "false",
     }
     path = d / "server.properties"
-    text = "".join(f"{k}={v}\n" for k, v in props.items())
-    changed = not path.is_file() or path.read_text() != text
-    if changed:
-        path.write_text(text)
-    return path, changed
+    return path, processes.write_properties(path, props)
 
 
 def _classpath(libs: Path) -> str:

@@ -57,7 +57,8 @@ def plugin_path(libs: Path) -> Path:
     return plugins
 
 
-def _write_config(settings: Settings, libs: Path) -> Path:
+def _write_config(settings: Settings, libs: Path) -> tuple[Path, bool]:
+    """worker.properties (and the log4j2 configuration); True when the properties changed."""
     d = connect_dir(settings)
     d.mkdir(parents=True, exist_ok=True)
     (d / "log4j2.properties").write_text(
@@ -83,8 +84,7 @@ def _write_config(settings: Settings, libs: Path) -> Path:
         "plugin.discovery": "service_load",
     }
     path = d / "worker.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return path
+    return path, processes.write_properties(path, props)
 
 
 def _request(url: str, method: str, path: str, body: Any = None,
@@ -115,7 +115,10 @@ def _ready(settings: Settings) -> bool:
 
 
 def start(settings: Settings, libs: Path) -> None:
-    config = _write_config(settings, libs)
+    config, changed = _write_config(settings, libs)
+    if changed and processes.running(settings, NAME):
+        print("Kafka Connect's configuration changed: restarting it", flush=True)
+        stop(settings)
     if not processes.running(settings, NAME):
         d = connect_dir(settings)
         processes.start(settings, NAME, [

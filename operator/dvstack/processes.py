@@ -141,3 +141,14 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> bool:
+    """Write a Java properties file, one `key=value` line each; True when its text changed
+    (a running daemon then still has the old one). Java reads a backslash as an escape, so
+    values hold forward slashes only."""
+    text = "".join(f"{k}={v}\n" for k, v in props.items())
+    changed = not path.is_file() or path.read_text() != text
+    if changed:
+        path.write_text(text)
+    return changed

@@ -87,8 +87,7 @@ def _write_config(settings: Settings) -> Path:
         "jclouds.credential": "local",
     }
     path = d / "s3proxy.conf"
-    # Java properties: a backslash escapes, so paths are written with forward slashes only.
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    processes.write_properties(path, props)
     path.chmod(0o600)
     return path
 

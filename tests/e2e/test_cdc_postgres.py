@@ -7,7 +7,8 @@ change into a Kafka topic: `r`/`c`/`u`/`d` events and a tombstone after each del
 DerivedView with `format: debezium` mirrors the table (v1), then migrates to a new SQL (v2)
 while the workload keeps running and a reader queries the alias. After each, the index equals
 the source table's current state as the test reads it from the database (the truth), with
-the test's own Python for v2's derived columns: 0 rows differ, deleted rows included.
+v2's derived columns computed in Python (`dvstack.cdc.v2_of`): 0 rows differ, deleted rows
+included.
 Figures go to `.stack/results/cdc_postgres.json`.
 """
 
@@ -19,52 +20,39 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from e2e_views import AliasReader, G, P, V, ViewHandle
 from kubernetes import client
 
 from dvstack import replay
-from dvstack.cdc import ROW_SCHEMA, SourceDatabase, TableWorkload
+from dvstack.cdc import (
+    MIRROR_COLUMNS,
+    MIRROR_SQL,
+    ROW_SCHEMA,
+    V2_COLUMNS,
+    V2_SQL,
+    SourceDatabase,
+    TableWorkload,
+    mirrored,
+    settle,
+    v2_of,
+)
 from dvstack.waiting import wait_for
 
-V1_SQL = "SELECT id, owner, region, balance, _debezium_deleted AS _dv_deleted FROM events"
-V2_SQL = ("SELECT id, owner, upper(region) AS region, balance, balance >= 5000 AS vip, "
-          "_debezium_deleted AS _dv_deleted FROM events")
 SEED_ROWS = 2_000
-
-
-def index_rows(dsn: str, table: str, columns: list[str]) -> dict[int, tuple[Any, ...]]:
-    cols = ", ".join(f'"{c}"' for c in columns)
-    with psycopg.connect(dsn) as conn:
-        return {r[0]: tuple(r[1:]) for r in conn.execute(
-            f'SELECT id, {cols} FROM "{table}"').fetchall()}
-
-
-def differing(index: dict[int, tuple[Any, ...]], truth: dict[int, tuple[Any, ...]]) -> int:
-    """Rows present on one side only, or present on both with other values."""
-    return sum(index.get(k) != truth.get(k) for k in index.keys() | truth.keys())
-
-
-def v2_of(truth: dict[int, tuple[Any, ...]]) -> dict[int, tuple[Any, ...]]:
-    """The test's own v2: region upper-cased, vip when the balance is 5,000 or more."""
-    return {k: (owner, region.upper(), balance, balance >= 5000)
-            for k, (owner, region, balance) in truth.items()}
 
 
 def topic_events(bootstrap: str, topic: str) -> tuple[int, int]:
     """(records, tombstones) in the topic: ends summed, tombstones counted by reading it."""
+    ends = replay.topic_end_offsets(bootstrap, topic)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        seen = {p: 0 for p in parts}
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        seen = {p: 0 for p in ends}
         tombstones = 0
         deadline = time.monotonic() + 120
-        while any(seen[p] < ends[p] for p in parts) and time.monotonic() < deadline:
+        while any(seen[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             msg = consumer.poll(1.0)
             if msg is None or msg.error():
                 continue
@@ -98,24 +86,20 @@ def test_cdc_from_a_database_to_the_index_and_a_migration_under_the_workload(
             "spec": {"source": {"kafka": {"bootstrapServers": stack.kafka_bootstrap},
                                 "topics": [source.topic], "format": "debezium",
                                 "schema": ROW_SCHEMA},
-                     "transform": {"sql": V1_SQL},
+                     "transform": {"sql": MIRROR_SQL},
                      "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                               "primaryKey": ["id"]},
                      "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 5}}})
         view = ViewHandle(custom, namespace, "accounts")
         v1 = view.wait_serving_new(None, "v1 to mirror the source table", timeout=600)
-        # While changes keep coming the index trails the database by the pipeline's latency;
-        # pausing the workload lets the test compare one state of the table with the index.
-        seen["v1"] = _settled(stack, workload, source, table, ["owner", "region", "balance"],
-                              lambda t: t, "v1")
+        seen["v1"] = settle(workload, source, stack.pg_dsn, table, MIRROR_COLUMNS, mirrored)
 
         reader = AliasReader(stack.pg_dsn, table).start()
         view.patch({"spec": {"transform": {"sql": V2_SQL}}})
         v2 = view.wait_serving_new(v1, "v2 to replay the topic and take over", timeout=600)
         changes_during_migration = workload.changes - seen["v1"]["changes"]
         reader.stop()
-        seen["v2"] = _settled(stack, workload, source, table,
-                              ["owner", "region", "balance", "vip"], v2_of, "v2")
+        seen["v2"] = settle(workload, source, stack.pg_dsn, table, V2_COLUMNS, v2_of)
         seen["v2"]["changes_during_migration"] = changes_during_migration
         seen["v2"]["last_cutover"] = view.status()["lastCutover"]
         seen["revisions"] = {"v1": v1, "v2": v2}
@@ -138,21 +122,3 @@ def test_cdc_from_a_database_to_the_index_and_a_migration_under_the_workload(
     results = Path(stack.state_dir) / "results"
     results.mkdir(parents=True, exist_ok=True)
     (results / "cdc_postgres.json").write_text(json.dumps(seen, indent=2, default=str))
-
-
-def _settled(stack: Any, workload: TableWorkload, source: SourceDatabase, table: str,
-             columns: list[str], expected_of: Any, what: str) -> dict[str, Any]:
-    """Pause the workload, wait until the index equals the test's reading of the table, and
-    resume; the figures of that comparison."""
-    workload.stop()
-    truth = expected_of(source.rows())
-    started = time.monotonic()
-    wait_for(lambda: differing(index_rows(stack.pg_dsn, table, columns), truth) == 0,
-             timeout=180, interval=1,
-             what=f"{what}'s index to equal the source table ({len(truth)} rows)")
-    figures = {"rows": len(truth),
-               "differing_rows": differing(index_rows(stack.pg_dsn, table, columns), truth),
-               "seconds_to_equal_after_pause": round(time.monotonic() - started, 1),
-               "changes": workload.changes}
-    workload.start()
-    return figures
