@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo demo-cdc test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench
+.PHONY: setup demo demo-cdc test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -61,6 +61,12 @@ admission-doc: stack-up
 ## bench: replay rate versus a bare Kafka consumer, measured in one run
 bench: stack-up
 	$(PY) benchmarks/replay_rate.py
+
+## bench-scale: one operator's idle cost with VIEWS views (job side simulated; see the script)
+VIEWS ?= 1000
+IDLE ?= 300
+bench-scale: stack-up
+	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
 
 ## lint: ruff, mypy (strict), import contracts
 lint: setup

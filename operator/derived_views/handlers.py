@@ -21,7 +21,9 @@ import kopf
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
 from derived_views.adapters.kube import Kube, new_api_client
+from derived_views.adapters.sink import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
+from derived_views.metrics import Metrics
 from derived_views.reconcile import Deps, reconcile
 from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
@@ -33,11 +35,15 @@ _deps: Deps | None = None
 def deps() -> Deps:
     global _deps
     if _deps is None:
+        metrics = Metrics()
         _deps = Deps(kube=Kube(new_api_client()),
-                     offsets=EndOffsetsCache(interval=SETTINGS.lag_poll_seconds),
+                     offsets=EndOffsetsCache(interval=SETTINGS.lag_poll_seconds,
+                                             on_fetch=metrics.offsets_fetched),
+                     metrics=metrics,
                      config=operator_config(SETTINGS, load_template(
                          Path(SETTINGS.spark_template) if SETTINGS.spark_template
-                         else TEMPLATE_PATH)))
+                         else TEMPLATE_PATH)),
+                     sink_pools=SinkPools(SETTINGS.sink_pool_size))
     return _deps
 
 

@@ -126,6 +126,9 @@ class Metrics:
         self.pass_seconds = Histogram("derived_views_reconcile_duration_seconds",
                                       "Duration of one observe-plan-act pass", buckets=PASS_BUCKETS,
                                       registry=r)
+        self.offsets_fetches = Counter(
+            "derived_views_end_offsets_fetches", "Batched end-offset requests made to Kafka "
+            "clusters (one answers every view of a cluster that needs it)", registry=r)
         self._series: dict[tuple[str, str], set[tuple[str, tuple[str, ...]]]] = {}
 
     def observe_view(self, namespace: str, view: str, status: DerivedViewStatus,
@@ -170,6 +173,9 @@ class Metrics:
 
     def reconcile_error(self, namespace: str, view: str, stage: str) -> None:
         self.errors.labels(namespace, view, stage).inc()
+
+    def offsets_fetched(self) -> None:
+        self.offsets_fetches.inc()
 
     def reconcile_duration(self, seconds: float) -> None:
         self.pass_seconds.observe(seconds)

@@ -17,11 +17,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from derived_views.adapters import checkpoints as ckpt
-from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kube import EventRefused, Kube, SecretMissing
-from derived_views.adapters.postgres_bad_records import bad_record_counts
-from derived_views.adapters.postgres_checks import run_checks
+from derived_views.adapters.sink import (
+    SinkPools,
+    SinkSecretInvalid,
+    SinkSession,
+    SinkUnavailable,
+    open_session,
+)
 from derived_views.api.constants import SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CheckRun, DerivedViewStatus
@@ -42,7 +46,6 @@ from derived_views.core.observed import (
     SparkApplicationObserved,
     ViewObserved,
     drivers_by_revision,
-    index_tables_to_observe,
     revisions_to_observe,
     spark_application_from_object,
     status_from_object,
@@ -64,6 +67,7 @@ class Deps:
     offsets: EndOffsetsCache
     config: OperatorConfig
     metrics: Metrics = field(default_factory=Metrics)
+    sink_pools: SinkPools = field(default_factory=SinkPools)
 
 
 @dataclass
@@ -128,67 +132,42 @@ class PassSecrets:
 
 @dataclass(frozen=True)
 class SinkReading:
-    """The sink's connection and observation, or why there are none this time."""
+    """The sink's session and observation, or why there are none this time."""
 
-    conn: Any = None
+    session: SinkSession | None = None
     observed: SinkObserved | None = None
     problem: tuple[str, str] | None = None
-    check_role: str | None = None
 
 
 def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps,
           record: PassRecord, secrets: PassSecrets) -> SinkReading:
     """Connect to the sink and observe it; a problem (reason, message) when it cannot."""
     meta = body["metadata"]
-    secret = spec.sink.postgres.secret_ref.name
+    secret = spec.sink.secret_ref.name
     try:
         data = secrets.secret_data(meta["namespace"], secret)
-        creds = pg.PgConnection.from_secret_data(data)
-        conn = creds.connect(autocommit=True)
+        session = open_session(spec, data, deps.config, deps.sink_pools)
     except SecretNotLabelled as exc:
         return SinkReading(problem=("SecretNotLabelled", str(exc)))
     except SecretMissing as exc:
         return SinkReading(problem=("SecretMissing", f"sink {exc}: create it (keys host, port, "
                                     "database, user, password) or fix "
-                                    "spec.sink.postgres.secretRef"))
-    except ValueError as exc:
+                                    f"spec.sink.{spec.sink.kind}.secretRef"))
+    except SinkSecretInvalid as exc:
         return SinkReading(problem=("SinkSecretInvalid", f"secret {meta['namespace']}/{secret}: "
                                     f"{exc}"))
-    except pg.SinkUnavailable as exc:
+    except SinkUnavailable as exc:
         log.warning("%s/%s: sink unavailable: %s", meta["namespace"], meta["name"], exc)
         return SinkReading(problem=("SinkUnreachable", str(exc)))
     try:
         dropping = (bool(meta.get("deletionTimestamp"))
                     and spec.deletion_policy == "Delete")
-        return SinkReading(conn=conn, observed=_observe_sink(conn, spec, status, deps, record,
-                                                             dropping=dropping),
-                           check_role=creds.check_role)
+        observation = session.observe(spec, status, dropping=dropping)
     except BaseException:
-        conn.close()  # a query that failed after connecting must not leak the connection
+        session.close()  # a query that failed after connecting must not leak the connection
         raise
-
-
-def _observe_sink(conn: Any, spec: DerivedViewSpec, status: DerivedViewStatus, deps: Deps,
-                  record: PassRecord, *, dropping: bool) -> SinkObserved:
-    """`dropping`: the view is being deleted with deletionPolicy Delete, so what would keep
-    the drops from succeeding is observed too."""
-    schema = spec.sink.postgres.db_schema
-    indexes = pg.existing_tables(conn, schema, index_tables_to_observe(spec, status))
-    record.index_rows = dict(indexes)
-    ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
-                                 ledger=deps.config.ledger_table)
-    pg.prune_ledger(conn, schema, ledger, ledger=deps.config.ledger_table)
-    # After the ledger: a table its newest row names must exist now, unless it was lost.
-    oids = pg.table_oids(conn, schema, index_tables_to_observe(spec, status))
-    alias = spec.sink.postgres.table
-    target = pg.alias_target(conn, schema, alias)
-    return SinkObserved(
-        indexes=frozenset(indexes), alias_target=target,
-        ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
-        bad_records=bad_record_counts(conn, schema, ledger, ledger=deps.config.ledger_table),
-        switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
-        drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()),
-        index_oids=oids)
+    record.index_rows = dict(observation.index_rows)
+    return SinkReading(session=session, observed=observation.observed)
 
 
 def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecrets
@@ -263,9 +242,9 @@ def _run_checks(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObse
                 ) -> tuple[str, CheckRun] | None:
     """Run the candidate's cutover checks when core.checks says they are due."""
     request = checks.due(spec, status, view, now)
-    if request is None or sink.conn is None or sink.observed is None:
+    if request is None or sink.session is None or sink.observed is None:
         return None
-    run = checks.judge(request, run_checks(sink.conn, request, sink.check_role), now)
+    run = checks.judge(request, sink.session.run_checks(request), now)
     for failing in run.failing():
         deps.metrics.check_failed(view.namespace, view.name, request.revision, failing.name)
     took = sum(r.seconds or 0.0 for r in run.results)
@@ -320,7 +299,7 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
     ledger_read = deps.offsets.now()
     secrets = PassSecrets(deps.kube, ns, deps.config.tenancy)
     sink = _sink(spec, status, body, deps, record, secrets)
-    conn = sink.conn
+    session = sink.session
     try:
         offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
         view = view_from_object(body)
@@ -336,14 +315,14 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
         record.stage = "act"
         released = False
         for action in actions:
-            released = _act(action, body, deps, conn, record) or released
+            released = _act(action, body, deps, session, record) or released
         return released
     finally:
-        if conn is not None:
-            conn.close()
+        if session is not None:
+            session.close()
 
 
-def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any,
+def _act(action: A.Action, body: dict[str, Any], deps: Deps, sink: SinkSession | None,
          record: PassRecord) -> bool:
     ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
     if isinstance(action, (A.RecordIntent, A.UpdateStatus)):
@@ -359,19 +338,12 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any,
         deps.kube.create_spark_application(ns, action.manifest)
     elif isinstance(action, A.DeleteSparkApplication):
         deps.kube.delete_spark_application(ns, action.name)
-    elif isinstance(action, A.SwitchAlias):
-        hold(HOLD_BEFORE_SWITCH)  # a test hook, off unless a fault test arms it
-        started = time.perf_counter()
-        pg.switch_alias(conn, action.schema, action.alias, action.to_index, action.from_index,
-                        owner=f"{ns}/{name}")
-        deps.metrics.cutover(ns, name, time.perf_counter() - started)
-        record.switched = True
-    elif isinstance(action, A.DropAlias):
-        pg.drop_alias(conn, action.schema, action.alias)
-    elif isinstance(action, A.DropIndex):
-        pg.drop_index(conn, action.schema, action.index, action.revision,
-                      ledger=deps.config.ledger_table)
-        ckpt.delete_dropped_revision(deps.kube, deps.config, body, action.revision)
+    elif isinstance(action, (A.SwitchAlias, A.DropAlias, A.DropIndex)):
+        if sink is None:  # the planner plans sink actions only on an observed sink
+            raise RuntimeError(f"{ns}/{name}: {A.describe(action)} planned without the sink")
+        _act_on_sink(action, ns, name, deps, sink, record)
+        if isinstance(action, A.DropIndex):
+            ckpt.delete_dropped_revision(deps.kube, deps.config, body, action.revision)
     elif isinstance(action, A.HoldSecret):
         deps.kube.hold_secret(ns, action.name, SECRET_FINALIZER)
     elif isinstance(action, A.ReleaseSecret):
@@ -379,6 +351,21 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, conn: Any,
     elif isinstance(action, A.EmitEvent):
         _emit(body, action, deps)
     return False
+
+
+def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, name: str,
+                 deps: Deps, sink: SinkSession, record: PassRecord) -> None:
+    if isinstance(action, A.SwitchAlias):
+        hold(HOLD_BEFORE_SWITCH)  # a test hook, off unless a fault test arms it
+        started = time.perf_counter()
+        sink.switch_alias(action.schema, action.alias, action.to_index, action.from_index,
+                          owner=f"{ns}/{name}")
+        deps.metrics.cutover(ns, name, time.perf_counter() - started)
+        record.switched = True
+    elif isinstance(action, A.DropAlias):
+        sink.drop_alias(action.schema, action.alias)
+    else:
+        sink.drop_index(action.schema, action.index, action.revision)
 
 
 def _emit(body: dict[str, Any], action: A.EmitEvent, deps: Deps) -> None:

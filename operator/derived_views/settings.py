@@ -58,6 +58,8 @@ class Settings:
     """Running in a pod (KUBERNETES_SERVICE_HOST is set): checkpoints must be durable."""
     tenancy: TenancyPolicy = field(default_factory=TenancyPolicy)
     """DV_TENANCY_POLICY: what views' authors may choose; unset: the strict defaults."""
+    sink_pool_size: int = 4
+    """DV_SINK_POOL_SIZE: connections kept per sink database and role, shared by its views."""
 
 
 def operator_config(settings: Settings, template: str) -> OperatorConfig:
@@ -106,6 +108,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         checkpoint_s3_region=e.get("DV_CHECKPOINT_S3_REGION") or None,
         in_cluster=in_cluster,
         tenancy=tenancy,
+        sink_pool_size=_count(e, "DV_SINK_POOL_SIZE", 4),
     )
 
 
@@ -116,6 +119,13 @@ def _endpoint(env: Mapping[str, str], name: str) -> str | None:
     if not raw.startswith(("http://", "https://")) or raw in ("http://", "https://"):
         raise SettingsError(f"{name}={raw!r} must be a URL such as http://minio.storage:9000")
     return raw
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _float(env, name, default, 1)
+    if value != int(value):
+        raise SettingsError(f"{name}={env.get(name)!r} is not a whole number")
+    return int(value)
 
 
 def _port(env: Mapping[str, str], name: str) -> int:

@@ -1,7 +1,7 @@
-"""The foreachBatch function: one micro-batch of the view's output into PostgreSQL.
+"""The foreachBatch function: one micro-batch of the view's output into its sink.
 
 The batch's rows are streamed to the driver with toLocalIterator, one Spark
-partition at a time (two with prefetching), and COPYed as they arrive.  That
+partition at a time (two with prefetching), and handed to the sink as they arrive.  That
 bounds driver memory by the largest partition, not the batch, but every row
 still passes through the driver: set `maxOffsetsPerTrigger` for large topics.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dvjob.offsets import read_end_offsets
-from dvjob.sink_postgres import BadRecordHandler, BatchOutcome, PostgresSink
+from dvjob.sink import BadRecordHandler, BatchOutcome, Sink
 from dvjob.sink_schema import TableLayout, sink_projection
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def _local_rows(frame: DataFrame) -> Iterator[tuple[Any, ...]]:
 class BatchWriter:
     """Callable for `DataStreamWriter.foreachBatch`; remembers the last failure for main."""
 
-    def __init__(self, *, sink: PostgresSink, layout: TableLayout, checkpoint_location: str,
+    def __init__(self, *, sink: Sink, layout: TableLayout, checkpoint_location: str,
                  report: Callable[[str], None] | None = None,
                  bad: BadRecordHandler | None = None) -> None:
         self.sink = sink

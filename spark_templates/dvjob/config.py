@@ -128,6 +128,7 @@ class TransformConfig(_Model):
 
 
 class SinkConfig(_Model):
+    kind: Literal["postgres"] = "postgres"  # which dvjob.sink module writes
     table: PgIdentifier
     db_schema: PgIdentifier = Field(default="public", alias="schema")
     primary_key: list[PgIdentifier] = Field(min_length=1)

@@ -27,7 +27,7 @@ from dvjob.config import JobConfig, TriggerConfig, config_from_argv
 from dvjob.errors import JobError, one_line, write_termination_message
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
-from dvjob.sink_postgres import PostgresSink, connect_from_environment, describe_target
+from dvjob.sink import open_sink
 from dvjob.sink_schema import table_layout
 from dvjob.test_hooks import HOLD_BEFORE_COMMIT_CONF, hold
 from dvjob.transform import apply_transform
@@ -82,17 +82,12 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     refuse_changelog_aggregates(output, config.source.format)
     layout = table_layout(output.schema, config.sink.primary_key)
     hook = spark.conf.get(HOLD_BEFORE_COMMIT_CONF, None)
-    sink = PostgresSink(connect=connect_from_environment(f"dvjob-{config.revision}"),
-                        schema=config.sink.db_schema, table=config.sink.table,
-                        ledger_table=config.sink.ledger_table, revision=config.revision,
-                        layout=layout,
-                        before_commit=(lambda _batch: hold(hook, config.revision)) if hook
-                        else None)
-    say(f"writing {config.sink.db_schema}.{config.sink.table} (ledger "
-        f"{config.sink.db_schema}.{config.sink.ledger_table}) at {describe_target()}")
-    sink.ensure_tables()
+    sink = open_sink(config, layout, before_commit=(lambda _batch: hold(hook, config.revision))
+                     if hook else None)
+    say(f"writing {sink.describe()}")
+    sink.prepare()
     moved = set_aside_if_stale(HadoopPaths(spark), config.checkpoint_location,
-                               sink.ledger_batches(), dt.datetime.now(dt.timezone.utc))
+                               sink.committed_batches(), dt.datetime.now(dt.timezone.utc))
     if moved is not None:
         say(f"checkpoint {config.checkpoint_location} has committed batches but the ledger has "
             f"none for revision {config.revision} (index dropped or database reset): moved it "

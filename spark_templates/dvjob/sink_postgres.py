@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -30,6 +29,7 @@ from psycopg.types.json import Jsonb
 from dvjob.errors import JobError
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
+from dvjob.sink import BadRecordHandler, BatchOutcome
 from dvjob.sink_schema import DELETED_COLUMN, TableLayout
 
 BATCH_TABLE = "_dv_batch"
@@ -51,26 +51,6 @@ class NullKeyError(JobError):
 
 class IndexTableMismatchError(JobError):
     """The index table exists with other columns than this revision produces."""
-
-
-class BadRecordHandler(Protocol):
-    """The view's bad-record policy as the sink sees it (dvjob.bad_records.BadRecordScreen)."""
-
-    def null_key(self, batch_id: int, column: str, row: Sequence[Any]) -> None:
-        """A row with a NULL key column: raise to fail the batch, or keep it to count."""
-
-    def settle(self, batch_id: int, end_offsets: EndOffsets) -> int:
-        """Before commit: dead-letter what the batch left out; return how many records."""
-
-
-@dataclass(frozen=True)
-class BatchOutcome:
-    batch_id: int
-    skipped: bool
-    rows_upserted: int
-    rows_deleted: int
-    end_offsets: EndOffsets
-    bad_records: int = 0
 
 
 def _qualified(schema: str, table: str) -> sql.Identifier:
@@ -228,7 +208,8 @@ def finish_statement(schema: str, ledger_table: str) -> sql.Composed:
 
 
 class PostgresSink:
-    """Writes batches of one revision into its index table, exactly once per batch id."""
+    """Writes batches of one revision into its index table, exactly once per batch id
+    (dvjob.sink.Sink)."""
 
     def __init__(self, *, connect: Connect, schema: str, table: str, ledger_table: str,
                  revision: str, layout: TableLayout,
@@ -241,7 +222,11 @@ class PostgresSink:
         self.revision = revision
         self.layout = layout
 
-    def ensure_tables(self) -> None:
+    def describe(self) -> str:
+        return (f"{self.schema}.{self.table} (ledger {self.schema}.{self.ledger_table}) at "
+                f"{describe_target()}")
+
+    def prepare(self) -> None:
         """Create the schema, ledger and index table if missing; check an existing index.
 
         An index table the ledger says held batches is never re-created: IndexLostError.
@@ -278,8 +263,8 @@ class PostgresSink:
                 f"index table {self.schema}.{self.table} exists with columns {existing}, but this "
                 f"revision writes {expected}; drop it or use another table name")
 
-    def ledger_batches(self) -> int:
-        """How many batches the ledger holds for this revision (after ensure_tables)."""
+    def committed_batches(self) -> int:
+        """How many batches the ledger holds for this revision (after prepare)."""
         with self._connect() as conn, conn.cursor() as cur:
             cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE revision = %s").format(
                 _qualified(self.schema, self.ledger_table)), (self.revision,))

@@ -169,6 +169,8 @@ class EndOffsetsCache:
     expire_after: float | None = None
     backoff_min: float = 1.0
     backoff_max: float = 60.0
+    on_fetch: Callable[[], None] | None = None
+    """Called once per request made to a cluster (metrics)."""
     _clusters: dict[KafkaCluster, _Cluster] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -229,6 +231,8 @@ class EndOffsetsCache:
             if answer is not None:
                 return answer
             started = self.clock()
+            if self.on_fetch is not None:
+                self.on_fetch()
             try:
                 fetched = self.fetch(cluster, topics)
             except OffsetsUnavailable as exc:

@@ -22,11 +22,14 @@ from psycopg import sql
 
 from derived_views.adapters import postgres_alias
 from derived_views.adapters.postgres_alias import SwitchRefused
+from derived_views.adapters.sink import SinkUnavailable
 from derived_views.core.observed import LedgerPosition, SwitchBlocker
 
 LEDGER_TABLE = "dv_ledger"
 
 
+APPLICATION_NAME = "derived-views-operator"
+"""How the operator's sessions show in pg_stat_activity (DBAs count and kill by it)."""
 CONNECT_TIMEOUT_SECONDS = 10
 STATEMENT_TIMEOUT_MS = 30_000
 LOCK_TIMEOUT_MS = 10_000
@@ -35,10 +38,6 @@ SESSION_OPTIONS = f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout=
 hung server fails the pass (it is retried) instead of holding the view's lock and a worker
 thread for good; keepalives and tcp_user_timeout end a connection whose peer vanished. The
 alias switch sets a shorter lock_timeout of its own."""
-
-
-class SinkUnavailable(Exception):
-    """The sink database cannot be reached (message carries no credentials)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ class PgConnection:
                                    options=SESSION_OPTIONS, keepalives=1,
                                    keepalives_idle=10, keepalives_interval=5,
                                    keepalives_count=3, tcp_user_timeout=30_000,
-                                   autocommit=autocommit)
+                                   application_name=APPLICATION_NAME, autocommit=autocommit)
         except psycopg.OperationalError as exc:
             raise SinkUnavailable(f"cannot connect to {self.host}:{self.port}/{self.database}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None

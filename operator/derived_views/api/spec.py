@@ -249,6 +249,28 @@ class Sink(ApiModel):
         description="Output columns identifying a row; upserts and deletes go by them. Part of "
                     "the revision.")]
 
+    # What the operator's core asks of any sink kind; only the sink adapter
+    # (derived_views.adapters.sink) reads the kind's own settings.
+    @property
+    def kind(self) -> str:
+        """Which sink module serves the view (`derived_views.adapters.sink.SINK_KINDS`)."""
+        return "postgres"
+
+    @property
+    def secret_ref(self) -> SecretRef:
+        """The Secret with the sink's connection details."""
+        return self.postgres.secret_ref
+
+    @property
+    def base_name(self) -> str:
+        """The alias readers query; each revision's index is `<base_name>__<revision>`."""
+        return self.postgres.table
+
+    @property
+    def scope(self) -> str:
+        """Where the alias and the indexes live within the sink (PostgreSQL: the schema)."""
+        return self.postgres.db_schema
+
     @model_validator(mode="after")
     def _key(self) -> Sink:
         if not self.primary_key or any(k.startswith("_dv_") for k in self.primary_key):

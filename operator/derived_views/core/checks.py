@@ -75,7 +75,7 @@ def refused_assertion(spec: DerivedViewSpec, index: str, active: str | None
     checks = checks_of(spec)
     if checks is None:
         return None
-    schema = spec.sink.postgres.db_schema
+    schema = spec.sink.scope
     tables = {f"{schema}.{index}", f"{schema}.{active or index}"}
     for assertion in checks.assertions:
         problem = unsafe_sql(rendered_sql(assertion, schema, index, active), dialect="postgres",
@@ -134,7 +134,7 @@ def due(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObserved,
                   if active_record is not None and active_record.content is not None else None)
     key = tuple(spec.sink.primary_key)
     return CheckRequest(
-        revision=revision, schema=spec.sink.postgres.db_schema, index=record.index,
+        revision=revision, schema=spec.sink.scope, index=record.index,
         active_index=active_index, primary_key=key, same_key=active_key == key,
         checks=checks, checks_hash=digest)
 

@@ -45,8 +45,9 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
         },
         "transform": transform,
         "sink": {
-            "table": naming.index_table(spec.sink.postgres.table, revision),
-            "schema": spec.sink.postgres.db_schema,
+            "kind": spec.sink.kind,
+            "table": naming.index_table(spec.sink.base_name, revision),
+            "schema": spec.sink.scope,
             "primaryKey": list(spec.sink.primary_key),
             "ledgerTable": ledger_table,
         },

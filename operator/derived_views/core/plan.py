@@ -132,8 +132,8 @@ class _Planner:
         self.sink = observed.sink
         self.apps = observed.spark_applications
         self.desired = revision_of(spec)
-        self.base = spec.sink.postgres.table
-        self.schema = spec.sink.postgres.db_schema
+        self.base = spec.sink.base_name
+        self.schema = spec.sink.scope
         self.alias = naming.alias_name(self.base)
         annotations = self.view.annotations
         # Deleting overrides a pause: the user asked for the jobs to stop.
@@ -434,7 +434,7 @@ class _Planner:
         Secret when checkpoints on s3a:// are deleted with the operator's credentials."""
         if self.spec.deletion_policy != "Delete":
             return []
-        names = {self.spec.sink.postgres.secret_ref.name}
+        names = {self.spec.sink.secret_ref.name}
         base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
         if self.cfg.checkpoint_secret and is_s3a(base):
             names.add(self.cfg.checkpoint_secret)

@@ -97,7 +97,7 @@ def revision_document(spec: DerivedViewSpec) -> dict[str, Any]:
         "source": {"topics": sorted(set(spec.source.topics)), "format": spec.source.format,
                    "schema": spec.source.value_schema.strip()},
         "transform": transform,
-        "sink": {"table": spec.sink.postgres.table, "schema": spec.sink.postgres.db_schema,
+        "sink": {"table": spec.sink.base_name, "schema": spec.sink.scope,
                  "primaryKey": list(spec.sink.primary_key)},
     }
 

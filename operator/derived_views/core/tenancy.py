@@ -128,7 +128,7 @@ def spec_refusal(spec: DerivedViewSpec, policy: TenancyPolicy, *, operator_image
 
 def secrets_of(spec: DerivedViewSpec) -> tuple[str, ...]:
     """The Secrets a view names (its sink's, its Kafka connection's), in that order."""
-    names = [spec.sink.postgres.secret_ref.name]
+    names = [spec.sink.secret_ref.name]
     if spec.source.kafka.secret_ref is not None:
         names.append(spec.source.kafka.secret_ref.name)
     return tuple(dict.fromkeys(names))

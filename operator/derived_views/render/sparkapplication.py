@@ -61,7 +61,7 @@ def _secret_env(var: str, secret: str, key: str, *, optional: bool = False) -> d
 
 def job_env(spec: DerivedViewSpec) -> list[dict[str, Any]]:
     """Environment of the driver and the executors: references to Secrets, never values."""
-    sink_secret = spec.sink.postgres.secret_ref.name
+    sink_secret = spec.sink.secret_ref.name
     env = [_secret_env(var, sink_secret, key) for var, key in POSTGRES_ENV]
     env.append(_secret_env("PGSSLMODE", sink_secret, "sslmode", optional=True))
     if spec.source.kafka.secret_ref is not None:

@@ -73,7 +73,7 @@ def make_sink(connect: Connect, schema: str, layout: TableLayout = ORDERS,
               table: str = TABLE) -> PostgresSink:
     sink = PostgresSink(connect=connect, schema=schema, table=table, ledger_table="dv_ledger",
                         revision=REVISION, layout=layout)
-    sink.ensure_tables()
+    sink.prepare()
     return sink
 
 
@@ -193,7 +193,7 @@ def test_other_revisions_do_not_share_batch_ids(connect: Connect, schema: str) -
     make_sink(connect, schema).write_batch(0, [order("o1", "c1", "1.00")], {"orders": {"0": 1}})
     other = PostgresSink(connect=connect, schema=schema, table="orders__a71e", ledger_table="dv_ledger",
                          revision="a71e", layout=ORDERS)
-    other.ensure_tables()
+    other.prepare()
     outcome = other.write_batch(0, [order("o1", "c1", "2.00")], {"orders": {"0": 1}})
     assert not outcome.skipped
     assert index_rows(connect, schema, "orders__a71e") == [("o1", "c1", Decimal("2.00"))]

@@ -10,26 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
+from secrets_standin import Secrets
+
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
-from derived_views.adapters.kube import Kube, SecretMissing
+from derived_views.adapters.kube import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.config import OperatorConfig
 from derived_views.core.kafka_client import KafkaCluster
-from derived_views.core.tenancy import SECRET_LABEL
 from derived_views.reconcile import Deps, _end_offsets
 
 BODY = {"metadata": {"namespace": "shop", "name": "orders"}}
-
-
-class Secrets:
-    def __init__(self, secrets: dict[str, dict[str, str]]) -> None:
-        self.secrets = secrets
-
-    def secret(self, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
-        if name not in self.secrets:
-            raise SecretMissing(f"secret {namespace}/{name} not found")
-        return self.secrets[name], {SECRET_LABEL: "true"}
 
 
 def spec(topics: list[str], secret: str | None = None) -> DerivedViewSpec:

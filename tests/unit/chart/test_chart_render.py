@@ -212,7 +212,7 @@ def test_peering_argument_names_the_rendered_peering_objects(render: Any, mode: 
 def test_operator_settings_reach_the_operator(render: Any) -> None:
     """The env the chart sets parses, through the operator's own reader, into the values given."""
     objs = render({
-        "operator": {"lagPollSeconds": 2.5},
+        "operator": {"lagPollSeconds": 2.5, "sinkPoolSize": 9},
         "spark": {"image": "registry.example/spark-job:9", "mainApplicationFile": "local:///job.py",
                   "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/",
                   "checkpointSecretName": "dv-checkpoints",
@@ -224,6 +224,7 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     env = {k: v for k, v in env_of(container(objs)).items() if isinstance(v, str)}
     settings = from_env(env)
     assert settings.lag_poll_seconds == 2.5
+    assert settings.sink_pool_size == 9
     assert settings.spark_image == "registry.example/spark-job:9"
     assert settings.main_application_file == "local:///job.py"
     assert settings.spark_jars == ("local:///a.jar", "local:///b.jar")
@@ -400,6 +401,7 @@ def test_schema_rejects_unknown_keys(render_error: Any, values: dict[str, Any], 
 
 def test_schema_rejects_bad_values(render_error: Any) -> None:
     assert "lagPollSeconds" in render_error({"operator": {"lagPollSeconds": 0.1}})
+    assert "sinkPoolSize" in render_error({"operator": {"sinkPoolSize": 0}})
     assert "replicaCount" in render_error({"replicaCount": 0})
     assert "watch" in render_error({"watch": {"mode": "namespaces", "namespaces": ["Bad_Name"]}})
     assert "checkpointS3Endpoint" in render_error({"spark": {"checkpointS3Endpoint": "minio:9000"}})

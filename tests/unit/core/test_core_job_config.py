@@ -25,7 +25,7 @@ def test_sql_view_config() -> None:
                    "maxOffsetsPerTrigger": 100_000, "kafkaOptions": {},
                    "badRecords": {"policy": "fail"}},
         "transform": {"sql": SQL_V1},
-        "sink": {"table": f"orders_by_customer__{R1}", "schema": "public",
+        "sink": {"kind": "postgres", "table": f"orders_by_customer__{R1}", "schema": "public",
                  "primaryKey": ["customer_id"], "ledgerTable": "dv_ledger"},
         "checkpointLocation": f"s3a://c/shop/orders-by-customer/{R1}",
         "trigger": {"processingTimeSeconds": 1},

@@ -60,3 +60,13 @@ def test_the_operator_stops_at_start_up_with_one_line() -> None:
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert done.stderr.startswith("derived-views-operator: DV_CHECKPOINT_BASE: ")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("raw", "problem"), [("0", "must be at least 1"),
+                                              ("2.5", "is not a whole number"),
+                                              ("many", "is not a number")])
+def test_the_sink_pool_size_is_a_positive_whole_number(raw: str, problem: str) -> None:
+    assert from_env({}).sink_pool_size == 4
+    assert from_env({"DV_SINK_POOL_SIZE": "16"}).sink_pool_size == 16
+    with pytest.raises(SettingsError, match=f"DV_SINK_POOL_SIZE='{raw}' {problem}"):
+        from_env({"DV_SINK_POOL_SIZE": raw})

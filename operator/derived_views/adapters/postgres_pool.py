@@ -1,0 +1,142 @@
+"""Connections to sink databases, kept between passes and bounded per database and role.
+
+Without it every pass of every view opened a connection (TCP, TLS, SCRAM) and
+closed it: with many views that is a connection storm on the team's database.
+Connections are keyed by everything they were made with (a rotated password is
+a new key; the old key's connections expire idle). At most `size` per key exist
+at once; a pass that finds them all busy waits up to `wait_seconds`, then fails
+as unreachable (it is retried). The operator's statements use only
+transaction-scoped settings (SET LOCAL), so a returned connection carries no
+state; one left in a transaction or broken is closed instead of kept. A kept
+connection idle for more than `ping_after_seconds` is pinged before reuse, so a
+database restart costs a reconnect, not a failed pass.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from derived_views.adapters.sink import SinkUnavailable
+
+DEFAULT_SIZE = 4
+IDLE_SECONDS = 300.0
+"""Idle connections older than this are closed rather than reused."""
+
+
+@dataclass
+class _Slot:
+    idle: list[tuple[Any, float]] = field(default_factory=list)  # (connection, idle since)
+    open: int = 0  # idle + in use
+
+
+class PgPool:
+    """Thread-safe: Kopf runs passes of different views at once."""
+
+    def __init__(self, size: int = DEFAULT_SIZE, *, wait_seconds: float = 10.0,
+                 idle_seconds: float = IDLE_SECONDS, ping_after_seconds: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if size < 1:
+            raise ValueError("pool size must be at least 1")
+        self.size, self.wait_seconds, self.idle_seconds = size, wait_seconds, idle_seconds
+        self.ping_after_seconds, self.clock = ping_after_seconds, clock
+        self._slots: dict[Any, _Slot] = {}
+        self._cond = threading.Condition()
+        self.connects = 0  # connections made, for tests and benchmarks
+
+    def acquire(self, key: Any, connect: Callable[[], Any]) -> Any:
+        """A live connection for `key`, reused or made with `connect`."""
+        deadline = self.clock() + self.wait_seconds
+        while True:
+            reused = self._take(key, deadline)
+            if reused is None:
+                return self._connect(key, connect)
+            conn, idle_since = reused
+            if self.clock() - idle_since <= self.ping_after_seconds or _alive(conn):
+                return conn
+            self._discard(key, conn)
+
+    def release(self, key: Any, conn: Any) -> None:
+        """Keep `conn` for the next pass, unless it is broken or left mid-transaction."""
+        reusable = (not conn.closed and not conn.broken
+                    and conn.info.transaction_status == TransactionStatus.IDLE)
+        if not reusable:
+            self._discard(key, conn)
+            return
+        with self._cond:
+            self._slots[key].idle.append((conn, self.clock()))
+            self._cond.notify()
+
+    def open_connections(self) -> int:
+        with self._cond:
+            return sum(slot.open for slot in self._slots.values())
+
+    def close_all(self) -> None:
+        with self._cond:
+            for slot in self._slots.values():
+                for conn, _since in slot.idle:
+                    conn.close()
+                slot.open -= len(slot.idle)
+                slot.idle.clear()
+
+    def _take(self, key: Any, deadline: float) -> tuple[Any, float] | None:
+        """An idle connection (with its idle-since time), or None after reserving a new one."""
+        with self._cond:
+            slot = self._slots.setdefault(key, _Slot())
+            while True:
+                self._expire(slot)
+                if slot.idle:
+                    return slot.idle.pop()  # the most recently used: likeliest alive
+                if slot.open < self.size:
+                    slot.open += 1
+                    return None
+                left = deadline - self.clock()
+                if left <= 0:
+                    raise SinkUnavailable(
+                        f"all {self.size} connections to this sink are busy (waited "
+                        f"{self.wait_seconds:g}s); raise the operator's sink pool size "
+                        "(DV_SINK_POOL_SIZE) if passes queue here")
+                self._cond.wait(left)
+
+    def _connect(self, key: Any, connect: Callable[[], Any]) -> Any:
+        try:
+            conn = connect()
+        except BaseException:
+            with self._cond:
+                self._slots[key].open -= 1
+                self._cond.notify()
+            raise
+        with self._cond:
+            self.connects += 1
+        return conn
+
+    def _discard(self, key: Any, conn: Any) -> None:
+        try:
+            conn.close()
+        finally:
+            with self._cond:
+                self._slots[key].open -= 1
+                self._cond.notify()
+
+    def _expire(self, slot: _Slot) -> None:
+        now = self.clock()
+        keep = [(c, since) for c, since in slot.idle if now - since <= self.idle_seconds]
+        for conn, since in slot.idle:
+            if now - since > self.idle_seconds:
+                conn.close()
+        slot.open -= len(slot.idle) - len(keep)
+        slot.idle[:] = keep
+
+
+def _alive(conn: Any) -> bool:
+    try:
+        conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False

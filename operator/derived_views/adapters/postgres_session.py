@@ -1,0 +1,85 @@
+"""The PostgreSQL sink behind `derived_views.adapters.sink.SinkSession`.
+
+The statements live in `postgres_sink` (ledger, alias, drops), `postgres_checks`
+and `postgres_bad_records`; this class binds them to one autocommit connection
+for one pass (taken from and given back to `postgres_pool`) and to the view's spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from derived_views.adapters import postgres_sink as pg
+from derived_views.adapters.postgres_bad_records import bad_record_counts
+from derived_views.adapters.postgres_checks import run_checks
+from derived_views.adapters.postgres_pool import PgPool
+from derived_views.adapters.sink import SinkObservation, SinkPools, SinkSecretInvalid
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core.checks import CheckRequest, Measurement
+from derived_views.core.config import OperatorConfig
+from derived_views.core.observed import (
+    SinkObserved,
+    index_tables_to_observe,
+    revisions_to_observe,
+)
+
+
+class PostgresSession:
+    """Indexes are tables `<table>__<revision>` in the schema; the alias is a VIEW."""
+
+    def __init__(self, conn: Any, ledger_table: str, check_role: str | None,
+                 release: Callable[[], None] | None = None) -> None:
+        self.conn, self.ledger_table, self.check_role = conn, ledger_table, check_role
+        self._release = release
+
+    @classmethod
+    def open(cls, secret_data: Mapping[str, str], config: OperatorConfig,
+             pools: SinkPools) -> PostgresSession:
+        try:
+            creds = pg.PgConnection.from_secret_data(secret_data)
+        except ValueError as exc:
+            raise SinkSecretInvalid(str(exc)) from None
+        pool: PgPool = pools.of("postgres", PgPool)
+        conn = pool.acquire(creds, lambda: creds.connect(autocommit=True))
+        return cls(conn, config.ledger_table, creds.check_role,
+                   release=lambda: pool.release(creds, conn))
+
+    def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
+                dropping: bool) -> SinkObservation:
+        conn, schema, ledger_table = self.conn, spec.sink.scope, self.ledger_table
+        indexes = pg.existing_tables(conn, schema, index_tables_to_observe(spec, status))
+        ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
+                                     ledger=ledger_table)
+        pg.prune_ledger(conn, schema, ledger, ledger=ledger_table)
+        # After the ledger: a table its newest row names must exist now, unless it was lost.
+        oids = pg.table_oids(conn, schema, index_tables_to_observe(spec, status))
+        alias = spec.sink.base_name
+        target = pg.alias_target(conn, schema, alias)
+        return SinkObservation(observed=SinkObserved(
+            indexes=frozenset(indexes), alias_target=target,
+            ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
+            bad_records=bad_record_counts(conn, schema, ledger, ledger=ledger_table),
+            switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
+            drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()),
+            index_oids=oids), index_rows=dict(indexes))
+
+    def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
+        return run_checks(self.conn, request, self.check_role)
+
+    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+                     owner: str) -> None:
+        pg.switch_alias(self.conn, scope, alias, to_index, from_index, owner=owner)
+
+    def drop_alias(self, scope: str, alias: str) -> None:
+        pg.drop_alias(self.conn, scope, alias)
+
+    def drop_index(self, scope: str, index: str, revision: str) -> None:
+        pg.drop_index(self.conn, scope, index, revision, ledger=self.ledger_table)
+
+    def close(self) -> None:
+        if self._release is not None:
+            self._release()
+        else:
+            self.conn.close()

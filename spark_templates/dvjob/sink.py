@@ -1,0 +1,81 @@
+"""What the job asks of a sink, and which module writes for a configured sink kind.
+
+The job's plan (parse, transform, the bad-record screen, the checkpoint) is the
+same for every sink; only how a batch lands exactly once differs.  A sink is a
+module implementing `Sink`, registered in `open_sink`: a new sink is a new
+module plus one line here, not edits across the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dvjob.config import JobConfig
+from dvjob.errors import ConfigError
+from dvjob.offsets import EndOffsets
+from dvjob.sink_schema import TableLayout
+
+
+class BadRecordHandler(Protocol):
+    """The view's bad-record policy as the sink sees it (dvjob.bad_records.BadRecordScreen)."""
+
+    def null_key(self, batch_id: int, column: str, row: Sequence[Any]) -> None:
+        """A row with a NULL key column: raise to fail the batch, or keep it to count."""
+
+    def settle(self, batch_id: int, end_offsets: EndOffsets) -> int:
+        """Before commit: dead-letter what the batch left out; return how many records."""
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    batch_id: int
+    skipped: bool
+    rows_upserted: int
+    rows_deleted: int
+    end_offsets: EndOffsets
+    bad_records: int = 0
+
+
+class Sink(Protocol):
+    """One revision's index in one sink, written exactly once per batch id.
+
+    Exactly-once rests on the sink's ledger: a batch's rows and its ledger
+    entry (batch id, exclusive end offsets, counts) become visible together,
+    and a batch id already in the ledger is skipped.  The operator reads lag
+    from the same ledger.
+    """
+
+    def describe(self) -> str:
+        """Where the index and its ledger are, for the job's log (never a secret)."""
+
+    def prepare(self) -> None:
+        """Create what is missing (ledger, index); refuse an index that is not this
+        revision's (a JobError saying what to do)."""
+
+    def committed_batches(self) -> int:
+        """How many batches the ledger holds for this revision (after prepare)."""
+
+    def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
+                    end_offsets: EndOffsets, bad: BadRecordHandler | None = None
+                    ) -> BatchOutcome:
+        """Apply one batch atomically with its ledger entry, or skip it if the ledger has
+        it.  `rows` are the layout's columns followed by the delete flag; consumed only
+        when the batch is not skipped."""
+
+
+SINK_KINDS = ("postgres",)
+
+
+def open_sink(config: JobConfig, layout: TableLayout, *,
+              before_commit: Callable[[int], None] | None = None) -> Sink:
+    """The sink the configuration names; the import is lazy so a job loads one client."""
+    kind = config.sink.kind
+    if kind == "postgres":
+        from dvjob.sink_postgres import PostgresSink, connect_from_environment
+        return PostgresSink(connect=connect_from_environment(f"dvjob-{config.revision}"),
+                            schema=config.sink.db_schema, table=config.sink.table,
+                            ledger_table=config.sink.ledger_table, revision=config.revision,
+                            layout=layout, before_commit=before_commit)
+    raise ConfigError(f"sink.kind {kind!r}: this job writes {', '.join(SINK_KINDS)}")

@@ -1,0 +1,17 @@
+"""The Kubernetes side of the shell's unit tests: Secrets held in memory, each labelled for
+views, answering as `adapters.kube.Kube.secret` does."""
+
+from __future__ import annotations
+
+from derived_views.adapters.kube import SecretMissing
+from derived_views.core.tenancy import SECRET_LABEL
+
+
+class Secrets:
+    def __init__(self, secrets: dict[str, dict[str, str]]) -> None:
+        self.secrets = secrets
+
+    def secret(self, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
+        if name not in self.secrets:
+            raise SecretMissing(f"secret {namespace}/{name} not found")
+        return self.secrets[name], {SECRET_LABEL: "true"}
