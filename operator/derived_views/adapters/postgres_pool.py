@@ -47,7 +47,7 @@ class PgPool:
         self.size, self.wait_seconds, self.idle_seconds = size, wait_seconds, idle_seconds
         self.ping_after_seconds, self.clock = ping_after_seconds, clock
         self._slots: dict[Any, _Slot] = {}
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # one for all keys: wake every waiter, not one
         self.connects = 0  # connections made, for tests and benchmarks
 
     def acquire(self, key: Any, connect: Callable[[], Any]) -> Any:
@@ -71,7 +71,7 @@ class PgPool:
             return
         with self._cond:
             self._slots[key].idle.append((conn, self.clock()))
-            self._cond.notify()
+            self._cond.notify_all()
 
     def open_connections(self) -> int:
         with self._cond:
@@ -90,7 +90,8 @@ class PgPool:
         with self._cond:
             slot = self._slots.setdefault(key, _Slot())
             while True:
-                self._expire(slot)
+                for each in self._slots.values():  # keys no pass asks for any more expire too
+                    self._expire(each)
                 if slot.idle:
                     return slot.idle.pop()  # the most recently used: likeliest alive
                 if slot.open < self.size:
@@ -110,7 +111,7 @@ class PgPool:
         except BaseException:
             with self._cond:
                 self._slots[key].open -= 1
-                self._cond.notify()
+                self._cond.notify_all()
             raise
         with self._cond:
             self.connects += 1
@@ -122,7 +123,7 @@ class PgPool:
         finally:
             with self._cond:
                 self._slots[key].open -= 1
-                self._cond.notify()
+                self._cond.notify_all()
 
     def _expire(self, slot: _Slot) -> None:
         now = self.clock()

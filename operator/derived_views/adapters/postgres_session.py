@@ -30,7 +30,7 @@ class PostgresSession:
     """Indexes are tables `<table>__<revision>` in the schema; the alias is a VIEW."""
 
     def __init__(self, conn: Any, ledger_table: str, check_role: str | None,
-                 release: Callable[[], None] | None = None) -> None:
+                 release: Callable[[], None]) -> None:
         self.conn, self.ledger_table, self.check_role = conn, ledger_table, check_role
         self._release = release
 
@@ -49,12 +49,13 @@ class PostgresSession:
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
                 dropping: bool) -> SinkObservation:
         conn, schema, ledger_table = self.conn, spec.sink.scope, self.ledger_table
-        indexes = pg.existing_tables(conn, schema, index_tables_to_observe(spec, status))
+        tables = index_tables_to_observe(spec, status)
+        indexes = pg.existing_tables(conn, schema, tables)
         ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
                                      ledger=ledger_table)
         pg.prune_ledger(conn, schema, ledger, ledger=ledger_table)
         # After the ledger: a table its newest row names must exist now, unless it was lost.
-        oids = pg.table_oids(conn, schema, index_tables_to_observe(spec, status))
+        oids = pg.table_oids(conn, schema, tables)
         alias = spec.sink.base_name
         target = pg.alias_target(conn, schema, alias)
         return SinkObservation(observed=SinkObserved(
@@ -79,7 +80,4 @@ class PostgresSession:
         pg.drop_index(self.conn, scope, index, revision, ledger=self.ledger_table)
 
     def close(self) -> None:
-        if self._release is not None:
-            self._release()
-        else:
-            self.conn.close()
+        self._release()

@@ -127,3 +127,38 @@ def test_a_connection_idle_past_the_limit_is_closed_instead_of_reused(stack: Any
     assert _app_connections(stack.pg_dsn, app) == 1
     pool.release("db", again)
     pool.close_all()
+
+
+def test_an_idle_connection_of_a_key_no_pass_asks_for_expires_too(stack: Any, app: str) -> None:
+    now = [0.0]
+    pool = PgPool(2, idle_seconds=300, clock=lambda: now[0])
+    old = pool.acquire("before-rotation", _connect(stack.pg_dsn, app))
+    pool.release("before-rotation", old)
+    now[0] = 301.0
+    new = pool.acquire("after-rotation", _connect(stack.pg_dsn, app))  # a rotated password
+    assert old.closed
+    assert _app_connections(stack.pg_dsn, app) == 1
+    pool.release("after-rotation", new)
+    pool.close_all()
+
+
+def test_a_waiter_is_woken_by_its_own_key_while_another_key_waits(stack: Any, app: str) -> None:
+    pool = PgPool(1, wait_seconds=60)
+    held = {k: pool.acquire(k, _connect(stack.pg_dsn, app)) for k in ("a", "b")}
+    got: dict[str, Any] = {}
+    waiters = [threading.Thread(target=lambda k=k: got.__setitem__(
+        k, pool.acquire(k, _connect(stack.pg_dsn, app)))) for k in ("a", "b")]
+    for waiter in waiters:
+        waiter.start()
+    # threading.Condition keeps its waiters in _waiters (CPython): both passes are blocked
+    wait_for(lambda: len(pool._cond._waiters) == 2,  # type: ignore[attr-defined]
+             timeout=30, interval=0.01, what="both passes to wait")
+    pool.release("b", held["b"])
+    waiters[1].join(timeout=30)
+    assert "b" in got  # woken although a waiter of "a" may have been told first
+    pool.release("a", held["a"])
+    waiters[0].join(timeout=30)
+    assert "a" in got
+    for key, conn in got.items():
+        pool.release(key, conn)
+    pool.close_all()
