@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 ## setup: create the virtualenv with the project and its dev tools
 setup: $(STAMP)
 
-## stack-up: start (or reuse) etcd, kube-apiserver, controller-manager, Kafka, PostgreSQL, the Spark executor
+## stack-up: start (or reuse) etcd, kube-apiserver, controller-manager, Kafka, Kafka Connect, PostgreSQL, OpenSearch, S3Proxy, the Spark executor
 stack-up: setup
 	$(PY) -m dvstack up
 

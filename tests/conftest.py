@@ -54,6 +54,9 @@ class Stack:
     repo: str
     logs_dir: str
     state_dir: str
+    opensearch: str = ""
+    """OpenSearch's REST API (single node, no security plugin); "" in a stack.json from before
+    OpenSearch joined the stack."""
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +66,7 @@ def stack() -> Stack:
         pytest.fail(f"the local stack is not up ({stack_file} is missing): run `make stack-up`, "
                     "or run the tests with `make test`", pytrace=False)
     info = json.loads(stack_file.read_text())
-    return Stack(**{k: info[k] for k in Stack.__dataclass_fields__})
+    return Stack(**{k: info[k] for k in Stack.__dataclass_fields__ if k in info})
 
 
 @pytest.fixture(scope="session")

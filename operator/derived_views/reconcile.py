@@ -150,9 +150,10 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
     except SecretNotLabelled as exc:
         return SinkReading(problem=("SecretNotLabelled", str(exc)))
     except SecretMissing as exc:
-        return SinkReading(problem=("SecretMissing", f"sink {exc}: create it (keys host, port, "
-                                    "database, user, password) or fix "
-                                    f"spec.sink.{spec.sink.kind}.secretRef"))
+        keys = ("url, optionally username and password" if spec.sink.kind == "opensearch"
+                else "host, port, database, user, password")
+        return SinkReading(problem=("SecretMissing", f"sink {exc}: create it (keys {keys}) or "
+                                    f"fix spec.sink.{spec.sink.kind}.secretRef"))
     except SinkSecretInvalid as exc:
         return SinkReading(problem=("SinkSecretInvalid", f"secret {meta['namespace']}/{secret}: "
                                     f"{exc}"))

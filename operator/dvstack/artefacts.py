@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from dvstack.settings import (
     HADOOP_VERSION,
     KAFKA_VERSION,
     KUBE_VERSION,
+    OPENSEARCH_VERSION,
     S3PROXY_VERSION,
     SPARK_VERSION,
     Settings,
@@ -146,6 +148,34 @@ def s3proxy_jar(settings: Settings) -> Path:
     if not jars:
         raise SystemExit(f"no S3Proxy jar in {out}: delete that directory and run again")
     return jars[0]
+
+
+def opensearch_home(settings: Settings) -> Path:
+    """OpenSearch's minimal distribution (the server, no plugins, no JDK), unpacked once."""
+    home = settings.cache_dir / f"opensearch-{OPENSEARCH_VERSION}"
+    marker = home / ".complete"
+    if marker.is_file():
+        return home
+    zips = _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "opensearch",
+        "dependency:copy",
+        settings.cache_dir / f"opensearch-{OPENSEARCH_VERSION}-zip",
+    )
+    archive = zips / f"opensearch-{OPENSEARCH_VERSION}.zip"
+    if not archive.is_file():
+        raise SystemExit(f"no {archive.name} in {zips}: delete that directory and run again")
+    # Unpacked beside its final place and renamed, so a half-unpacked tree is never used.
+    partial = settings.cache_dir / f"{home.name}.partial"
+    for stale in (partial, home):
+        if stale.exists():
+            shutil.rmtree(stale)
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(partial)
+    (partial / home.name).rename(home)
+    partial.rmdir()
+    marker.write_text("ok\n")
+    return home
 
 
 def postgres_bindir() -> Path:

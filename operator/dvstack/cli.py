@@ -22,6 +22,7 @@ from dvstack import (
     kafka_broker,
     kafka_connect,
     kube_api,
+    opensearch_server,
     postgres_server,
     processes,
     restarts,
@@ -34,7 +35,7 @@ from dvstack.settings import Settings, load
 from dvstack.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
-              kafka_connect.NAME, s3_store.NAME, "spark-executor")
+              kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, "spark-executor")
 SPARK_EXECUTOR = "spark-executor"
 # Where the Spark job image keeps the project; the executor maps it to this checkout.
 IMAGE_APP_ROOT = "/opt/derived-views"
@@ -110,7 +111,9 @@ def _check_ports(settings: Settings) -> None:
               "kube-controller-manager": [settings.controller_manager_port],
               "kafka": [settings.kafka_port, settings.kafka_controller_port,
                         settings.kafka_sasl_port],
-              kafka_connect.NAME: [settings.connect_port], s3_store.NAME: [settings.s3_port]}
+              kafka_connect.NAME: [settings.connect_port], s3_store.NAME: [settings.s3_port],
+              opensearch_server.NAME: [settings.opensearch_port,
+                                       settings.opensearch_transport_port]}
     for name, ports in wanted.items():
         ours = (postgres_server.running_pid(settings) if name == "postgres"
                 else processes.running(settings, name))
@@ -135,9 +138,12 @@ def up(settings: Settings) -> dict[str, Any]:
     connect_libs = artefacts.kafka_connect_libs(settings)
     spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
     s3proxy_jar = artefacts.s3proxy_jar(settings)
+    opensearch_home = artefacts.opensearch_home(settings)
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
     _check_ports(settings)
+    # Launched first and awaited last: its JVM boots while the others start.
+    opensearch_server.start(settings, opensearch_home, wait=False)
     postgres_server.start(settings)
     kube_api.start(settings, bins)
     _install_crds(settings)
@@ -145,6 +151,7 @@ def up(settings: Settings) -> dict[str, Any]:
     kafka_connect.start(settings, connect_libs)
     s3_store.start(settings, s3proxy_jar)
     _start_executor(settings, spark_jars)
+    opensearch_server.wait_ready(settings)
     info: dict[str, Any] = {
         "kubeconfig": str(settings.kubeconfig),
         "apiserver": kube_api.server_url(settings),
@@ -156,6 +163,7 @@ def up(settings: Settings) -> dict[str, Any]:
                "password": postgres_server.password(settings)},
         "kafka_connect": kafka_connect.rest_url(settings),
         "s3": s3_store.info(settings),
+        "opensearch": opensearch_server.url(settings),
         "spark_submit": str(Path(sys.executable).parent / "spark-submit"),
         "spark_jars": [str(j) for j in spark_jars],
         "image_app_root": IMAGE_APP_ROOT,
@@ -174,6 +182,7 @@ def up(settings: Settings) -> dict[str, Any]:
 
 def down(settings: Settings) -> None:
     processes.stop(settings, SPARK_EXECUTOR)
+    opensearch_server.stop(settings)
     s3_store.stop(settings)
     kafka_connect.stop(settings)
     kafka_broker.stop(settings)

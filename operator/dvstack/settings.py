@@ -21,6 +21,8 @@ HADOOP_VERSION = "3.4.1"
 """PySpark 4.0.0's Hadoop (pyspark/jars/hadoop-client-api-*.jar); hadoop-aws must match it."""
 S3PROXY_VERSION = "3.3.0"
 """The first release whose filesystem-nio2 backend lists directory markers as S3A needs."""
+OPENSEARCH_VERSION = "2.19.3"
+"""The sink the job writes to next (docs/sinks.md); stack/jars/opensearch/pom.xml pins it too."""
 
 
 def _port(name: str, default: int) -> int:
@@ -48,6 +50,8 @@ class Settings:
     pg_port: int
     s3_port: int
     connect_port: int
+    opensearch_port: int
+    opensearch_transport_port: int
 
     @property
     def logs_dir(self) -> Path:
@@ -83,4 +87,6 @@ def load() -> Settings:
         pg_port=_port("DV_PG_PORT", 15432),
         s3_port=_port("DV_S3_PORT", 19900),
         connect_port=_port("DV_CONNECT_PORT", 18083),
+        opensearch_port=_port("DV_OPENSEARCH_PORT", 19200),
+        opensearch_transport_port=_port("DV_OPENSEARCH_TRANSPORT_PORT", 19300),
     )

@@ -150,3 +150,45 @@ class LiveProducer:
 
     def achieved_rate(self) -> float:
         return len(self.events) / max(self.stopped_at - self.started_at, 1e-9)
+
+
+@dataclass
+class SearchAliasReader(Background):
+    """Searches an OpenSearch alias in a loop: the zero-downtime witness of an OpenSearch sink.
+
+    Records every error, the worst stall, and when the index answering for the alias changes
+    (`_index` of the hits: how a reader sees a cutover, independently of the operator).
+    """
+
+    url: str
+    alias: str
+    errors: list[str] = field(default_factory=list)
+    worst_stall: float = 0.0
+    queries: int = 0
+    index_changes: list[tuple[float, str]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        from opensearchpy import OpenSearch
+        from opensearchpy.exceptions import OpenSearchException
+
+        client = OpenSearch(hosts=[self.url], timeout=30, max_retries=0)
+        serving = ""
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            try:
+                hits = client.search(index=self.alias, body={"size": 1})["hits"]["hits"]
+                index = str(hits[0]["_index"]) if hits else ""
+                if index and index != serving:
+                    serving = index
+                    self.index_changes.append((time.time(), index))
+            except OpenSearchException as exc:
+                self.errors.append(repr(exc))
+            self.queries += 1
+            self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
+        client.close()
+
+    def first_seen(self, index: str, after: float) -> float | None:
+        """When the reader first got hits from `index` after time `after`."""
+        return next((t for t, seen in self.index_changes if t >= after and seen == index), None)

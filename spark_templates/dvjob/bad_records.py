@@ -28,9 +28,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from dvjob.errors import NullKeyError
 from dvjob.offsets import EndOffsets, read_end_offsets
 from dvjob.parse import BAD_CAUSE, bad_records
-from dvjob.sink_postgres import NullKeyError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

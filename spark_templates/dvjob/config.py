@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -53,6 +54,30 @@ def check_pg_identifier(name: str) -> str:
 
 
 PgIdentifier = Annotated[str, AfterValidator(check_pg_identifier)]
+
+# OpenSearch refuses longer index names (bytes of UTF-8).
+OPENSEARCH_INDEX_MAX_BYTES = 255
+_INDEX_NAME_FORBIDDEN = frozenset('\\/*?"<>| ,#:')
+
+
+def check_opensearch_index(name: str) -> str:
+    """An index name OpenSearch accepts as given: it never lowercases or rewrites one, it
+    refuses it, and a refusal at start is clearer than one at the first batch."""
+    if not name:
+        raise ValueError("must not be empty")
+    if name != name.lower():
+        raise ValueError(f"{name!r}: OpenSearch index names must be lowercase")
+    if name in (".", "..") or name[0] in "-_+":
+        raise ValueError(f"{name!r}: OpenSearch index names cannot be '.' or '..' or start "
+                         "with '-', '_' or '+'")
+    bad = sorted({c for c in name if c in _INDEX_NAME_FORBIDDEN or ord(c) < 32})
+    if bad:
+        raise ValueError(f"{name!r}: OpenSearch index names cannot contain "
+                         f"{' '.join(repr(c) for c in bad)}")
+    if len(name.encode()) > OPENSEARCH_INDEX_MAX_BYTES:
+        raise ValueError(f"{name!r} is longer than OpenSearch's limit of "
+                         f"{OPENSEARCH_INDEX_MAX_BYTES} bytes for index names")
+    return name
 
 
 class _Model(BaseModel):
@@ -128,11 +153,26 @@ class TransformConfig(_Model):
 
 
 class SinkConfig(_Model):
-    kind: Literal["postgres"] = "postgres"  # which dvjob.sink module writes
-    table: PgIdentifier
+    """Where the revision's index and its ledger are.
+
+    PostgreSQL: `table` and `ledgerTable` are tables in `schema`.  OpenSearch:
+    `table` is the revision's index (`<index>__<revision>`) and `ledgerTable`
+    the ledger index; `schema` has no meaning there.
+    """
+
+    kind: Literal["postgres", "opensearch"] = "postgres"  # which dvjob.sink module writes
+    table: str
     db_schema: PgIdentifier = Field(default="public", alias="schema")
     primary_key: list[PgIdentifier] = Field(min_length=1)
-    ledger_table: PgIdentifier = "dv_ledger"
+    ledger_table: str = Field(default="dv_ledger", validate_default=True)
+
+    @field_validator("table", "ledger_table")
+    @classmethod
+    def _name(cls, name: str, info: ValidationInfo) -> str:
+        # `kind` is declared first, so it is validated (or absent, if invalid) by now.
+        if info.data.get("kind") == "opensearch":
+            return check_opensearch_index(name)
+        return check_pg_identifier(name)
 
     @field_validator("primary_key")
     @classmethod

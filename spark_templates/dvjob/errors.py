@@ -14,6 +14,14 @@ class ConfigError(JobError):
     """The job's configuration (or what it implies, e.g. the output schema) is invalid."""
 
 
+class NullKeyError(JobError):
+    """A row has a NULL primary-key column; no sink can key a row by NULL.
+
+    Raised by every sink and by the bad-record policy `fail`, so it lives here rather
+    than in one sink's module (dvjob.sink_postgres re-exports it under its old name).
+    """
+
+
 # Spark's tag for `raise_error(...)`: the job raises it to refuse a record it cannot map.
 _RAISED = "[USER_RAISED_EXCEPTION]"
 

@@ -65,7 +65,7 @@ class Sink(Protocol):
         when the batch is not skipped."""
 
 
-SINK_KINDS = ("postgres",)
+SINK_KINDS = ("postgres", "opensearch")
 
 
 def open_sink(config: JobConfig, layout: TableLayout, *,
@@ -78,4 +78,12 @@ def open_sink(config: JobConfig, layout: TableLayout, *,
                             schema=config.sink.db_schema, table=config.sink.table,
                             ledger_table=config.sink.ledger_table, revision=config.revision,
                             layout=layout, before_commit=before_commit)
+    if kind == "opensearch":
+        from dvjob.sink_opensearch import OpenSearchSink
+        from dvjob.sink_opensearch_client import client_from_environment
+        client, url = client_from_environment()
+        return OpenSearchSink(client=client, url=url, index=config.sink.table,
+                              ledger_index=config.sink.ledger_table, view=config.view,
+                              revision=config.revision, layout=layout,
+                              before_commit=before_commit)
     raise ConfigError(f"sink.kind {kind!r}: this job writes {', '.join(SINK_KINDS)}")

@@ -27,6 +27,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from dvjob.errors import JobError
+from dvjob.errors import NullKeyError as NullKeyError  # its old home: still importable here
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
 from dvjob.sink import BadRecordHandler, BatchOutcome
@@ -43,10 +44,6 @@ Connect = Callable[[], psycopg.Connection[Any]]
 
 class LedgerMismatchError(JobError):
     """The ledger already holds this batch id with a different range."""
-
-
-class NullKeyError(JobError):
-    """A row has a NULL primary-key column; PostgreSQL keys cannot be NULL."""
 
 
 class IndexTableMismatchError(JobError):

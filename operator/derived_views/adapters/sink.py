@@ -19,7 +19,7 @@ from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.config import OperatorConfig
 from derived_views.core.observed import SinkObserved
 
-SINK_KINDS = ("postgres",)
+SINK_KINDS = ("postgres", "opensearch")
 
 
 class SinkUnavailable(Exception):
@@ -91,4 +91,7 @@ def open_session(spec: DerivedViewSpec, secret_data: Mapping[str, str],
     if kind == "postgres":
         from derived_views.adapters.postgres_session import PostgresSession
         return PostgresSession.open(secret_data, config, pools)
+    if kind == "opensearch":
+        from derived_views.adapters.opensearch_session import OpenSearchSession
+        return OpenSearchSession.open(secret_data, config, pools)
     raise SinkSecretInvalid(f"sink kind {kind!r}: this operator serves {', '.join(SINK_KINDS)}")

@@ -238,38 +238,87 @@ class PostgresSink(ApiModel):
         description="PostgreSQL schema of the alias and the indexes. Immutable.")] = "public"
 
 
+OPENSEARCH_INDEX_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
+"""OpenSearch index and alias names are lowercase and cannot start with `_`, `-` or `+`."""
+ONE_SINK_RULE = "has(self.postgres) != has(self.opensearch)"
+ONE_SINK_MESSAGE = "spec.sink: set exactly one of postgres and opensearch"
+SINK_KIND_RULE = "has(self.postgres) == has(oldSelf.postgres)"
+SINK_KIND_MESSAGE = ("spec.sink: the sink's kind is immutable (readers query its alias there); "
+                     "create a new view for another sink")
+
+
+class OpenSearchSink(ApiModel):
+    """The OpenSearch cluster holding the indexes and the alias readers search."""
+
+    secret_ref: Annotated[SecretRef, Field(
+        description="Secret with the key url (e.g. https://search.example:9200) and optionally "
+                    "username and password. A connection detail: not part of the revision.")]
+    index: Annotated[str, Field(
+        pattern=OPENSEARCH_INDEX_PATTERN,
+        json_schema_extra=cel((IMMUTABLE_RULE, "sink.opensearch.index is immutable: readers "
+                               "search it by this name; create a new view instead")),
+        description="Base name: readers search the alias of this name; each revision's index "
+                    "is `<index>__<revision>`. Immutable.")]
+
+
 class Sink(ApiModel):
     """Where the rows go, and what identifies a row."""
 
-    model_config = ConfigDict(json_schema_extra=cel((PRIMARY_KEY_RULE, PRIMARY_KEY_MESSAGE)))
+    model_config = ConfigDict(json_schema_extra=cel(
+        (PRIMARY_KEY_RULE, PRIMARY_KEY_MESSAGE), (ONE_SINK_RULE, ONE_SINK_MESSAGE),
+        (SINK_KIND_RULE, SINK_KIND_MESSAGE)))
 
-    postgres: Annotated[PostgresSink, Field(description="The PostgreSQL sink.")]
+    postgres: Annotated[PostgresSink | None, Field(
+        description="The PostgreSQL sink (set exactly one of postgres and opensearch).")] = None
+    opensearch: Annotated[OpenSearchSink | None, Field(
+        description="The OpenSearch sink (set exactly one of postgres and opensearch).")] = None
     primary_key: Annotated[list[Annotated[str, Field(pattern=COLUMN_PATTERN)]], Field(
         min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"},
-        description="Output columns identifying a row; upserts and deletes go by them. Part of "
-                    "the revision.")]
+        description="Output columns identifying a row; upserts and deletes go by them (in "
+                    "OpenSearch: the document id). Part of the revision.")]
 
     # What the operator's core asks of any sink kind; only the sink adapter
     # (derived_views.adapters.sink) reads the kind's own settings.
     @property
     def kind(self) -> str:
         """Which sink module serves the view (`derived_views.adapters.sink.SINK_KINDS`)."""
-        return "postgres"
+        return "opensearch" if self.opensearch is not None else "postgres"
 
     @property
     def secret_ref(self) -> SecretRef:
         """The Secret with the sink's connection details."""
+        if self.opensearch is not None:
+            return self.opensearch.secret_ref
+        assert self.postgres is not None  # _one_sink
         return self.postgres.secret_ref
 
     @property
     def base_name(self) -> str:
         """The alias readers query; each revision's index is `<base_name>__<revision>`."""
+        if self.opensearch is not None:
+            return self.opensearch.index
+        assert self.postgres is not None
         return self.postgres.table
 
     @property
     def scope(self) -> str:
-        """Where the alias and the indexes live within the sink (PostgreSQL: the schema)."""
+        """Where the alias and the indexes live within the sink (PostgreSQL: the schema;
+        OpenSearch: empty, one namespace per cluster)."""
+        if self.opensearch is not None:
+            return ""
+        assert self.postgres is not None
         return self.postgres.db_schema
+
+    @property
+    def alias_display(self) -> str:
+        """The alias as a person finds it: `schema.table`, or the OpenSearch alias."""
+        return f"{self.scope}.{self.base_name}" if self.scope else self.base_name
+
+    @model_validator(mode="after")
+    def _one_sink(self) -> Sink:
+        if (self.postgres is None) == (self.opensearch is None):
+            raise ValueError(ONE_SINK_MESSAGE)
+        return self
 
     @model_validator(mode="after")
     def _key(self) -> Sink:
@@ -522,6 +571,13 @@ class Spark(ApiModel):
                                   "location it started with.")] = None
 
 
+SQL_CHECKS_RULE = ("!has(self.sink.opensearch) || !has(self.cutover.checks) || "
+                   "!has(self.cutover.checks.assertions) || "
+                   "size(self.cutover.checks.assertions) == 0")
+SQL_CHECKS_MESSAGE = ("cutover.checks.assertions are PostgreSQL queries: an OpenSearch sink "
+                      "takes rowCount and keySample only")
+
+
 class DerivedViewSpec(ApiModel):
     """Desired state of a derived view.
 
@@ -529,6 +585,8 @@ class DerivedViewSpec(ApiModel):
     sink schema, primary key) define a revision; everything else is policy or
     connection detail and never triggers a replay.
     """
+
+    model_config = ConfigDict(json_schema_extra=cel((SQL_CHECKS_RULE, SQL_CHECKS_MESSAGE)))
 
     source: Annotated[Source, Field(description="The Kafka topics the view is computed from.")]
     transform: Annotated[Transform, Field(description="How events become rows.")]
@@ -544,3 +602,10 @@ class DerivedViewSpec(ApiModel):
     deletion_policy: Annotated[Literal["Retain", "Delete"], Field(
         description="On deletion of the view, jobs are always stopped; Retain keeps the alias "
                     "and the indexes, Delete drops them.")] = "Retain"
+
+    @model_validator(mode="after")
+    def _checks_fit_the_sink(self) -> DerivedViewSpec:
+        checks = self.cutover.checks
+        if self.sink.opensearch is not None and checks is not None and checks.assertions:
+            raise ValueError(SQL_CHECKS_MESSAGE)
+        return self

@@ -20,7 +20,7 @@ INDEX_LOST = "IndexLost"
 
 
 def lost_index_cause(index: str, position: LedgerPosition | None,
-                     index_oids: Mapping[str, int] | None) -> str | None:
+                     index_oids: Mapping[str, int | str] | None) -> str | None:
     """Why `index` no longer holds the batches its ledger claims; None when it does, when the
     ledger claims nothing, or when the tables were not observed (`index_oids` None)."""
     if position is None or index_oids is None:
@@ -31,6 +31,6 @@ def lost_index_cause(index: str, position: LedgerPosition | None,
     if live is None:
         return f"index table {index} is missing but {claim} (dropped?)"
     if position.index_oid is not None and position.index_oid != live:
-        return (f"index table {index} is not the table {claim} were written to (OID {live}, "
-                f"recorded {position.index_oid}): it was dropped and re-created")
+        return (f"index table {index} is not the table {claim} were written to (identity "
+                f"{live}, recorded {position.index_oid}): it was dropped and re-created")
     return None

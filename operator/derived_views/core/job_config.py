@@ -30,6 +30,15 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
     else:
         assert spec.transform.python is not None  # the model guarantees exactly one
         transform = {"python": spec.transform.python.function}
+    sink: dict[str, Any] = {
+        "kind": spec.sink.kind,
+        "table": naming.index_table(spec.sink.base_name, revision),
+        "schema": spec.sink.scope,
+        "primaryKey": list(spec.sink.primary_key),
+        "ledgerTable": ledger_table,
+    }
+    if not spec.sink.scope:  # OpenSearch has none
+        del sink["schema"]
     return {
         "view": f"{namespace}/{view}",
         "revision": revision,
@@ -44,13 +53,7 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
                                                              exclude_none=True),
         },
         "transform": transform,
-        "sink": {
-            "kind": spec.sink.kind,
-            "table": naming.index_table(spec.sink.base_name, revision),
-            "schema": spec.sink.scope,
-            "primaryKey": list(spec.sink.primary_key),
-            "ledgerTable": ledger_table,
-        },
+        "sink": sink,
         "checkpointLocation": checkpoint_location,
         "trigger": dict(TRIGGER),
     }

@@ -121,8 +121,9 @@ class LedgerPosition:
     earlier: LedgerPosition | None = None
     """An earlier batch of the same revision (about a rate window before this one, else its
     first), so the planner can measure the commit rate; None with a single batch."""
-    index_oid: int | None = None
-    """OID of the index table that batch was written to (None: not recorded by that job)."""
+    index_oid: int | str | None = None
+    """Identity of the index that batch was written to: PostgreSQL's table OID, OpenSearch's
+    index.uuid (None: not recorded by that job)."""
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,8 @@ class SinkObserved:
     a view with deletionPolicy Delete is deleted): DROP without CASCADE refuses them."""
     bad_records: Mapping[str, int] = field(default_factory=dict)
     """Records each revision left out under its bad-record policy (sum over its ledger rows)."""
-    index_oids: Mapping[str, int] | None = None
-    """Index table -> its OID, read after the ledger (a table the ledger's newest row names
+    index_oids: Mapping[str, int | str] | None = None
+    """Index -> its identity (table OID, index.uuid), read after the ledger (a table the ledger's newest row names
     must still be there then); None when not observed: no integrity decision is made."""
 
 

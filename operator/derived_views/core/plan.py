@@ -135,6 +135,9 @@ class _Planner:
         self.base = spec.sink.base_name
         self.schema = spec.sink.scope
         self.alias = naming.alias_name(self.base)
+        self.where = spec.sink.alias_display
+        self.base_field = ("spec.sink.opensearch.index" if spec.sink.kind == "opensearch"
+                           else "spec.sink.postgres.table")
         annotations = self.view.annotations
         # Deleting overrides a pause: the user asked for the jobs to stop.
         self.paused = (annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
@@ -406,11 +409,11 @@ class _Planner:
                      caught_up_since=None, lag=None, job_state=None, execution_attempts=None)
             self.delete_app(old)
             self.event("CutoverCompleted",
-                       f"Switched readers of {self.schema}.{self.alias} from revision {old} "
+                       f"Switched readers of {self.where} from revision {old} "
                        f"to {revision}.")
         else:
             self.event("CutoverCompleted",
-                       f"Started serving revision {revision} as {self.schema}.{self.alias}.")
+                       f"Started serving revision {revision} as {self.where}.")
 
     def ensure_finalizer(self) -> None:
         if FINALIZER not in self.view.finalizers:
@@ -693,7 +696,7 @@ class _Planner:
             if (target != record.index and record.index in self.sink.indexes
                     and self.lost_cause(revision) is None):
                 self.switches.append(SwitchAlias(self.schema, self.alias, record.index, target))
-                self.event("AliasRepaired", f"Pointed {self.schema}.{self.alias} back at index "
+                self.event("AliasRepaired", f"Pointed {self.where} back at index "
                                             f"{record.index} (it selected from "
                                             f"{target or 'nothing'}).", warning=True)
         app = self.apps.get(revision)
@@ -774,11 +777,11 @@ class _Planner:
         grace_over = waited >= self.cfg.deletion_sink_grace_seconds
         if self.spec.deletion_policy == "Retain":
             done = True
-            message = (f"Stopped the view's jobs; kept {self.schema}.{self.alias} and its "
+            message = (f"Stopped the view's jobs; kept {self.where} and its "
                        "indexes (deletionPolicy Retain).")
         elif self.claimed_by is not None:
             done = not self.apps
-            message = (f"Stopped the view's jobs; left {self.schema}.{self.alias} and its "
+            message = (f"Stopped the view's jobs; left {self.where} and its "
                        f"indexes to DerivedView {self.claimed_by}, which owns them.")
         elif self.sink is not None and self.sink.drop_blockers:
             done, message = self.deletion_blocked(self.sink.drop_blockers, grace_over)
@@ -791,7 +794,7 @@ class _Planner:
                     if owner is not None:
                         self.drops.append(DropIndex(self.schema, index, owner))
                 done = True
-            message = (f"Stopped the view's jobs and dropped {self.schema}.{self.alias} and "
+            message = (f"Stopped the view's jobs and dropped {self.where} and "
                        f"{len(self.sink.indexes)} index(es) (deletionPolicy Delete).")
         else:
             reason, detail = self.obs.sink_problem or ("SinkUnreachable", "sink unreachable")
@@ -835,14 +838,14 @@ class _Planner:
             return True, "Stopped the view's jobs."
         self.deletion_problem = cond.Verdict(
             "True", deletion.DELETION_BLOCKED,
-            f"{names} {verb} on {self.schema}.{self.alias} or its indexes: drop or re-point "
+            f"{names} {verb} on {self.where} or its indexes: drop or re-point "
             f"them (nothing is dropped with CASCADE); after "
             f"{self.cfg.deletion_sink_grace_seconds}s from the deletion the view is released "
             "and its alias and indexes are left in place")
         before = self.obs.status.condition(cond.STALLED)
         if before is None or before.reason != deletion.DELETION_BLOCKED:
             self.event(deletion.DELETION_BLOCKED,
-                       f"Not dropping {self.schema}.{self.alias} and its indexes: "
+                       f"Not dropping {self.where} and its indexes: "
                        f"{self.deletion_problem.message}.", warning=True)
         return False, ""
 
@@ -905,9 +908,9 @@ class _Planner:
                         + (f", revision {active} keeps serving" if active else ""))
         elif self.claimed_by is not None:
             problem = V("True", "SinkTableClaimed",
-                        f"{self.schema}.{self.alias} belongs to DerivedView {self.claimed_by}; "
-                        "two views cannot share a sink table: choose another "
-                        "spec.sink.postgres.table")
+                        f"{self.where} belongs to DerivedView {self.claimed_by}; "
+                        "two views cannot share an alias: choose another "
+                        f"{self.base_field}")
         elif self.sink is None and self.obs.sink_problem is not None:
             reason, detail = self.obs.sink_problem
             problem = V("True", reason, f"{detail}; nothing is switched or dropped until the "
@@ -930,7 +933,7 @@ class _Planner:
                         "up; change the view's content to rebuild from the new log")
         elif active is not None and (lost := self.lost_cause(active)) is not None:
             problem = V("True", integrity.INDEX_LOST,
-                        f"active revision {active}: {lost}; {self.schema}.{self.alias} "
+                        f"active revision {active}: {lost}; {self.where} "
                         + ("serves the incomplete table" if self.sink is not None
                            and self.sink.alias_target == self.index(active) else
                            "serves nothing")
@@ -1003,12 +1006,12 @@ class _Planner:
                       f"nothing serves yet: {reconciling.message or 'waiting'}")
         elif switched != self.index(active):
             ready = V("False", "AliasMisdirected",
-                      f"{self.schema}.{self.alias} does not select from {self.index(active)}")
+                      f"{self.where} does not select from {self.index(active)}")
         elif active != desired:
             ready = V("False", reconciling.reason,
                       f"revision {active} serves while {reconciling.message}")
         else:
-            ready = V("True", "Serving", f"{self.schema}.{self.alias} serves revision {active} "
+            ready = V("True", "Serving", f"{self.where} serves revision {active} "
                                          f"from {self.index(active)}")
 
         if lag is None:

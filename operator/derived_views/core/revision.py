@@ -92,13 +92,16 @@ def revision_document(spec: DerivedViewSpec) -> dict[str, Any]:
         assert spec.transform.python is not None  # the model guarantees exactly one
         transform = {"python": {"function": spec.transform.python.function,
                                 "pyFiles": list(spec.transform.python.py_files)}}
+    sink: dict[str, Any] = {"table": spec.sink.base_name, "schema": spec.sink.scope,
+                            "primaryKey": list(spec.sink.primary_key)}
+    if spec.sink.kind != "postgres":  # PostgreSQL views keep the revisions they always had
+        sink["kind"] = spec.sink.kind
     return {
         "scheme": HASH_SCHEME,
         "source": {"topics": sorted(set(spec.source.topics)), "format": spec.source.format,
                    "schema": spec.source.value_schema.strip()},
         "transform": transform,
-        "sink": {"table": spec.sink.base_name, "schema": spec.sink.scope,
-                 "primaryKey": list(spec.sink.primary_key)},
+        "sink": sink,
     }
 
 

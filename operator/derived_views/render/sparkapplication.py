@@ -36,6 +36,10 @@ POSTGRES_ENV = (("PGHOST", "host"), ("PGPORT", "port"), ("PGDATABASE", "database
                 ("PGUSER", "user"), ("PGPASSWORD", "password"))
 """libpq's variables, from the sink Secret's keys; PGSSLMODE is added from the optional key
 `sslmode`, matching what the operator's own PostgreSQL adapter reads."""
+OPENSEARCH_ENV = (("DV_OPENSEARCH_URL", "url", False), ("DV_OPENSEARCH_USERNAME", "username", True),
+                  ("DV_OPENSEARCH_PASSWORD", "password", True))
+"""The OpenSearch sink's variables (dvjob.sink), from the sink Secret's keys: (var, key,
+optional); the operator's own adapter reads the same keys."""
 KAFKA_ENV = (("DV_KAFKA_SASL_USERNAME", "username"), ("DV_KAFKA_SASL_PASSWORD", "password"),
              ("DV_KAFKA_SASL_MECHANISM", "mechanism"),
              ("DV_KAFKA_SECURITY_PROTOCOL", "securityProtocol"), ("DV_KAFKA_SSL_CA_PEM", "ca.crt"))
@@ -62,8 +66,12 @@ def _secret_env(var: str, secret: str, key: str, *, optional: bool = False) -> d
 def job_env(spec: DerivedViewSpec) -> list[dict[str, Any]]:
     """Environment of the driver and the executors: references to Secrets, never values."""
     sink_secret = spec.sink.secret_ref.name
-    env = [_secret_env(var, sink_secret, key) for var, key in POSTGRES_ENV]
-    env.append(_secret_env("PGSSLMODE", sink_secret, "sslmode", optional=True))
+    if spec.sink.kind == "opensearch":
+        env = [_secret_env(var, sink_secret, key, optional=optional)
+               for var, key, optional in OPENSEARCH_ENV]
+    else:
+        env = [_secret_env(var, sink_secret, key) for var, key in POSTGRES_ENV]
+        env.append(_secret_env("PGSSLMODE", sink_secret, "sslmode", optional=True))
     if spec.source.kafka.secret_ref is not None:
         kafka_secret = spec.source.kafka.secret_ref.name
         env += [_secret_env(var, kafka_secret, key, optional=True) for var, key in KAFKA_ENV]

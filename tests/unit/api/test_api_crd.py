@@ -99,9 +99,15 @@ def test_cel_rules_are_where_they_belong() -> None:
     assert rules == {
         "": ["self.metadata.name.size() <= 63"],
         ".spec.transform": ["has(self.sql) != has(self.python)"],
+        ".spec": ["!has(self.sink.opensearch) || !has(self.cutover.checks) || "
+                  "!has(self.cutover.checks.assertions) || "
+                  "size(self.cutover.checks.assertions) == 0"],
         ".spec.sink": ["size(self.primaryKey) > 0 && "
-                       "!self.primaryKey.exists(k, k.startsWith('_dv_'))"],
+                       "!self.primaryKey.exists(k, k.startsWith('_dv_'))",
+                       "has(self.postgres) != has(self.opensearch)",
+                       "has(self.postgres) == has(oldSelf.postgres)"],
         ".spec.sink.postgres.table": ["self == oldSelf"],
+        ".spec.sink.opensearch.index": ["self == oldSelf"],
         ".spec.sink.postgres.schema": ["self == oldSelf"],
         ".spec.source.badRecords": ["(self.policy == 'deadLetter') == "
                                     "has(self.deadLetterTopic)"],

@@ -28,7 +28,7 @@ def test_a_missing_table_is_lost() -> None:
 
 def test_another_table_under_the_name_is_lost() -> None:
     cause = lost_index_cause("v__a", HEAD, {"v__a": 16501})
-    assert cause is not None and "OID 16501, recorded 16400" in cause
+    assert cause is not None and "identity 16501, recorded 16400" in cause
 
 
 def test_an_unrecorded_identity_only_checks_existence() -> None:

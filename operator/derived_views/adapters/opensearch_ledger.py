@@ -1,0 +1,214 @@
+"""The OpenSearch sink's ledger as the operator reads and prunes it (docs/sinks.md).
+
+The job writes one document per batch into the ledger index (`<revision>:<batch_id>`),
+with `refresh=wait_for`, so a search sees every batch whose rows are in the index. The
+operator reads each revision's newest batch and an earlier one for the commit rate, and
+prunes what neither resuming nor the rate needs. Bad-record counts live in the batch
+documents; a pruned batch's count moves into the revision's summary document
+(`<revision>:pruned`, written with a sequence-number check, before the delete), which
+records below which batch id the counts were folded: a crash between the two steps
+neither loses nor doubles a count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opensearchpy import NotFoundError, OpenSearch
+
+from derived_views.core.observed import LedgerPosition
+
+RATE_WINDOW_SECONDS = 30
+"""As the PostgreSQL ledger: the commit rate is measured over about this window."""
+LEDGER_KEEP_BATCHES = 20
+
+
+def _summary_id(revision: str) -> str:
+    return f"{revision}:pruned"
+
+
+def _batches_of(revision: str, *more: dict[str, Any]) -> dict[str, Any]:
+    return {"bool": {"filter": [{"term": {"revision": revision}},
+                                {"exists": {"field": "batch_id"}}, *more]}}
+
+
+def _time(raw: Any) -> dt.datetime | None:
+    if not raw:
+        return None
+    parsed = dt.datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def _offsets(raw: Any) -> dict[tuple[str, int], int]:
+    """The ledger's `{topic: {partition: offset}}` as `{(topic, partition): offset}`."""
+    return {(topic, int(p)): int(o) for topic, parts in (raw or {}).items()
+            for p, o in parts.items()}
+
+
+def ledger_exists(client: OpenSearch, ledger: str) -> bool:
+    return bool(client.indices.exists(index=ledger))
+
+
+def read_heads(client: OpenSearch, ledger: str, revisions: Iterable[str]
+               ) -> tuple[dict[str, LedgerPosition], dict[str, int], dict[str, int]]:
+    """(positions, bad-record totals, oldest batch id kept) per revision with a batch.
+
+    Two `_msearch` requests whatever the number of revisions: the newest batch of each
+    (with the sum of bad records above the summary's fold point), then the earlier batch
+    for the rate and the summaries.
+    """
+    wanted = sorted(set(revisions))
+    if not wanted or not ledger_exists(client, ledger):
+        return {}, {}, {}
+    summaries = _summaries(client, ledger, wanted)
+    body: list[dict[str, Any]] = []
+    for revision in wanted:
+        folded_below = summaries.get(revision, (0, 0))[0]
+        body += [{"index": ledger}, {
+            "size": 1, "sort": [{"batch_id": "desc"}],
+            "query": _batches_of(revision),
+            "aggs": {"oldest": {"min": {"field": "batch_id"}},
+                     "bad": {"filter": {"range": {"batch_id": {"gte": folded_below}}},
+                             "aggs": {"sum": {"sum": {"field": "bad_records"}}}}}}]
+    newest: dict[str, dict[str, Any]] = {}
+    bad: dict[str, int] = {}
+    oldest: dict[str, int] = {}
+    for revision, answer in zip(wanted, _msearch(client, body), strict=False):
+        hits = answer["hits"]["hits"]
+        if not hits:
+            continue
+        newest[revision] = hits[0]["_source"]
+        aggs = answer["aggregations"]
+        bad[revision] = summaries.get(revision, (0, 0))[1] + int(aggs["bad"]["sum"]["value"] or 0)
+        oldest[revision] = int(aggs["oldest"]["value"])
+    earlier = _earlier(client, ledger, newest)
+    positions = {}
+    for revision, doc in newest.items():
+        before = earlier.get(revision)
+        positions[revision] = LedgerPosition(
+            end_offsets=_offsets(doc.get("end_offsets")), committed_at=_time(doc.get("committed_at")),
+            batch_id=int(doc["batch_id"]), index_oid=doc.get("index_uuid"),
+            earlier=None if before is None else LedgerPosition(
+                end_offsets=_offsets(before.get("end_offsets")),
+                committed_at=_time(before.get("committed_at")), batch_id=int(before["batch_id"])))
+    return positions, bad, oldest
+
+
+def _msearch(client: OpenSearch, body: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    answers: list[dict[str, Any]] = client.msearch(body=body)["responses"]
+    for answer in answers:
+        if "error" in answer:
+            raise RuntimeError(f"ledger search failed: {answer['error']}")
+    return answers
+
+
+def _summaries(client: OpenSearch, ledger: str, revisions: list[str]
+               ) -> dict[str, tuple[int, int]]:
+    """revision -> (folded below batch id, bad records folded) from the summary documents."""
+    docs = client.mget(index=ledger, body={"ids": [_summary_id(r) for r in revisions]})["docs"]
+    return {d["_source"]["revision"]: (int(d["_source"]["folded_below"]),
+                                       int(d["_source"]["bad_records"]))
+            for d in docs if d.get("found")}
+
+
+def _earlier(client: OpenSearch, ledger: str, newest: Mapping[str, Mapping[str, Any]]
+             ) -> dict[str, dict[str, Any]]:
+    """The newest batch a rate window older than the newest, else the revision's first."""
+    body: list[dict[str, Any]] = []
+    order = sorted(newest)
+    for revision in order:
+        head = newest[revision]
+        before_head = {"range": {"batch_id": {"lt": int(head["batch_id"])}}}
+        cutoff = _time(head.get("committed_at"))
+        old_enough = [] if cutoff is None else [{"range": {"committed_at": {
+            "lte": (cutoff - dt.timedelta(seconds=RATE_WINDOW_SECONDS)).isoformat()}}}]
+        body += [{"index": ledger}, {"size": 1, "sort": [{"batch_id": "desc"}],
+                                     "query": _batches_of(revision, before_head, *old_enough)},
+                 {"index": ledger}, {"size": 1, "sort": [{"batch_id": "asc"}],
+                                     "query": _batches_of(revision, before_head)}]
+    if not body:
+        return {}
+    answers = _msearch(client, body)
+    out: dict[str, dict[str, Any]] = {}
+    for i, revision in enumerate(order):
+        for answer in (answers[2 * i], answers[2 * i + 1]):
+            hits = answer["hits"]["hits"]
+            if hits:
+                out[revision] = hits[0]["_source"]
+                break
+    return out
+
+
+def prune(client: OpenSearch, ledger: str, positions: Mapping[str, LedgerPosition],
+          oldest: Mapping[str, int], keep_batches: int = LEDGER_KEEP_BATCHES) -> int:
+    """Delete batch documents neither resuming nor the rate needs; returns how many went.
+
+    Kept per revision: everything from the earlier batch the rate reads on, and at least the
+    newest `keep_batches`; a revision whose earlier batch is its first keeps all.
+    """
+    deleted = 0
+    for revision, head in positions.items():
+        if head.batch_id is None or head.earlier is None or head.earlier.batch_id is None:
+            continue
+        keep_from = min(head.earlier.batch_id, head.batch_id - keep_batches)
+        if oldest.get(revision, keep_from) >= keep_from:
+            continue
+        _fold(client, ledger, revision, keep_from)
+        deleted += _delete_matching(client, ledger, _batches_of(revision, {"range": {
+            "batch_id": {"lt": keep_from}}}))
+    return deleted
+
+
+DELETE_PAGE = 1000
+
+
+def _delete_matching(client: OpenSearch, ledger: str, query: dict[str, Any]) -> int:
+    """Delete the documents `query` matches, a page of ids at a time, by one bulk request each.
+
+    Not `_delete_by_query`: it lives in the reindex module, which a minimal distribution
+    (the stack's integ-test zip) leaves out, and a page bounds one pass's work anyway.
+    """
+    deleted = 0
+    while True:
+        hits = client.search(index=ledger, body={"size": DELETE_PAGE, "_source": False,
+                                                 "query": query})["hits"]["hits"]
+        if not hits:
+            return deleted
+        lines = [{"delete": {"_index": ledger, "_id": h["_id"]}} for h in hits]
+        answer = client.bulk(body=lines, params={"refresh": "true"})
+        deleted += sum(1 for item in answer["items"] if item["delete"].get("result") == "deleted")
+        if len(hits) < DELETE_PAGE:
+            return deleted
+
+
+def _fold(client: OpenSearch, ledger: str, revision: str, keep_from: int) -> None:
+    """Move the bad-record counts of batches below `keep_from` into the summary document."""
+    try:
+        found = client.get(index=ledger, id=_summary_id(revision))
+        source, cas = found["_source"], {"if_seq_no": found["_seq_no"],
+                                          "if_primary_term": found["_primary_term"]}
+    except NotFoundError:
+        source, cas = {"revision": revision, "folded_below": 0, "bad_records": 0}, {}
+    folded_below = int(source["folded_below"])
+    if folded_below >= keep_from:
+        return
+    answer = client.search(index=ledger, body={
+        "size": 0, "query": _batches_of(revision, {"range": {"batch_id": {
+            "gte": folded_below, "lt": keep_from}}}),
+        "aggs": {"sum": {"sum": {"field": "bad_records"}}}})
+    moved = int(answer["aggregations"]["sum"]["value"] or 0)
+    params: dict[str, Any] = {"refresh": "true", **cas}
+    if not cas:
+        params["op_type"] = "create"
+    client.index(index=ledger, id=_summary_id(revision), params=params, body={
+        "revision": revision, "folded_below": keep_from,
+        "bad_records": int(source["bad_records"]) + moved})
+
+
+def drop_revision(client: OpenSearch, ledger: str, revision: str) -> None:
+    """Every ledger document of a revision (its batches and its summary)."""
+    if not ledger_exists(client, ledger):
+        return
+    _delete_matching(client, ledger, {"term": {"revision": revision}})

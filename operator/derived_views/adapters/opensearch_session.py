@@ -1,0 +1,169 @@
+"""The OpenSearch sink behind `derived_views.adapters.sink.SinkSession` (docs/sinks.md).
+
+Each revision's index is `<index>__<revision>`; readers search the alias `<index>`, switched
+with one `_aliases` request (remove with must_exist, then add), so a concurrent switch
+fails the request instead of leaving the alias on two indexes. An index records its view
+and revision in `_meta.derived_views`; the alias's owner is the view of the index it names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opensearchpy import NotFoundError, OpenSearch, TransportError
+from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
+
+from derived_views.adapters import opensearch_ledger as ledger
+from derived_views.adapters.opensearch_checks import run_checks
+from derived_views.adapters.opensearch_client import OpenSearchClients, OpenSearchCredentials
+from derived_views.adapters.sink import (
+    SinkObservation,
+    SinkPools,
+    SinkSecretInvalid,
+    SinkUnavailable,
+)
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core.checks import CheckRequest, Measurement
+from derived_views.core.config import OperatorConfig
+from derived_views.core.observed import (
+    SinkObserved,
+    SwitchBlocker,
+    index_tables_to_observe,
+    revisions_to_observe,
+)
+
+
+class AliasConflict(RuntimeError):
+    """The alias is not where the switch expected it, or belongs to another view."""
+
+
+class OpenSearchSession:
+    """One pass's use of the pooled client of the view's cluster."""
+
+    def __init__(self, client: OpenSearch, ledger_index: str) -> None:
+        self.client, self.ledger_index = client, ledger_index
+
+    @classmethod
+    def open(cls, secret_data: Mapping[str, str], config: OperatorConfig,
+             pools: SinkPools) -> OpenSearchSession:
+        try:
+            creds = OpenSearchCredentials.from_secret_data(secret_data)
+        except ValueError as exc:
+            raise SinkSecretInvalid(str(exc)) from None
+        clients: OpenSearchClients = pools.of("opensearch", OpenSearchClients)
+        client = clients.client(creds)
+        try:
+            client.transport.perform_request("GET", "/")
+        except (OpenSearchConnectionError, TransportError) as exc:
+            raise SinkUnavailable(f"OpenSearch at {creds.url}: {_first_line(exc)}") from None
+        return cls(client, config.ledger_table)
+
+    def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
+                dropping: bool) -> SinkObservation:
+        positions, bad, oldest = ledger.read_heads(self.client, self.ledger_index,
+                                                   revisions_to_observe(spec, status))
+        ledger.prune(self.client, self.ledger_index, positions, oldest)
+        # After the ledger: an index its newest batch names must exist now, unless it was lost.
+        found = self._indexes(spec.sink.base_name, index_tables_to_observe(spec, status))
+        alias = spec.sink.base_name
+        target = self._alias_target(alias)
+        return SinkObservation(observed=SinkObserved(
+            indexes=frozenset(found), alias_target=target, ledger=positions,
+            alias_owner=self._owner(target) if target else None, bad_records=bad,
+            switch_blockers=self._switch_blockers(alias, target, set(found) - {target}),
+            index_oids={name: uuid for name, (uuid, _) in found.items()}),
+            index_rows={name: rows for name, (_, rows) in found.items()})
+
+    def _indexes(self, base: str, names: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """Which of `names` exist: index -> (index.uuid, documents)."""
+        wanted = set(names)
+        if not wanted:
+            return {}
+        rows = self.client.transport.perform_request(
+            "GET", f"/_cat/indices/{base}__*",
+            params={"format": "json", "h": "index,uuid,docs.count",
+                    "expand_wildcards": "open,closed"})
+        return {r["index"]: (r["uuid"], int(r.get("docs.count") or 0))
+                for r in rows if r["index"] in wanted}
+
+    def _alias_target(self, alias: str) -> str | None:
+        try:
+            found = self.client.transport.perform_request("GET", f"/_alias/{alias}")
+        except NotFoundError:
+            return None
+        targets: list[str] = sorted(found)
+        if len(targets) != 1:
+            raise RuntimeError(f"alias {alias} names {len(targets)} indexes ({', '.join(targets)}); "
+                               "expected one")
+        return targets[0]
+
+    def _meta(self, index: str) -> Mapping[str, Any]:
+        try:
+            found = self.client.transport.perform_request("GET", f"/{index}/_mapping")
+        except NotFoundError:
+            return {}
+        first: dict[str, Any] = next(iter(found.values()), {})
+        mappings: dict[str, Any] = first.get("mappings", {})
+        meta: Mapping[str, Any] = mappings.get("_meta", {}).get("derived_views", {})
+        return meta
+
+    def _owner(self, index: str) -> str | None:
+        view = self._meta(index).get("view")
+        return str(view) if view else None
+
+    def _switch_blockers(self, alias: str, target: str | None, indexes: Iterable[str]
+                         ) -> dict[str, SwitchBlocker]:
+        """An index (not an alias) named like the alias blocks every switch."""
+        if target is not None or not indexes:
+            return {}
+        if not self.client.indices.exists(index=alias):
+            return {}
+        blocker = SwitchBlocker("AliasNameTaken", f"an index named {alias} exists: readers "
+                                "search the alias of that name, so move or delete that index")
+        return {index: blocker for index in indexes}
+
+    def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
+        return run_checks(self.client, request)
+
+    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+                     owner: str) -> None:
+        current = self._alias_target(alias)
+        claimed = self._owner(current) if current else None
+        if claimed not in (None, owner):
+            raise AliasConflict(f"alias {alias} belongs to DerivedView {claimed}")
+        if self._owner(to_index) not in (None, owner):
+            raise AliasConflict(f"index {to_index} belongs to another DerivedView")
+        if current == to_index:
+            return
+        if current != from_index:
+            raise AliasConflict(f"alias {alias} points at {current!r}, expected {from_index!r}")
+        actions: list[dict[str, Any]] = []
+        if from_index is not None:
+            actions.append({"remove": {"index": from_index, "alias": alias, "must_exist": True}})
+        actions.append({"add": {"index": to_index, "alias": alias}})
+        self.client.transport.perform_request("POST", "/_aliases", body={"actions": actions})
+
+    def drop_alias(self, scope: str, alias: str) -> None:
+        target = self._alias_target(alias)
+        if target is None:
+            return
+        with contextlib.suppress(NotFoundError):
+            self.client.transport.perform_request("DELETE", f"/{target}/_alias/{alias}")
+
+    def drop_index(self, scope: str, index: str, revision: str) -> None:
+        if self._alias_target(index.rsplit("__", 1)[0]) == index:
+            raise RuntimeError(f"index {index} is the alias's target; not dropping")
+        with contextlib.suppress(NotFoundError):
+            self.client.transport.perform_request("DELETE", f"/{index}")
+        ledger.drop_revision(self.client, self.ledger_index, revision)
+
+    def close(self) -> None:
+        """Nothing to give back: the client stays in the pool for the next pass."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

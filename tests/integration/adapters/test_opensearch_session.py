@@ -1,0 +1,191 @@
+"""The operator's OpenSearch session against the stack's OpenSearch: the alias switch, the
+drops, the ledger heads and their pruning, and the cutover checks.
+
+Ledger documents are written here as docs/sinks.md says the job writes them, so the
+operator's reading of them is checked against the contract, not against its own writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opensearchpy import NotFoundError, OpenSearch
+
+from derived_views.adapters import opensearch_ledger
+from derived_views.adapters.opensearch_session import AliasConflict, OpenSearchSession
+from derived_views.adapters.sink import SinkPools, SinkSecretInvalid, SinkUnavailable
+from derived_views.api.spec import CutoverChecks, DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core.checks import CheckRequest, KeySampleFound, RowCounts
+from derived_views.core.config import OperatorConfig
+
+CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
+T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture()
+def search(stack: Any) -> Iterator[OpenSearch]:
+    client = OpenSearch(hosts=[stack.opensearch], timeout=30)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def base(search: OpenSearch) -> Iterator[str]:
+    name = f"it-{uuid.uuid4().hex[:8]}"
+    yield name
+    search.indices.delete(index=f"{name}__*", params={"ignore_unavailable": "true"})
+
+
+@pytest.fixture()
+def ledger(search: OpenSearch) -> Iterator[str]:
+    name = f"it_ledger_{uuid.uuid4().hex[:8]}"
+    yield name
+    search.indices.delete(index=name, params={"ignore_unavailable": "true"})
+
+
+def _session(stack: Any, ledger: str) -> OpenSearchSession:
+    config = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c",
+                            ledger_table=ledger)
+    return OpenSearchSession.open({"url": stack.opensearch}, config, SinkPools(2))
+
+
+def _index(search: OpenSearch, name: str, view: str, docs: dict[str, int]) -> str:
+    search.indices.create(index=name, body={"mappings": {
+        "_meta": {"derived_views": {"view": view, "revision": name.rsplit("__", 1)[1]}},
+        "properties": {"k": {"type": "keyword"}, "v": {"type": "long"}}}})
+    for key, value in docs.items():
+        search.index(index=name, id=key, body={"k": key, "v": value})
+    search.indices.refresh(index=name)
+    return str(search.indices.get_settings(index=name)[name]["settings"]["index"]["uuid"])
+
+
+def _batch(search: OpenSearch, ledger: str, revision: str, batch: int, at: dt.datetime,
+           offset: int, bad: int = 0, uuid_: str = "u") -> None:
+    search.index(index=ledger, id=f"{revision}:{batch}", params={"refresh": "wait_for"}, body={
+        "revision": revision, "batch_id": batch, "end_offsets": {"t": {"0": offset}},
+        "rows_upserted": 1, "rows_deleted": 0, "bad_records": bad,
+        "committed_at": at.isoformat(), "index_uuid": uuid_})
+
+
+def _spec(base: str) -> DerivedViewSpec:
+    return DerivedViewSpec.model_validate({
+        "source": {"kafka": {"bootstrapServers": "k:9092"}, "topics": ["t"],
+                   "schema": "k STRING, v BIGINT"},
+        "transform": {"sql": "SELECT k, v FROM events"},
+        "sink": {"opensearch": {"secretRef": {"name": "s"}, "index": base},
+                 "primaryKey": ["k"]}})
+
+
+def test_unreachable_and_unusable_secrets_are_told_apart() -> None:
+    with pytest.raises(SinkSecretInvalid, match="key url is missing"):
+        OpenSearchSession.open({}, CONFIG, SinkPools(1))
+    with pytest.raises(SinkUnavailable, match=r"OpenSearch at http://127\.0\.0\.1:9"):
+        OpenSearchSession.open({"url": "http://127.0.0.1:9"}, CONFIG, SinkPools(1))
+
+
+def test_switch_is_one_atomic_step_that_checks_where_the_alias_was(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    session = _session(stack, ledger)
+    a, b, c = (f"{base}__{r}" for r in ("aaaa", "bbbb", "cccc"))
+    for name in (a, b, c):
+        _index(search, name, "shop/orders", {"x": 1})
+    session.switch_alias("", base, a, None, owner="shop/orders")
+    assert search.indices.get_alias(name=base) == {a: {"aliases": {base: {}}}}
+    session.switch_alias("", base, a, None, owner="shop/orders")  # idempotent
+    with pytest.raises(AliasConflict, match="expected"):
+        session.switch_alias("", base, c, b, owner="shop/orders")
+    session.switch_alias("", base, b, a, owner="shop/orders")
+    assert search.indices.get_alias(name=base) == {b: {"aliases": {base: {}}}}
+    with pytest.raises(AliasConflict, match="belongs to DerivedView shop/orders"):
+        session.switch_alias("", base, c, b, owner="other/view")
+    with pytest.raises(RuntimeError, match="alias's target"):
+        session.drop_index("", b, "bbbb")
+    session.drop_index("", a, "aaaa")
+    assert not search.indices.exists(index=a)
+    session.drop_index("", a, "aaaa")  # gone already: nothing to do
+    session.drop_alias("", base)
+    assert not search.indices.exists_alias(name=base)
+    session.drop_alias("", base)
+
+
+def test_observe_reads_indexes_alias_owner_and_ledger_heads(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    from derived_views.core.revision import revision_of
+
+    spec = _spec(base)
+    revision = revision_of(spec)
+    index = f"{base}__{revision}"
+    identity = _index(search, index, "shop/orders", {"x": 1, "y": 2})
+    for batch in range(3):
+        _batch(search, ledger, revision, batch, T0 + dt.timedelta(seconds=20 * batch),
+               offset=10 * (batch + 1), bad=batch, uuid_=identity)
+    session = _session(stack, ledger)
+    session.switch_alias("", base, index, None, owner="shop/orders")
+    seen = session.observe(spec, DerivedViewStatus(), dropping=False)
+    sink = seen.observed
+    assert sink.indexes == frozenset({index}) and sink.alias_target == index
+    assert sink.alias_owner == "shop/orders"
+    assert sink.index_oids == {index: identity}
+    assert seen.index_rows == {index: 2}
+    assert sink.bad_records == {revision: 0 + 1 + 2}
+    head = sink.ledger[revision]
+    assert (head.batch_id, head.end_offsets, head.index_oid) == (2, {("t", 0): 30}, identity)
+    assert head.committed_at == T0 + dt.timedelta(seconds=40)
+    # the newest batch at least 30 s before the newest (batch 0, 40 s earlier)
+    assert head.earlier is not None and head.earlier.batch_id == 0
+
+
+def test_pruning_keeps_what_the_rate_and_resuming_need_and_every_bad_record(
+        stack: Any, search: OpenSearch, ledger: str) -> None:
+    revision = "r1"
+    for batch in range(60):  # one batch a second: the rate window reaches back 30 batches
+        _batch(search, ledger, revision, batch, T0 + dt.timedelta(seconds=batch), offset=batch,
+               bad=1)
+    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    assert bad == {revision: 60} and oldest == {revision: 0}
+    assert positions[revision].earlier is not None
+    assert positions[revision].earlier.batch_id == 29
+    deleted = opensearch_ledger.prune(search, ledger, positions, oldest)
+    assert deleted == 29  # batches 0..28; from 29 (the rate's) on stay
+    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    assert bad == {revision: 60} and oldest == {revision: 29}
+    assert opensearch_ledger.prune(search, ledger, positions, oldest) == 0
+    # a crash after the summary was written but before the delete: nothing counted twice
+    for batch in range(60, 100):
+        _batch(search, ledger, revision, batch, T0 + dt.timedelta(seconds=batch), offset=batch,
+               bad=1)
+    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    head = positions[revision]
+    assert head.earlier is not None and head.earlier.batch_id is not None
+    opensearch_ledger._fold(search, ledger, revision, head.earlier.batch_id)
+    assert opensearch_ledger.read_heads(search, ledger, [revision])[1] == {revision: 100}
+    opensearch_ledger.prune(search, ledger, positions, oldest)
+    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    assert bad == {revision: 100} and oldest[revision] == head.earlier.batch_id
+    opensearch_ledger.drop_revision(search, ledger, revision)
+    assert opensearch_ledger.read_heads(search, ledger, [revision]) == ({}, {}, {})
+    with pytest.raises(NotFoundError):
+        search.get(index=ledger, id=f"{revision}:pruned")
+
+
+def test_checks_count_and_sample_both_indexes(stack: Any, search: OpenSearch, base: str,
+                                              ledger: str) -> None:
+    candidate, active = f"{base}__cand", f"{base}__act"
+    _index(search, candidate, "shop/orders", {str(i): i for i in range(50)})
+    _index(search, active, "shop/orders", {str(i): i for i in range(3, 52)})
+    request = CheckRequest(
+        revision="cand", schema="", index=candidate, active_index=active, primary_key=("k",),
+        same_key=True, checks_hash="h", checks=CutoverChecks.model_validate(
+            {"rowCount": {"maxDifference": 0}, "keySample": {"size": 100}}))
+    found = _session(stack, ledger).run_checks(request)
+    assert found["rowCount"][0] == RowCounts(candidate=50, active=49)
+    sample = found["keySample"][0]
+    assert isinstance(sample, KeySampleFound)
+    assert (sample.sampled_active, sample.missing_from_candidate) == (49, 2)  # 50, 51
+    assert (sample.sampled_candidate, sample.missing_from_active) == (50, 3)  # 0, 1, 2
+    assert set(sample.examples) <= {"0", "1", "2", "50", "51"}
