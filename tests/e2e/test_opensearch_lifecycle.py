@@ -59,7 +59,11 @@ def _view(namespace: str, name: str, topic: str, index: str, stack: Any, policy:
                  "transform": {"sql": SQL["v1"]},
                  "sink": {"opensearch": {"secretRef": {"name": "search"}, "index": index},
                           "primaryKey": ["customer_id"]},
+                 # The previous job stops at the cutover, so the rollback below restarts
+                 # it from its checkpoint (the PostgreSQL lifecycle covers the default,
+                 # a job that keeps following and a switch back at once).
                  "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 900,
+                             "keepPreviousRunningSeconds": 0,
                              "checks": {"rowCount": {"maxDifference": 0},
                                         "keySample": {"size": 200}}},
                  "spark": {"restartPolicy": {"type": "OnFailure", "onFailureRetries": 1,

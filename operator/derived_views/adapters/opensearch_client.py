@@ -7,6 +7,7 @@ than one per pass.
 
 from __future__ import annotations
 
+import logging
 import threading
 import urllib.parse
 from collections.abc import Mapping
@@ -15,6 +16,10 @@ from dataclasses import dataclass, field
 from opensearchpy import OpenSearch
 
 REQUEST_TIMEOUT_SECONDS = 30
+# The client logs every request at INFO and every 404 at WARNING (an alias not made yet is a
+# 404 on each pass): that would drown the operator's log. A failure that matters raises, and
+# the pass reports it in the view's status and in the operator's log.
+logging.getLogger("opensearch").setLevel(logging.ERROR)
 SECRET_KEYS = "url and optionally username and password"
 
 

@@ -480,6 +480,12 @@ class Cutover(ApiModel):
     retain_previous_seconds: Annotated[int, Field(
         ge=0, description="After a cutover, the previous index is kept this long so that "
                           "reverting the spec resumes it instead of replaying.")] = 600
+    keep_previous_running_seconds: Annotated[int, Field(
+        ge=0, le=86400,
+        description="After a cutover, the previous revision's job keeps following the log for "
+                    "this long (at most retainPreviousSeconds), so that reverting the spec "
+                    "switches readers back at once, without waiting for a job to start; 0 "
+                    "stops it at the cutover. It costs that job's resources meanwhile.")] = 300
 
     @model_validator(mode="after")
     def _stable_before_deadlines(self) -> Cutover:

@@ -158,6 +158,9 @@ class RevisionStatus(StatusModel):
         description="Start of the current run of lag at or under the gate.")] = None
     retire_after: Annotated[AwareDatetime | None, Field(
         description="When a retiring revision's index is dropped.")] = None
+    follow_until: Annotated[AwareDatetime | None, Field(
+        description="Until when a retiring revision's job keeps following the log, so that a "
+                    "rollback switches back at once (cutover.keepPreviousRunningSeconds).")] = None
     bad_records: Annotated[int | None, Field(
         ge=0, description="Records this revision's job left out under the bad-record policy "
                           "(skipped or dead-lettered), exactly as committed with its batches; "

@@ -206,6 +206,24 @@ class _Planner:
     def retire_after(self) -> dt.datetime:
         return self.now + dt.timedelta(seconds=self.spec.cutover.retain_previous_seconds)
 
+    def follow_until(self, revision: str) -> dt.datetime | None:
+        """Until when a replaced revision's job keeps following the log (None: stop it now):
+        keepPreviousRunningSeconds, within the retain window, for a job that still runs."""
+        cutover = self.spec.cutover
+        keep = min(cutover.keep_previous_running_seconds, cutover.retain_previous_seconds)
+        app = self.apps.get(revision)
+        if keep <= 0 or self.paused or app is None or app.deleting or app.stopped:
+            return None
+        return self.now + dt.timedelta(seconds=keep)
+
+    def following(self, revision: str) -> bool:
+        """A retiring revision whose job still follows the log inside its follow window."""
+        record = self.records[revision]
+        app = self.apps.get(revision)
+        return (record.phase == Phase.Retiring and record.follow_until is not None
+                and self.now < record.follow_until and app is not None and not app.deleting
+                and not app.stopped and not any(d.revision == revision for d in self.deletes))
+
     def set(self, revision: str, **changes: Any) -> RevisionStatus:
         """Update a record; entering a new phase stamps `since`."""
         current = self.records[revision]
@@ -404,10 +422,15 @@ class _Planner:
                  caught_up_since=None, retire_after=None)
         self.active = revision
         if old is not None and old != revision:
+            follow_until = self.follow_until(old)
             self.set(old, phase=Phase.Retiring, retire_after=self.retire_after(),
-                     reason="Replaced", message=f"replaced by revision {revision}",
+                     follow_until=follow_until, reason="Replaced",
+                     message=f"replaced by revision {revision}" + (
+                         "; its job keeps following the log for a rollback until "
+                         f"{follow_until.isoformat()}" if follow_until else ""),
                      caught_up_since=None, lag=None, job_state=None, execution_attempts=None)
-            self.delete_app(old)
+            if follow_until is None:
+                self.delete_app(old)
             self.event("CutoverCompleted",
                        f"Switched readers of {self.where} from revision {old} "
                        f"to {revision}.")
@@ -465,6 +488,8 @@ class _Planner:
         record = self.records.get(revision)
         if record is None:
             self.start_new(revision)
+        elif record.phase == Phase.Retiring and self.following(revision):
+            self.switch_back(revision)
         elif record.phase == Phase.Retiring:
             self.restart(revision, rollback=True)
         elif record.phase in (Phase.Superseded, Phase.Retired) or (
@@ -496,6 +521,18 @@ class _Planner:
         else:
             self.event("BackfillStarted", f"Started replaying revision {revision} from offset 0 "
                                           f"into index {self.index(revision)}.")
+
+    def switch_back(self, revision: str) -> None:
+        """Roll back to a revision whose job never stopped following the log: it is a
+        candidate again at once, its gate record intact, so it is promoted as soon as the
+        gate (and any checks) hold, without a job start or a replay."""
+        self.set(revision, phase=Phase.Backfilling, reason="RollbackStarted",
+                 message="its job kept following the log; no restart, no replay",
+                 started_at=self.now, generation=self.view.generation,
+                 retry_token=self.retry_token, content=content_of(self.spec),
+                 retire_after=None, follow_until=None)
+        self.event("RollbackStarted", f"Rolling back to revision {revision}, whose job kept "
+                                      "following the log.")
 
     def restart(self, revision: str, *, rollback: bool) -> None:
         """Resume a known revision from its checkpoint if its index is still there, else
@@ -731,7 +768,13 @@ class _Planner:
             if revision == self.active or (revision == self.desired
                                            and record.phase in BUILDING):
                 continue
+            if record.phase == Phase.Retiring and self.following(revision):
+                self.track_follower(revision)
+                continue
             if record.phase == Phase.Retiring:
+                if record.follow_until is not None:
+                    self.set(revision, follow_until=None, caught_up_since=None, lag=None,
+                             job_state=None, execution_attempts=None)
                 self.delete_app(revision)
                 due = record.retire_after is None or record.retire_after <= self.now
                 if not due or self.sink is None or revision in self.apps:
@@ -749,6 +792,19 @@ class _Planner:
         for revision in sorted(self.apps):
             if revision not in self.records and revision != self.desired:
                 self.delete_app(revision)  # an orphan of this view (e.g. a pruned record)
+
+    def track_follower(self, revision: str) -> None:
+        """A following revision's lag and the start of its run within the gate, so that a
+        rollback finds it already stable."""
+        record = self.records[revision]
+        app = self.apps.get(revision)
+        lag = self.lag_of(revision)
+        gate = (lag is not None and within_gate(lag, self.spec.cutover) and app is not None
+                and app.running and not self.resets_of(revision)
+                and bool(self.index_exists(revision)) and self.lost_cause(revision) is None
+                and self.growth_cause(revision) is None)
+        self.set(revision, lag=lag, job_state=(app.state or None) if app is not None else None,
+                 caught_up_since=(record.caught_up_since or self.now) if gate else None)
 
     def prune(self) -> None:
         """Keep the newest `history_limit` finished records; remember the builds of the rest."""

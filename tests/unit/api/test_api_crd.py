@@ -151,7 +151,8 @@ def test_defaults_let_the_api_server_fill_a_minimal_view() -> None:
     assert spec["cutover"]["default"] == {"maxLagMessages": 0, "maxLagSeconds": 10,
                                           "stableForSeconds": 10, "mode": "auto",
                                           "progressDeadlineSeconds": 600,
-                                          "retainPreviousSeconds": 600}
+                                          "retainPreviousSeconds": 600,
+                                          "keepPreviousRunningSeconds": 300}
     assert spec["source"]["properties"]["maxOffsetsPerTrigger"]["default"] == 100_000
     assert spec["spark"]["default"] == {}
     assert spec["spark"]["properties"]["driver"]["default"] == {}

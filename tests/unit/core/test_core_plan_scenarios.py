@@ -222,7 +222,7 @@ def test_max_lag_messages_lets_a_candidate_cut_over_while_slightly_behind() -> N
 
 def test_cutover_is_one_switch_and_the_same_plan_retires_the_old_revision() -> None:
     world = served_world()
-    world.edit(spec_body(SQL_V2))
+    world.edit(spec_body(SQL_V2, cutover={"keepPreviousRunningSeconds": 0}))
     run_until(world, lambda w: w.alias == I2)
     actions = world.plans[-1]
     assert kinds(actions) == ["RecordIntent", "SwitchAlias", "DeleteSparkApplication",
@@ -262,7 +262,7 @@ def test_manual_mode_waits_for_the_promote_annotation_naming_the_revision() -> N
 
 def test_retired_after_the_retention_period_and_not_before() -> None:
     world = served_world()
-    world.edit(spec_body(SQL_V2))
+    world.edit(spec_body(SQL_V2, cutover={"keepPreviousRunningSeconds": 0}))
     run_until(world, lambda w: w.alias == I2)
     cut_at = world.now
     while world.now < cut_at + dt.timedelta(seconds=55):
@@ -277,15 +277,74 @@ def test_retired_after_the_retention_period_and_not_before() -> None:
     assert "Retired" in world.event_reasons()
 
 
+def orders_ends(world: World) -> dict[tuple[str, int], int]:
+    return {tp: end for tp, end in world.ends.items() if tp[0] == "orders"}
+
+
+def test_the_previous_job_keeps_following_the_log_for_the_keep_window() -> None:
+    world = served_world()
+    world.edit(spec_body(SQL_V2, cutover={"keepPreviousRunningSeconds": 30}))
+    run_until(world, lambda w: w.alias == I2)
+    cut_at = world.now
+    assert not any(isinstance(a, A.DeleteSparkApplication) for a in world.plans[-1])
+    old = world.parsed_status().record(R1)
+    assert old is not None and old.follow_until == cut_at + dt.timedelta(seconds=30)
+    while world.now < cut_at + dt.timedelta(seconds=25):
+        world.tick(growth=3)
+        actions = world.reconcile()
+        assert not any(isinstance(a, A.DeleteSparkApplication) for a in actions)
+    assert world.apps[APP1].position == orders_ends(world)  # it kept up with the log
+    world.tick()  # +30s: the window is over, the job goes; the index stays for a rollback
+    actions = world.reconcile()
+    assert A.DeleteSparkApplication(R1, APP1) in actions
+    old = world.parsed_status().record(R1)
+    assert old is not None and old.follow_until is None and old.phase.value == "Retiring"
+    run_until(world, lambda w: I1 not in w.tables)
+    assert world.now >= cut_at + dt.timedelta(seconds=60)  # retainPreviousSeconds
+    assert world.violations == []
+
+
+def test_rollback_inside_the_keep_window_switches_back_in_one_pass() -> None:
+    world = served_world()
+    world.edit(spec_body(SQL_V2))
+    run_until(world, lambda w: w.alias == I2)
+    for _ in range(4):  # 20 s of traffic: the retiring job follows and holds the gate
+        world.tick(growth=5)
+        world.reconcile()
+    world.tick(growth=5)
+    world.edit(spec_body(SQL_V1))
+    actions = world.reconcile()
+    assert A.SwitchAlias("public", "orders_by_customer", I1, I2) in actions
+    assert not any(isinstance(a, A.CreateSparkApplication | A.DeleteSparkApplication)
+                   for a in actions)
+    assert world.alias == I1 and world.phases() == {R1: "Active", R2: "Retiring"}
+    assert "RollbackStarted" in world.event_reasons()
+    run_until(world, lambda w: w.apps[APP1].position == orders_ends(w), growth=2)
+    assert world.violations == []
+
+
+def test_rollback_waits_for_the_gate_when_the_follower_is_behind() -> None:
+    world = served_world()
+    world.edit(spec_body(SQL_V2))
+    run_until(world, lambda w: w.alias == I2)
+    world.tick(growth=5)
+    world.edit(spec_body(SQL_V1))  # its job has not committed the newest records yet
+    actions = world.reconcile()
+    assert not any(isinstance(a, A.SwitchAlias) for a in actions)
+    assert not any(isinstance(a, A.CreateSparkApplication) for a in actions)
+    run_until(world, lambda w: w.alias == I1)
+    assert world.violations == []
+
+
 # Rollback, supersede, abort, failure ------------------------------------------------------------
 
 
 def test_rollback_within_retention_resumes_from_the_checkpoint_without_replay() -> None:
     world = served_world()
-    world.edit(spec_body(SQL_V2))
+    world.edit(spec_body(SQL_V2, cutover={"keepPreviousRunningSeconds": 0}))
     run_until(world, lambda w: w.alias == I2)
     world.tick(growth=10)
-    world.edit(spec_body(SQL_V1))
+    world.edit(spec_body(SQL_V1, cutover={"keepPreviousRunningSeconds": 0}))
     actions = world.reconcile()
     create = next(a for a in actions if isinstance(a, A.CreateSparkApplication))
     assert create.name == APP1
@@ -492,7 +551,7 @@ def test_paused_view_gets_status_only() -> None:
 
 def test_a_cutover_interrupted_after_the_switch_is_finished_not_repeated() -> None:
     world = served_world()
-    world.edit(spec_body(SQL_V2))
+    world.edit(spec_body(SQL_V2, cutover={"keepPreviousRunningSeconds": 0}))
     for _ in range(40):
         observed = world.observe()
         from derived_views.core.plan import plan
