@@ -56,6 +56,21 @@ def _spec(path: str, value: Any) -> Mutation:
     return mutate
 
 
+def _opensearch(index: str = "orders", checks: dict[str, Any] | None = None,
+                patch: bool = False) -> Mutation:
+    """An OpenSearch sink in place of the PostgreSQL one (and optionally cutover checks);
+    `patch`: as a merge patch, which removes a key by setting it to null."""
+    def mutate(body: dict[str, Any]) -> None:
+        sink = body["spec"]["sink"]
+        sink.pop("postgres", None)
+        if patch:
+            sink["postgres"] = None
+        sink["opensearch"] = {"secretRef": {"name": "search"}, "index": index}
+        if checks is not None:
+            body["spec"]["cutover"] = {"checks": copy.deepcopy(checks)}
+    return mutate
+
+
 def _conf(key: str, value: str = "x") -> Mutation:
     return _spec("spark.sparkConf", {key: value})
 
@@ -118,6 +133,18 @@ CASES: list[Case] = [
          "spec.sink.postgres.schema"),
     Case("no sink Secret", _spec("sink.postgres.secretRef", None),
          "spec.sink.postgres.secretRef: Required value"),
+    Case("neither `sink.postgres` nor `sink.opensearch`", _spec("sink.postgres", None),
+         "spec.sink: set exactly one of postgres and opensearch"),
+    Case("both `sink.postgres` and `sink.opensearch`",
+         _spec("sink.opensearch", {"secretRef": {"name": "search"}, "index": "orders"}),
+         "spec.sink: set exactly one of postgres and opensearch"),
+    Case("an OpenSearch index name with capitals", _opensearch("Orders"),
+         "spec.sink.opensearch.index"),
+    Case("SQL assertions on an OpenSearch sink", _opensearch(checks={"assertions": [
+        {"name": "no-negative", "sql": "SELECT 1 FROM {index} WHERE amount < 0"}]}),
+         "an OpenSearch sink takes rowCount and keySample only"),
+    Case("changing the sink's kind", _opensearch(patch=True), "the sink's kind is immutable",
+         update=True),
     Case("changing `sink.postgres.table` of an existing view",
          _spec("sink.postgres.table", "orders_v2"), "sink.postgres.table is immutable",
          update=True),
@@ -229,9 +256,9 @@ STALLS: list[Stall] = [
     Stall("`spark.checkpointBase` is pod-local", "CheckpointNotDurable",
           "spec.spark.checkpointBase: ...; remove it to use the operator's base, or name a "
           "store every pod reaches"),
-    Stall("another view owns the sink table", "SinkTableClaimed",
-          "<schema>.<table> belongs to DerivedView <ns>/<name>; two views cannot share a sink "
-          "table"),
+    Stall("another view owns the alias (sink table or OpenSearch alias)", "SinkTableClaimed",
+          "<schema>.<table> (OpenSearch: <index>) belongs to DerivedView <ns>/<name>; two views "
+          "cannot share an alias"),
     Stall("a mistake only Spark finds (an unknown function, a type error, a Python transform)",
           "JobFailed (Degraded)", "the job's own first line, e.g. [UNRESOLVED_ROUTINE] ..."),
 ]
