@@ -51,11 +51,11 @@ def _timed(timeout: float, measure: Callable[[], Measurement]) -> tuple[Measurem
     except ConnectionTimeout:
         measured = CouldNotRun(f"timed out after {timeout:g}s")
     except (OpenSearchConnectionError, TransportError) as exc:
-        measured = CouldNotRun(_first_line(exc))
+        measured = CouldNotRun(first_line(exc))
     return measured, time.perf_counter() - started
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 

@@ -16,7 +16,7 @@ from opensearchpy import NotFoundError, OpenSearch, TransportError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from derived_views.adapters import opensearch_ledger as ledger
-from derived_views.adapters.opensearch_checks import run_checks
+from derived_views.adapters.opensearch_checks import first_line, run_checks
 from derived_views.adapters.opensearch_client import OpenSearchClients, OpenSearchCredentials
 from derived_views.adapters.sink import (
     SinkObservation,
@@ -58,7 +58,7 @@ class OpenSearchSession:
         try:
             client.transport.perform_request("GET", "/")
         except (OpenSearchConnectionError, TransportError) as exc:
-            raise SinkUnavailable(f"OpenSearch at {creds.url}: {_first_line(exc)}") from None
+            raise SinkUnavailable(f"OpenSearch at {creds.url}: {first_line(exc)}") from None
         return cls(client, config.ledger_table)
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
@@ -162,8 +162,3 @@ class OpenSearchSession:
 
     def close(self) -> None:
         """Nothing to give back: the client stays in the pool for the next pass."""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
