@@ -359,6 +359,13 @@ class _Planner:
         counts = partition_growth.partition_counts(self.obs.end_offsets, self.topics_of(revision))
         return counts or None  # no topic described yet: record it on a later pass
 
+    def gate_holds(self, revision: str, lag: Lag | None, running: bool) -> bool:
+        """The lag gate on this reading, for a candidate and for a following retiring job:
+        within the gate, its job running, no reset partition, its index there and whole."""
+        return (within_gate(lag, self.spec.cutover) and running
+                and not self.resets_of(revision) and bool(self.index_exists(revision))
+                and self.lost_cause(revision) is None and self.growth_cause(revision) is None)
+
     def observe(self, revision: str) -> None:
         """Refresh job state and lag; for a building candidate, track the gate."""
         record = self.records[revision]
@@ -390,10 +397,7 @@ class _Planner:
                 if record.phase == Phase.Pending and running:
                     changes["phase"] = Phase.Backfilling
             else:
-                gate = (within_gate(lag, self.spec.cutover) and running
-                        and not self.resets_of(revision) and bool(self.index_exists(revision))
-                        and self.lost_cause(revision) is None
-                        and self.growth_cause(revision) is None)
+                gate = self.gate_holds(revision, lag, running)
                 changes["caught_up_since"] = (record.caught_up_since or self.now) if gate else None
                 changes["phase"] = (Phase.CaughtUp if gate else
                                     Phase.Backfilling if running or committed else Phase.Pending)
@@ -799,10 +803,7 @@ class _Planner:
         record = self.records[revision]
         app = self.apps.get(revision)
         lag = self.lag_of(revision)
-        gate = (lag is not None and within_gate(lag, self.spec.cutover) and app is not None
-                and app.running and not self.resets_of(revision)
-                and bool(self.index_exists(revision)) and self.lost_cause(revision) is None
-                and self.growth_cause(revision) is None)
+        gate = self.gate_holds(revision, lag, app is not None and app.running)
         self.set(revision, lag=lag, job_state=(app.state or None) if app is not None else None,
                  caught_up_since=(record.caught_up_since or self.now) if gate else None)
 
