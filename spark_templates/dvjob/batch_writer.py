@@ -1,25 +1,46 @@
 """The foreachBatch function: one micro-batch of the view's output into its sink.
 
-The batch's rows are streamed to the driver with toLocalIterator, one Spark
-partition at a time (two with prefetching), and handed to the sink as they arrive.  That
-bounds driver memory by the largest partition, not the batch, but every row
-still passes through the driver: set `maxOffsetsPerTrigger` for large topics.
+A small batch's rows (the steady state: what arrived since the last trigger)
+stream to the driver with toLocalIterator, one Spark partition at a time (two
+with prefetching), and go to the sink as they arrive, which bounds driver
+memory by the largest partition.  A batch of at least PARALLEL_MIN_RECORDS
+source records (a replay) is offered to the sink as a whole DataFrame too, so
+a sink that can (PostgreSQL) loads it from the executors in parallel instead
+of through the driver's single Python process.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from dvjob.offsets import read_end_offsets
-from dvjob.sink import BadRecordHandler, BatchOutcome, Sink
+from dvjob.offsets import EndOffsets, read_end_offsets
+from dvjob.sink import BadRecordHandler, BatchOutcome, FrameRows, Sink
 from dvjob.sink_schema import TableLayout, sink_projection
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 PROGRESS_PREFIX = "dvjob progress "
+TIMING_PREFIX = "dvjob timing "
+"""Where a batch's time went in the sink (seconds per phase), when the sink says."""
+PARALLEL_MIN_RECORDS = 20_000
+"""Below this many source records a batch goes through the driver: staging in parallel costs
+two DDL statements and a connection per task, more than a few thousand rows take to stream."""
+
+
+def batch_records(previous: EndOffsets | None, end: EndOffsets) -> int | None:
+    """Source records in a batch's range; None when its start is not known (the first batch,
+    or a partition the previous batch did not have: both read from the earliest offset)."""
+    total = 0
+    for topic, parts in end.items():
+        for partition, offset in parts.items():
+            start = (previous or {}).get(topic, {}).get(partition)
+            if start is None:
+                return None
+            total += max(offset - start, 0)
+    return total
 
 
 def progress_line(outcome: BatchOutcome) -> str:
@@ -34,11 +55,6 @@ def progress_line(outcome: BatchOutcome) -> str:
     }, sort_keys=True)
 
 
-def _local_rows(frame: DataFrame) -> Iterator[tuple[Any, ...]]:
-    """The frame's rows, computed only when first asked for (never for a skipped batch)."""
-    yield from frame.toLocalIterator(prefetchPartitions=True)
-
-
 class BatchWriter:
     """Callable for `DataStreamWriter.foreachBatch`; remembers the last failure for main."""
 
@@ -51,6 +67,7 @@ class BatchWriter:
         self.checkpoint_location = checkpoint_location
         self.report = report or (lambda line: print(line, flush=True))
         self.failure: Exception | None = None
+        self._ends: dict[int, EndOffsets] = {}  # the last batch's, read from the offset log
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -59,11 +76,22 @@ class BatchWriter:
             self.failure = exc
             raise
         self.report(progress_line(outcome))
+        timings = getattr(self.sink, "timings", None)
+        if timings:
+            print(TIMING_PREFIX + json.dumps({"batch": batch_id, **timings}), flush=True)
 
     def write(self, batch: DataFrame, batch_id: int) -> BatchOutcome:
         end_offsets = read_end_offsets(batch.sparkSession, self.checkpoint_location, batch_id)
         rows = sink_projection(batch, self.layout)
-        outcome = self.sink.write_batch(batch_id, _local_rows(rows), end_offsets, self.bad)
+        previous = self._ends.get(batch_id - 1)
+        if previous is None and batch_id > 0:
+            previous = read_end_offsets(batch.sparkSession, self.checkpoint_location,
+                                        batch_id - 1)
+        self._ends = {batch_id: end_offsets}
+        records = batch_records(previous, end_offsets)
+        parallel = records is None or records >= PARALLEL_MIN_RECORDS
+        outcome = self.sink.write_batch(batch_id, FrameRows(rows, parallel=parallel),
+                                        end_offsets, self.bad)
         if outcome.skipped:
             # The first attempt's effects are committed, but stateful operators
             # (aggregations) must still see the batch so their state advances

@@ -90,9 +90,18 @@ def sasl_options(env: Mapping[str, str]) -> dict[str, str]:
     return options
 
 
-def kafka_reader_options(source: SourceConfig, env: Mapping[str, str]) -> dict[str, str]:
-    """All options of the Kafka reader: the view's topics from offset 0 on."""
+def kafka_reader_options(source: SourceConfig, env: Mapping[str, str],
+                         min_partitions: int | None = None) -> dict[str, str]:
+    """All options of the Kafka reader: the view's topics from offset 0 on.
+
+    `min_partitions` (unless kafkaOptions sets minPartitions): Spark reads one
+    task per Kafka partition, so 3 partitions on 2 cores leave a core idle a
+    third of each batch; split into at least this many ranges, the cores stay
+    busy (1M orders on 2 cores: 3 tasks 4.3 s, 6 tasks 3.6 s).
+    """
     options = {k: _option_text(v) for k, v in source.kafka_options.items()}
+    if min_partitions is not None and "minpartitions" not in {k.lower() for k in options}:
+        options["minPartitions"] = str(min_partitions)
     options.update(sasl_options(env))
     options.update({
         "kafka.bootstrap.servers": source.bootstrap_servers,

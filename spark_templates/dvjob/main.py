@@ -71,7 +71,8 @@ def with_trigger(writer: DataStreamWriter, trigger: TriggerConfig) -> DataStream
 
 def run(spark: SparkSession, config: JobConfig) -> None:
     """Start the query and block until it ends (availableNow) or is stopped."""
-    options = kafka_reader_options(config.source, os.environ)
+    options = kafka_reader_options(config.source, os.environ,
+                                   min_partitions=2 * spark.sparkContext.defaultParallelism)
     say(f"view {config.view} revision {config.revision}: reading "
         f"{json.dumps(redacted(options), sort_keys=True)}")
     schema = value_schema(config.source.schema_ddl)

@@ -185,8 +185,23 @@ def _nul_cause(row: Column, fields: StructType) -> Column:
     return F.coalesce(*causes) if causes else F.lit(None).cast("string")
 
 
+def _once(parsed: Column) -> Column:
+    """`parsed`, computed once per record.
+
+    Spark pushes a filter below a projection of deterministic expressions by
+    inlining them, so the bad-record filter of `parse_events` would run
+    from_json again for each reference, and the projection once more (1M
+    orders parsed and aggregated on 2 cores: 8.9 s with the inlining, 4.3 s
+    without).  A non-deterministic guard
+    (the partition id, which is never negative) keeps the projection, and the
+    parse, where it is.
+    """
+    return F.when(F.spark_partition_id() >= 0, parsed)
+
+
 def _checked_json(raw: DataFrame, schema: StructType) -> DataFrame:
-    staged = raw.select("*", _parsed("value", schema).alias("_dv_parsed"), *_kafka_metadata())
+    staged = raw.select("*", _once(_parsed("value", schema)).alias("_dv_parsed"),
+                        *_kafka_metadata())
     parsed = F.col("_dv_parsed")
     cause = (F.when(F.col("_kafka_tombstone"), F.lit(None).cast("string"))
              .when(parsed.isNull() | (parsed[CORRUPT].isNotNull() & _not_json_object("value")),
@@ -199,8 +214,9 @@ def _checked_json(raw: DataFrame, schema: StructType) -> DataFrame:
 
 
 def _checked_debezium(raw: DataFrame, row: StructType) -> DataFrame:
-    staged = raw.select("*", _parsed("value", _wrappable(debezium_change(row))).alias("_dv_change"),
-                        _parsed("key", _wrappable(row)).alias("_dv_key"), *_kafka_metadata())
+    staged = raw.select("*",
+                        _once(_parsed("value", _wrappable(debezium_change(row)))).alias("_dv_change"),
+                        _once(_parsed("key", _wrappable(row))).alias("_dv_key"), *_kafka_metadata())
     raw_change, raw_key = F.col("_dv_change"), F.col("_dv_key")
     change = _unwrapped(raw_change, debezium_change(row))
     op = change["op"]

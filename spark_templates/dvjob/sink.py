@@ -8,14 +8,17 @@ module plus one line here, not edits across the job.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dvjob.config import JobConfig
 from dvjob.errors import ConfigError
 from dvjob.offsets import EndOffsets
 from dvjob.sink_schema import TableLayout
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 class BadRecordHandler(Protocol):
@@ -26,6 +29,20 @@ class BadRecordHandler(Protocol):
 
     def settle(self, batch_id: int, end_offsets: EndOffsets) -> int:
         """Before commit: dead-letter what the batch left out; return how many records."""
+
+
+class FrameRows:
+    """A batch's rows as a sink gets them: iterated, they stream to the driver
+    (toLocalIterator, one partition at a time); a sink that can load from the
+    executors in parallel takes `frame` instead when `parallel` says the batch
+    is large enough to repay the set-up (dvjob.batch_writer decides)."""
+
+    def __init__(self, frame: DataFrame, *, parallel: bool) -> None:
+        self.frame = frame
+        self.parallel = parallel
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        yield from self.frame.toLocalIterator(prefetchPartitions=True)
 
 
 @dataclass(frozen=True)
@@ -74,10 +91,11 @@ def open_sink(config: JobConfig, layout: TableLayout, *,
     kind = config.sink.kind
     if kind == "postgres":
         from dvjob.sink_postgres import PostgresSink, connect_from_environment
-        return PostgresSink(connect=connect_from_environment(f"dvjob-{config.revision}"),
+        app_name = f"dvjob-{config.revision}"
+        return PostgresSink(connect=connect_from_environment(app_name),
                             schema=config.sink.db_schema, table=config.sink.table,
                             ledger_table=config.sink.ledger_table, revision=config.revision,
-                            layout=layout, before_commit=before_commit)
+                            layout=layout, before_commit=before_commit, app_name=app_name)
     if kind == "opensearch":
         from dvjob.sink_opensearch import OpenSearchSink
         from dvjob.sink_opensearch_client import client_from_environment

@@ -18,7 +18,10 @@ wins (rows arrive in Kafka order per partition).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -26,15 +29,19 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from dvjob import pg_stage
 from dvjob.errors import JobError
 from dvjob.errors import NullKeyError as NullKeyError  # its old home: still importable here
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
-from dvjob.sink import BadRecordHandler, BatchOutcome
-from dvjob.sink_schema import DELETED_COLUMN, TableLayout
+from dvjob.pg_stage import PartitionCopier
+from dvjob.sink import BadRecordHandler, BatchOutcome, FrameRows
+from dvjob.sink_schema import DELETED_COLUMN, SinkColumn, TableLayout
 
 BATCH_TABLE = "_dv_batch"
 ORDINAL_COLUMN = "_dv_ord"
+STAGE_PREFIX = "_dv_stage_"
+"""Staging tables of large batches (dvjob.pg_stage): `_dv_stage_<revision digest>_<token>`."""
 # Serialises the start-up DDL of jobs sharing a database (CREATE ... IF NOT
 # EXISTS is not safe against a concurrent identical CREATE).
 DDL_LOCK_KEY = 0x64765F6A6F62  # "dv_job"
@@ -136,14 +143,49 @@ def index_ddl(schema: str, table: str, layout: TableLayout) -> sql.Composed:
         _qualified(schema, table), sql.SQL(", ").join(columns), _idents(layout.primary_key))
 
 
-def batch_table_ddl(layout: TableLayout) -> sql.Composed:
-    """A temporary table for one batch's rows, in arrival order; dropped at commit."""
+def _batch_columns(layout: TableLayout) -> sql.Composed:
+    """A batch's columns: the layout's (no constraints), the delete flag, the ordinal."""
     columns = [sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.pg_type))
                for c in layout.columns]
-    return sql.SQL("CREATE TEMPORARY TABLE {} ({}, {} boolean NOT NULL, {} bigint NOT NULL) "
-                   "ON COMMIT DROP").format(
-        sql.Identifier(BATCH_TABLE), sql.SQL(", ").join(columns),
-        sql.Identifier(DELETED_COLUMN), sql.Identifier(ORDINAL_COLUMN))
+    return sql.SQL("{}, {} boolean NOT NULL, {} bigint NOT NULL").format(
+        sql.SQL(", ").join(columns), sql.Identifier(DELETED_COLUMN),
+        sql.Identifier(ORDINAL_COLUMN))
+
+
+def batch_table_ddl(layout: TableLayout) -> sql.Composed:
+    """A temporary table for one batch's rows, in arrival order; dropped at commit."""
+    return sql.SQL("CREATE TEMPORARY TABLE {} ({}) ON COMMIT DROP").format(
+        sql.Identifier(BATCH_TABLE), _batch_columns(layout))
+
+
+def stage_prefix(revision: str) -> str:
+    """The staging tables of one revision start with this (a digest: revisions may be long)."""
+    return f"{STAGE_PREFIX}{hashlib.sha256(revision.encode()).hexdigest()[:12]}_"
+
+
+def stage_table_ddl(schema: str, table: str, layout: TableLayout) -> sql.Composed:
+    """A staging table the executors fill (dvjob.pg_stage): UNLOGGED, as nothing in it needs
+    to survive a crash; the merge checks it holds every row written."""
+    return sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(_qualified(schema, table),
+                                                           _batch_columns(layout))
+
+
+def projected_text(column: SinkColumn) -> sql.Composable:
+    """A staged column as the sink projection had it, so the bad-record policy sees a row with
+    a NULL key the same whichever way its batch was written: timestamps as ISO text with an
+    offset, nested values as JSON text."""
+    name = sql.Identifier(column.name)
+    if column.transport == "timestamp_text":
+        return sql.SQL("to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00:00'"
+                       ).format(name)
+    if column.transport == "json_text":
+        return sql.SQL("{}::text").format(name)
+    return name
+
+
+def null_key_condition(layout: TableLayout) -> sql.Composed:
+    return sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(k))
+                                for k in layout.primary_key)
 
 
 def copy_statement(layout: TableLayout) -> sql.Composed:
@@ -152,24 +194,27 @@ def copy_statement(layout: TableLayout) -> sql.Composed:
         sql.Identifier(DELETED_COLUMN), sql.Identifier(ORDINAL_COLUMN))
 
 
-def _last_rows(layout: TableLayout, columns: Sequence[str]) -> sql.Composed:
+def _last_rows(layout: TableLayout, columns: Sequence[str], batch: sql.Composable
+               ) -> sql.Composed:
     """Each key's last row of the batch (highest ordinal): the only one that counts."""
     return sql.SQL("SELECT DISTINCT ON ({key}) {cols} FROM {batch} ORDER BY {key}, {ord} DESC"
                    ).format(key=_idents(layout.primary_key), cols=_idents(columns),
-                            batch=sql.Identifier(BATCH_TABLE),
-                            ord=sql.Identifier(ORDINAL_COLUMN))
+                            batch=batch, ord=sql.Identifier(ORDINAL_COLUMN))
 
 
-def delete_statement(schema: str, table: str, layout: TableLayout) -> sql.Composed:
+def delete_statement(schema: str, table: str, layout: TableLayout,
+                     batch: sql.Composable | None = None) -> sql.Composed:
     match = sql.SQL(" AND ").join(
         sql.SQL("t.{k} = l.{k}").format(k=sql.Identifier(k)) for k in layout.primary_key)
     return sql.SQL("DELETE FROM {target} AS t USING ({last}) AS l WHERE l.{deleted} AND {match}"
                    ).format(target=_qualified(schema, table),
-                            last=_last_rows(layout, [*layout.primary_key, DELETED_COLUMN]),
+                            last=_last_rows(layout, [*layout.primary_key, DELETED_COLUMN],
+                                            batch or sql.Identifier(BATCH_TABLE)),
                             deleted=sql.Identifier(DELETED_COLUMN), match=match)
 
 
-def upsert_statement(schema: str, table: str, layout: TableLayout) -> sql.Composed:
+def upsert_statement(schema: str, table: str, layout: TableLayout,
+                     batch: sql.Composable | None = None) -> sql.Composed:
     others = [n for n in layout.column_names if n not in layout.primary_key]
     action: sql.Composable
     if others:
@@ -180,8 +225,17 @@ def upsert_statement(schema: str, table: str, layout: TableLayout) -> sql.Compos
     return sql.SQL("INSERT INTO {target} ({cols}) SELECT {cols} FROM ({last}) AS l "
                    "WHERE NOT l.{deleted} ON CONFLICT ({key}) {action}").format(
         target=_qualified(schema, table), cols=_idents(layout.column_names),
-        last=_last_rows(layout, [*layout.column_names, DELETED_COLUMN]),
+        last=_last_rows(layout, [*layout.column_names, DELETED_COLUMN],
+                        batch or sql.Identifier(BATCH_TABLE)),
         deleted=sql.Identifier(DELETED_COLUMN), key=_idents(layout.primary_key), action=action)
+
+
+MERGE_WORK_MEM = "64MB"
+MERGE_WORK_MEM_STATEMENT = (
+    "SELECT set_config('work_mem', '" + MERGE_WORK_MEM + "', true) "
+    "WHERE pg_size_bytes(current_setting('work_mem')) < pg_size_bytes('" + MERGE_WORK_MEM + "')")
+"""For the batch's transaction only, unless the server gives more: each key's last row is
+found by sorting the batch, and PostgreSQL's default 4MB sorts a 250k-row batch on disk."""
 
 
 def claim_statement(schema: str, ledger_table: str) -> sql.Composed:
@@ -210,8 +264,14 @@ class PostgresSink:
 
     def __init__(self, *, connect: Connect, schema: str, table: str, ledger_table: str,
                  revision: str, layout: TableLayout,
-                 before_commit: Callable[[int], None] | None = None) -> None:
+                 before_commit: Callable[[int], None] | None = None,
+                 app_name: str = "dvjob", stage_conninfo: str = "") -> None:
         self._connect = connect
+        # How the executors connect to stage a large batch: "" is libpq's PG* environment,
+        # which the operator sets from the sink Secret for them as for the driver.
+        self.stage_conninfo = stage_conninfo
+        self.timings: dict[str, float] = {}  # the last batch's phases, for the job's log
+        self.app_name = app_name
         self._before_commit = before_commit  # a test hook (dvjob.test_hooks); None in use
         self.schema = schema
         self.table = table
@@ -239,6 +299,7 @@ class PostgresSink:
             check_index(f"{self.schema}.{self.table}", self.revision,
                         _ledger_head(cur, self.schema, self.ledger_table, self.revision),
                         _table_oid(cur, self.schema, self.table))
+            self._drop_stale_stages(cur)
             cur.execute(index_ddl(self.schema, self.table, self.layout))
             function, trigger = refuse_truncate_ddl(self.schema, self.table)
             cur.execute("SELECT to_regprocedure(%s)", (
@@ -260,6 +321,14 @@ class PostgresSink:
                 f"index table {self.schema}.{self.table} exists with columns {existing}, but this "
                 f"revision writes {expected}; drop it or use another table name")
 
+    def _drop_stale_stages(self, cur: psycopg.Cursor[Any]) -> None:
+        """Staging tables an earlier run of this revision left behind (it stopped mid-batch)."""
+        cur.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                    "c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' AND "
+                    "starts_with(c.relname, %s)", (self.schema, stage_prefix(self.revision)))
+        for (name,) in cur.fetchall():
+            cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(_qualified(self.schema, name)))
+
     def committed_batches(self) -> int:
         """How many batches the ledger holds for this revision (after prepare)."""
         with self._connect() as conn, conn.cursor() as cur:
@@ -278,7 +347,47 @@ class PostgresSink:
         back everything, ledger row included.  `bad` (the bad-record policy)
         decides about rows with a NULL key and settles the batch's left-out
         records before the commit; without it a NULL key fails the batch.
+        A large batch's rows (`FrameRows.parallel`) are staged by the executors
+        first (dvjob.pg_stage) and merged by the same transaction.
         """
+        if not (isinstance(rows, FrameRows) and rows.parallel) or self._has_batch(batch_id):
+            return self._apply(batch_id, rows, None, end_offsets, bad)
+        stage = f"{stage_prefix(self.revision)}{uuid.uuid4().hex[:8]}"
+        with self._connect() as conn:
+            conn.execute(stage_table_ddl(self.schema, stage, self.layout))
+        try:
+            copier = PartitionCopier(schema=self.schema, table=stage,
+                                     columns=self.layout.column_names, deleted=DELETED_COLUMN,
+                                     ordinal=ORDINAL_COLUMN, application_name=self.app_name,
+                                     conninfo=self.stage_conninfo, text_lines=True)
+            from pyspark import cloudpickle  # the executors may not have the dvjob package
+            cloudpickle.register_pickle_by_value(pg_stage)  # type: ignore[no-untyped-call]
+            from dvjob.pg_copy_text import copy_text_lines
+            lines = copy_text_lines(rows.frame)
+            started = time.monotonic()
+            written = lines.rdd.mapPartitionsWithIndex(copier).collect()
+            staged_s = time.monotonic() - started
+            outcome = self._apply(batch_id, (), (stage, sum(n for _, n in written)),
+                                  end_offsets, bad)
+            self.timings = {"stage_seconds": round(staged_s, 3), **self.timings}
+            return outcome
+        finally:
+            with self._connect() as conn:
+                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
+                    _qualified(self.schema, stage)))
+
+    def _has_batch(self, batch_id: int) -> bool:
+        with self._connect() as conn:
+            found = conn.execute(recorded_offsets_statement(self.schema, self.ledger_table),
+                                 (self.revision, batch_id)).fetchone()
+        return found is not None
+
+    def _apply(self, batch_id: int, rows: Iterable[Sequence[Any]], staged: tuple[str, int] | None,
+               end_offsets: EndOffsets, bad: BadRecordHandler | None) -> BatchOutcome:
+        """The batch's transaction: rows from `rows`, or from the staging table `staged`
+        (name, rows the executors wrote)."""
+        started = time.monotonic()
+        self.timings = {}
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
             live_oid = _table_oid(cur, self.schema, self.table)
             check_index(f"{self.schema}.{self.table}", self.revision,
@@ -297,20 +406,29 @@ class PostgresSink:
                         "checkpoint does not belong to this index (was it reset?); drop the "
                         "index table and this revision's ledger rows, or restore the checkpoint")
                 return BatchOutcome(batch_id, True, 0, 0, end_offsets)
-            cur.execute(batch_table_ddl(self.layout))
-            self._copy_rows(cur, batch_id, rows, bad)
+            source: sql.Composable
+            if staged is None:
+                cur.execute(batch_table_ddl(self.layout))
+                self._copy_rows(cur, batch_id, rows, bad)
+                source = sql.Identifier(BATCH_TABLE)
+            else:
+                source = self._take_stage(cur, batch_id, *staged, bad)
             left_out = bad.settle(batch_id, end_offsets) if bad is not None else 0
             if left_out:
                 cur.execute(record_bad_statement(self.schema, self.ledger_table),
                             (left_out, self.revision, batch_id))
-            cur.execute(delete_statement(self.schema, self.table, self.layout))
-            deleted = max(cur.rowcount, 0)
-            cur.execute(upsert_statement(self.schema, self.table, self.layout))
+            cur.execute(MERGE_WORK_MEM_STATEMENT)
+            deleted = 0
+            if self._any_deleted(cur, source):
+                cur.execute(delete_statement(self.schema, self.table, self.layout, source))
+                deleted = max(cur.rowcount, 0)
+            cur.execute(upsert_statement(self.schema, self.table, self.layout, source))
             upserted = max(cur.rowcount, 0)
             cur.execute(finish_statement(self.schema, self.ledger_table),
                         (upserted, deleted, self.revision, batch_id))
             if self._before_commit is not None:
                 self._before_commit(batch_id)
+        self.timings = {"transaction_seconds": round(time.monotonic() - started, 3)}
         return BatchOutcome(batch_id, False, upserted, deleted, end_offsets, left_out)
 
     def _copy_rows(self, cur: psycopg.Cursor[Any], batch_id: int,
@@ -323,15 +441,53 @@ class PostgresSink:
                     raise JobError(f"batch {batch_id}: row has {len(row)} values, expected {width}")
                 null = next((p for p in keys if row[p] is None), None)
                 if null is not None:
-                    column = self.layout.column_names[null]
-                    if bad is None:
-                        raise NullKeyError(
-                            f"batch {batch_id}: a row has NULL in primary-key column "
-                            f"{column!r}; filter such rows out in the transform (e.g. WHERE ... "
-                            "IS NOT NULL)")
-                    bad.null_key(batch_id, column, row)
+                    self._null_key(batch_id, null, row, bad)
                     continue
                 copy.write_row((*row[:-1], bool(row[-1]), ordinal))
+
+    def _any_deleted(self, cur: psycopg.Cursor[Any], source: sql.Composable) -> bool:
+        """Whether any row of the batch is a delete: when none is (always, without a delete
+        flag), the DELETE and its pass over the batch's last rows are skipped."""
+        if not self.layout.has_delete_flag:
+            return False
+        cur.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE {})").format(
+            source, sql.Identifier(DELETED_COLUMN)))
+        found = cur.fetchone()
+        return bool(found and found[0])
+
+    def _null_key(self, batch_id: int, position: int, row: Sequence[Any],
+                  bad: BadRecordHandler | None) -> None:
+        column = self.layout.column_names[position]
+        if bad is None:
+            raise NullKeyError(
+                f"batch {batch_id}: a row has NULL in primary-key column {column!r}; filter "
+                "such rows out in the transform (e.g. WHERE ... IS NOT NULL)")
+        bad.null_key(batch_id, column, row)
+
+    def _take_stage(self, cur: psycopg.Cursor[Any], batch_id: int, stage: str, written: int,
+                    bad: BadRecordHandler | None) -> sql.Composable:
+        """The staging table, checked complete, its rows with a NULL key handed to the policy
+        (in batch order) and removed."""
+        target = _qualified(self.schema, stage)
+        cur.execute(sql.SQL("SELECT count(*) FROM {}").format(target))
+        found = cur.fetchone()
+        held = int(found[0]) if found else 0
+        if held != written:
+            raise JobError(
+                f"batch {batch_id}: staging table {self.schema}.{stage} holds {held} rows but "
+                f"the executors wrote {written} (a database restart empties UNLOGGED tables); "
+                "the batch was not applied and is retried from the checkpoint")
+        nulls = null_key_condition(self.layout)
+        cur.execute(sql.SQL("SELECT {}, {} FROM {} WHERE {} ORDER BY {}").format(
+            sql.SQL(", ").join(projected_text(c) for c in self.layout.columns),
+            sql.Identifier(DELETED_COLUMN), target, nulls, sql.Identifier(ORDINAL_COLUMN)))
+        null_rows = cur.fetchall()
+        for row in null_rows:
+            self._null_key(batch_id, next(p for p in self.layout.key_positions if row[p] is None),
+                           row, bad)
+        if null_rows:
+            cur.execute(sql.SQL("DELETE FROM {} WHERE {}").format(target, nulls))
+        return target
 
 
 def connect_from_environment(application_name: str) -> Connect:

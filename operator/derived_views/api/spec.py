@@ -31,7 +31,7 @@ CUTOVER_RULE = "!has(self.deadlineSeconds) || self.stableForSeconds < self.deadl
 CUTOVER_MESSAGE = "cutover.stableForSeconds must be less than cutover.deadlineSeconds"
 PROGRESS_RULE = "self.stableForSeconds < self.progressDeadlineSeconds"
 PROGRESS_MESSAGE = "cutover.stableForSeconds must be less than cutover.progressDeadlineSeconds"
-DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 1_000_000
 IMMUTABLE_RULE = "self == oldSelf"
 DEAD_LETTER_RULE = "(self.policy == 'deadLetter') == has(self.deadLetterTopic)"
 DEAD_LETTER_MESSAGE = ("source.badRecords.deadLetterTopic is required with policy deadLetter, "
@@ -175,9 +175,11 @@ class Source(ApiModel):
                     "Part of the revision.")]
     max_offsets_per_trigger: Annotated[int, Field(
         ge=1, le=100_000_000,
-        description="Upper bound on records per micro-batch across all partitions; bounds "
-                    "the driver's memory and each sink transaction during a replay. Changing it "
-                    "restarts the running jobs from their checkpoints. Not part of the "
+        description="Upper bound on records per micro-batch across all partitions while "
+                    "replaying (caught up, a batch holds what arrived since the last one); "
+                    "bounds each sink transaction and, for a sink written from the driver "
+                    "(OpenSearch), the driver's memory. Larger batches replay faster. Changing "
+                    "it restarts the running jobs from their checkpoints. Not part of the "
                     "revision.")] = DEFAULT_MAX_OFFSETS_PER_TRIGGER
     bad_records: Annotated[BadRecords, Field(
         # The full default, not {}: the API server checks a default against the CEL rule

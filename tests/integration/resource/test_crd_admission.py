@@ -35,7 +35,7 @@ def test_valid_view_is_accepted(crd_installed: None, kube_api_client: Any, names
     cutover = created["spec"]["cutover"]
     assert (cutover["progressDeadlineSeconds"], cutover["maxLagSeconds"]) == (600, 10)
     assert "deadlineSeconds" not in cutover  # no age cap unless asked for
-    assert created["spec"]["source"]["maxOffsetsPerTrigger"] == 100_000
+    assert created["spec"]["source"]["maxOffsetsPerTrigger"] == 1_000_000
 
 
 def test_spark_tuning_is_accepted(crd_installed: None, kube_api_client: Any, namespace: str) -> None:

@@ -32,6 +32,7 @@ from pyspark.sql.types import (  # noqa: E402
     DateType,
     DecimalType,
     DoubleType,
+    FloatType,
     IntegerType,
     LongType,
     StringType,
@@ -42,13 +43,18 @@ from pyspark.sql.types import (  # noqa: E402
 )
 
 from dvjob.batch_writer import BatchWriter  # noqa: E402
+from dvjob.errors import JobError  # noqa: E402
 from dvjob.offsets import OffsetLogError  # noqa: E402
+from dvjob.pg_stage import PartitionCopier  # noqa: E402
+from dvjob.sink import FrameRows  # noqa: E402
 from dvjob.sink_postgres import (  # noqa: E402
     Connect,
     IndexTableMismatchError,
     LedgerMismatchError,
     NullKeyError,
     PostgresSink,
+    stage_prefix,
+    stage_table_ddl,
 )
 from dvjob.sink_schema import SinkColumn, TableLayout, table_layout  # noqa: E402
 
@@ -66,13 +72,18 @@ Row = tuple[Any, ...]
 @pytest.fixture
 def connect(stack: Any) -> Connect:
     dsn: str = stack.pg_dsn
-    return lambda: psycopg.connect(dsn)
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(dsn)
+    connect.dsn = dsn  # type: ignore[attr-defined]  # make_sink's executors connect so too
+    return connect
 
 
 def make_sink(connect: Connect, schema: str, layout: TableLayout = ORDERS,
               table: str = TABLE) -> PostgresSink:
     sink = PostgresSink(connect=connect, schema=schema, table=table, ledger_table="dv_ledger",
-                        revision=REVISION, layout=layout)
+                        revision=REVISION, layout=layout,
+                        stage_conninfo=getattr(connect, "dsn", ""))
     sink.prepare()
     return sink
 
@@ -355,3 +366,182 @@ def test_foreach_batch_writer_remembers_why_it_failed(
     assert isinstance(writer.failure, OffsetLogError)
     assert ledger_rows(connect, schema) == []
 
+
+
+# ---- large batches: staged by the executors, merged by the batch's transaction ----------
+
+ORDERS_SCHEMA = StructType([
+    StructField("order_id", StringType()), StructField("customer_id", StringType()),
+    StructField("amount", DecimalType(10, 2)), StructField("_dv_deleted", BooleanType())])
+
+
+def staged_rows(spark: SparkSession, partitions: list[list[Row]]) -> FrameRows:
+    """A DataFrame whose Spark partitions hold exactly `partitions`, in order."""
+    rdd = spark.sparkContext.parallelize(partitions, len(partitions)).flatMap(lambda p: p)
+    assert rdd.glom().collect() == partitions
+    return FrameRows(spark.createDataFrame(rdd, ORDERS_SCHEMA), parallel=True)
+
+
+def stage_tables(connect: Connect, schema: str) -> list[Row]:
+    return query(connect, "SELECT relname FROM pg_class c JOIN pg_namespace n ON "
+                          "n.oid = c.relnamespace WHERE n.nspname = %s AND relname LIKE "
+                          "'\\_dv\\_stage\\_%%'", schema)
+
+
+def test_a_staged_batch_keeps_each_key_s_last_row_across_partitions(
+        spark: SparkSession, connect: Connect, schema: str) -> None:
+    sink = make_sink(connect, schema)
+    sink.write_batch(0, [order("o9", "c-old", "1.00")], {"orders": {"0": 1}})
+    rows = staged_rows(spark, [
+        [order("o1", "c1", "1.00"), order("o2", "c2", "2.00"), order("o1", "c1", "1.50")],
+        [order("o2", "c2", "2.50"), order("o3", "c3", "3.00"), order("o9", None, None, True)],
+        [order("o3", "c3", "3.50")]])
+    outcome = sink.write_batch(1, rows, {"orders": {"0": 8}})
+    assert (outcome.skipped, outcome.rows_upserted, outcome.rows_deleted) == (False, 3, 1)
+    assert index_rows(connect, schema) == [
+        ("o1", "c1", Decimal("1.50")), ("o2", "c2", Decimal("2.50")),
+        ("o3", "c3", Decimal("3.50"))]
+    assert ledger_rows(connect, schema)[-1] == (REVISION, 1, {"orders": {"0": 8}}, 3, 1)
+    assert stage_tables(connect, schema) == []
+    again = sink.write_batch(1, staged_rows(spark, [[order("o1", "c1", "9.00")]]),
+                             {"orders": {"0": 8}})
+    assert again.skipped
+    assert index_rows(connect, schema)[0] == ("o1", "c1", Decimal("1.50"))
+
+
+def test_a_staged_batch_with_a_null_key_applies_nothing(
+        spark: SparkSession, connect: Connect, schema: str) -> None:
+    sink = make_sink(connect, schema)
+    rows = staged_rows(spark, [[order("o1", "c1", "1.00")], [order(None, "c2", "2.00")]])  # type: ignore[arg-type]
+    with pytest.raises(NullKeyError, match="NULL in primary-key column 'order_id'"):
+        sink.write_batch(0, rows, {"orders": {"0": 2}})
+    assert index_rows(connect, schema) == []
+    assert ledger_rows(connect, schema) == []
+    assert stage_tables(connect, schema) == []
+
+
+def test_a_staging_table_that_lost_rows_is_not_merged(
+        spark: SparkSession, connect: Connect, schema: str) -> None:
+    """What a database restart does to an UNLOGGED table between the executors' COPY and the
+    merge: the batch must fail, not commit as if it were empty."""
+    sink = make_sink(connect, schema)
+
+    rows = staged_rows(spark, [[order("o1", "c1", "1.00")], [order("o2", "c2", "2.00")]])
+    real_apply = sink._apply
+
+    def apply_after_loss(batch_id: int, batch_rows: Any, staged: Any, *rest: Any) -> Any:
+        if staged is not None:
+            with connect() as conn:
+                conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, staged[0])))
+        return real_apply(batch_id, batch_rows, staged, *rest)
+
+    sink._apply = apply_after_loss  # type: ignore[method-assign]
+    with pytest.raises(JobError, match=r"holds 0 rows but the executors wrote 2"):
+        sink.write_batch(0, rows, {"orders": {"0": 2}})
+    assert index_rows(connect, schema) == []
+    assert ledger_rows(connect, schema) == []
+
+
+def test_a_retried_task_replaces_its_partition_s_rows(connect: Connect, schema: str) -> None:
+    make_sink(connect, schema)
+    stage = "_dv_stage_test"
+    with connect() as conn:
+        conn.execute(stage_table_ddl(schema, stage, ORDERS))
+    copier = PartitionCopier(schema=schema, table=stage, columns=ORDERS.column_names,
+                             deleted="_dv_deleted", ordinal="_dv_ord", application_name="t",
+                             conninfo=getattr(connect, "dsn", ""))
+    assert list(copier(1, iter([order("o1", "c1", "1.00"), order("o2", "c2", "2.00")]))) == [
+        (1, 2)]
+    assert list(copier(0, iter([order("o0", "c0", "0.50")]))) == [(0, 1)]
+    assert list(copier(1, iter([order("o1", "c1", "1.00"), order("o2", "c2", "2.00")]))) == [
+        (1, 2)]
+    assert query(connect, sql.SQL("SELECT order_id, _dv_ord FROM {} ORDER BY _dv_ord").format(
+        sql.Identifier(schema, stage))) == [("o0", 0), ("o1", 2**40), ("o2", 2**40 + 1)]
+
+
+def test_start_up_drops_the_staging_tables_a_crashed_run_left(
+        connect: Connect, schema: str) -> None:
+    make_sink(connect, schema)
+    mine, other = f"{stage_prefix(REVISION)}deadbeef", f"{stage_prefix('another')}deadbeef"
+    with connect() as conn:
+        for name in (mine, other):
+            conn.execute(stage_table_ddl(schema, name, ORDERS))
+    make_sink(connect, schema)  # the job's restart
+    assert stage_tables(connect, schema) == [(other,)]
+
+
+def test_a_staged_batch_keeps_every_type_s_values_exact(
+        spark: SparkSession, connect: Connect, schema: str, tmp_path: Path) -> None:
+    """The staged path sends COPY text Spark built (dvjob.pg_copy_text): each value must read
+    back as itself, including text that looks like COPY syntax."""
+    output = StructType([StructField(n, t) for n, t in [
+        ("k", StringType()), ("n", LongType()), ("i", IntegerType()), ("d", DoubleType()),
+        ("r", FloatType()), ("flag", BooleanType()), ("day", DateType()),
+        ("local", TimestampNTZType()), ("at", TimestampType()), ("raw", BinaryType()),
+        ("amount", DecimalType(12, 4)), ("tags", ArrayType(StringType())),
+        ("_dv_deleted", BooleanType())]])
+    layout = table_layout(output, ["k"])
+    sink = make_sink(connect, schema, layout, table="typed")
+    writer = BatchWriter(sink=sink, layout=layout, checkpoint_location=tmp_path.as_uri(),
+                         report=lambda line: None)
+    at = datetime(2024, 7, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    local = datetime(1999, 12, 31, 23, 59, 59, 999999)
+    odd = "tab\there, new\nline, cr\rback\\slash \\N \\. end"
+    rows = [
+        (odd, 2**62, -7, 0.1, 1.5, True, date(1970, 1, 1), local, at, b"\x00\\\n\xff",
+         Decimal("-12345678.0001"), ['a"b', "c\\d", "\t"], False),
+        ("nan", None, None, float("nan"), None, False, None, None, None, b"", None, None, None),
+        ("inf", 0, 0, float("-inf"), float("inf"), None, date(2400, 2, 29), None, None, None,
+         Decimal("0.0001"), [], False),
+        ("big", -1, 1, 1e300, -0.0, True, None, None, None, None, Decimal("1E-4"), None, False),
+        ("", 1, 1, -0.0, 3.4e38, None, None, None, None, None, None, None, None),
+    ]
+    write_offset_log(tmp_path, 0, '{"orders":{"0":5}}')
+    writer(spark.createDataFrame(rows, output).repartition(2), 0)
+    stored = {r[0]: r for r in query(connect, sql.SQL("SELECT * FROM {}").format(
+        sql.Identifier(schema, "typed")))}
+    assert set(stored) == {odd, "nan", "inf", "big", ""}
+    assert stored[odd] == (odd, 2**62, -7, 0.1, 1.5, True, date(1970, 1, 1), local, at,
+                           b"\x00\\\n\xff", Decimal("-12345678.0001"), ['a"b', "c\\d", "\t"])
+    nan = stored["nan"]
+    assert nan[1:3] == (None, None) and nan[3] != nan[3] and nan[4:] == (
+        None, False, None, None, None, b"", None, None)
+    assert stored["inf"][1:] == (0, 0, float("-inf"), float("inf"), None, date(2400, 2, 29),
+                                 None, None, None, Decimal("0.0001"), [])
+    assert stored["big"][3:5] == (1e300, -0.0) and str(stored["big"][4]) == "-0.0"
+    assert stored["big"][10] == Decimal("0.0001")
+    assert stored[""][3:] == (-0.0, 3.4e38, None, None, None, None, None, None, None)
+
+
+class RecordingPolicy:
+    """The bad-record policy `skip` as the sink sees it (dvjob.sink.BadRecordHandler)."""
+
+    def __init__(self) -> None:
+        self.null_keys: list[tuple[int, str, tuple[Any, ...]]] = []
+
+    def null_key(self, batch_id: int, column: str, row: Any) -> None:
+        self.null_keys.append((batch_id, column, tuple(row)))
+
+    def settle(self, batch_id: int, end_offsets: Any) -> int:
+        return len([n for n in self.null_keys if n[0] == batch_id])
+
+
+def test_a_staged_null_key_row_reaches_the_policy_as_the_projection_had_it(
+        spark: SparkSession, connect: Connect, schema: str, tmp_path: Path) -> None:
+    """Whichever way a batch is written, the policy (and so a dead letter) sees a row with a
+    NULL key in the sink projection's form: timestamps and nested values as text."""
+    layout = table_layout(OUTPUT_SCHEMA, ["order_id"])
+    policy = RecordingPolicy()
+    writer = BatchWriter(sink=make_sink(connect, schema, layout), layout=layout,
+                         checkpoint_location=tmp_path.as_uri(), report=lambda line: None,
+                         bad=policy)
+    noon_utc = datetime(2024, 7, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    rows = [("o1", Decimal("1.00"), noon_utc, ["a"], date(2024, 7, 1), False),
+            (None, Decimal("2.00"), noon_utc, ["b", "c"], date(2024, 7, 2), False)]
+    write_offset_log(tmp_path, 0, '{"orders":{"0":2}}')  # a first batch: staged
+    writer(spark.createDataFrame(rows, OUTPUT_SCHEMA).repartition(2), 0)
+    assert policy.null_keys == [(0, "order_id", (
+        None, Decimal("2.00"), "2024-07-01 12:00:00.123456+00:00", '["b", "c"]',
+        date(2024, 7, 2), False))]
+    assert [r[0] for r in index_rows(connect, schema)] == ["o1"]
+    assert ledger_rows(connect, schema) == [(REVISION, 0, {"orders": {"0": 2}}, 1, 0)]

@@ -153,7 +153,7 @@ def test_defaults_let_the_api_server_fill_a_minimal_view() -> None:
                                           "progressDeadlineSeconds": 600,
                                           "retainPreviousSeconds": 600,
                                           "keepPreviousRunningSeconds": 300}
-    assert spec["source"]["properties"]["maxOffsetsPerTrigger"]["default"] == 100_000
+    assert spec["source"]["properties"]["maxOffsetsPerTrigger"]["default"] == 1_000_000
     assert spec["spark"]["default"] == {}
     assert spec["spark"]["properties"]["driver"]["default"] == {}
     assert spec["deletionPolicy"]["default"] == "Retain"

@@ -22,7 +22,7 @@ def test_sql_view_config() -> None:
         "revision": R1,
         "source": {"bootstrapServers": "kafka:9092", "topics": ["orders"], "format": "json",
                    "schema": "order_id STRING, customer_id STRING, amount DOUBLE",
-                   "maxOffsetsPerTrigger": 100_000, "kafkaOptions": {},
+                   "maxOffsetsPerTrigger": 1_000_000, "kafkaOptions": {},
                    "badRecords": {"policy": "fail"}},
         "transform": {"sql": SQL_V1},
         "sink": {"kind": "postgres", "table": f"orders_by_customer__{R1}", "schema": "public",

@@ -141,7 +141,7 @@ def test_job_settings_hash_of_the_defaults_is_sha256_of_the_written_out_document
 
     from derived_views.core.revision import job_settings_of
     written = ('{"kafka":{"bootstrapServers":"kafka:9092","secretRef":{"name":"kafka-creds"}},'
-               '"maxOffsetsPerTrigger":100000,"spark":{"driver":{"cores":1,"memory":"1g"},"executor":{"cores":1,"instances":1,'
+               '"maxOffsetsPerTrigger":1000000,"spark":{"driver":{"cores":1,"memory":"1g"},"executor":{"cores":1,"instances":1,'
                '"memory":"1g"},"image":null,"mainApplicationFile":null,"restartPolicy":'
                '{"onFailureRetries":3,"onFailureRetryInterval":10,"type":"OnFailure"},'
                '"serviceAccount":null,"sparkConf":{},"sparkVersion":"4.0.0"}}')
