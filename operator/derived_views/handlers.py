@@ -29,6 +29,9 @@ from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
 
 SETTINGS = from_env()
+TOPIC_REGISTRATION_SECONDS = 600.0
+"""How long the offsets cache keeps fetching a topic after its view last asked: longer than
+the time between two passes of one view with many views (EndOffsetsCache)."""
 _deps: Deps | None = None
 
 
@@ -38,6 +41,7 @@ def deps() -> Deps:
         metrics = Metrics()
         _deps = Deps(kube=Kube(new_api_client()),
                      offsets=EndOffsetsCache(interval=SETTINGS.lag_poll_seconds,
+                                             expire_after=TOPIC_REGISTRATION_SECONDS,
                                              on_fetch=metrics.offsets_fetched),
                      metrics=metrics,
                      config=operator_config(SETTINGS, load_template(

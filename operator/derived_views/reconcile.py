@@ -53,6 +53,7 @@ from derived_views.core.observed import (
     view_from_object,
     with_drivers,
 )
+from derived_views.core.offsets_freshness import committed_beyond, decides_gate
 from derived_views.core.plan import plan
 from derived_views.core.tenancy import TenancyPolicy, secret_refusal, secrets_of
 from derived_views.metrics import Metrics
@@ -295,14 +296,20 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
     apps, drivers = _jobs(spec, status, body, deps)
     # Ledger first, end offsets after: read the other way round, records arriving in between
     # would be committed but not yet counted at the end, so a busy topic could read as caught
-    # up (or, with a committed offset above a stale end, as reset). Passes that overlap share
-    # one fetch; a pass after the last fetch started makes its own.
+    # up (or, with a committed offset above a stale end, as reset). A pass that may decide a
+    # gate needs a fetch started after its ledger read (passes that overlap share one); the
+    # others take the cluster's latest reading (one fetch per cluster per poll for all idle
+    # views) and fetch again only when a committed offset is above it.
     ledger_read = deps.offsets.now()
     secrets = PassSecrets(deps.kube, ns, deps.config.tenancy)
     sink = _sink(spec, status, body, deps, record, secrets)
     session = sink.session
     try:
-        offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
+        fresh = decides_gate(spec, status)
+        offsets = _end_offsets(spec, status, body, deps, secrets,
+                               not_before=ledger_read if fresh else None)
+        if not fresh and committed_beyond(sink.observed, offsets.ends):
+            offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
         view = view_from_object(body)
         observed = Observed(view=view, status=status,
                             checks_run=_run_checks(spec, status, view, deps, sink, now),

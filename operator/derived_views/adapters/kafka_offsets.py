@@ -155,7 +155,10 @@ class EndOffsetsCache:
 
     Views `register` their topics on every pass; a registration older than
     `expire_after` (3 intervals unless given) is forgotten, and with it a
-    cluster no view reads any more.  `get` answers from the latest reading when
+    cluster no view reads any more.  It must outlast the time between two
+    passes of one view: a topic forgotten in between is not in the latest
+    reading when its view comes back, and that pass fetches again (at 1,000
+    views, passes a minute apart, every pass did; the operator uses 10 minutes).  `get` answers from the latest reading when
     it is younger than the interval, covers every registered topic and started
     no earlier than the caller's `not_before`; otherwise one caller fetches
     the cluster's registered topics in one batch while the others wait for

@@ -323,7 +323,8 @@ class DerivedViewStatus(StatusModel):
         description="The last alias switch.")] = None
     lag_history: Annotated[list[LagSample], Field(
         description="Bounded history of the active's and the candidate's lag, oldest first "
-                    "(sampled at most every DV_LAG_HISTORY_SECONDS per revision).")] = []
+                    "(sampled when it changed, at most every DV_LAG_HISTORY_SECONDS per revision; a "
+                    "sample holds until the next).")] = []
 
     def condition(self, type_: str) -> Condition | None:
         """The condition of this type, if recorded."""

@@ -22,13 +22,17 @@ def write_png(data: PlotData, title: str, path: Path) -> None:
             else None
         for index, series in enumerate(data.series):
             colour = f"C{index % 10}"
+            # Steps: the operator samples a lag only when it changed, so each holds until
+            # the next sample.
             messages_axis.plot(list(series.elapsed), list(series.messages), color=colour,
-                               marker=".", label=f"{series.revision} (messages)")
+                               marker=".", drawstyle="steps-post",
+                               label=f"{series.revision} (messages)")
             if seconds_axis is not None and series.has_seconds:
                 known = [(x, s) for x, s in zip(series.elapsed, series.seconds, strict=True)
                          if s is not None]
                 seconds_axis.plot([x for x, _ in known], [s for _, s in known], color=colour,
-                                  linestyle="--", label=f"{series.revision} (seconds)")
+                                  linestyle="--", drawstyle="steps-post",
+                                  label=f"{series.revision} (seconds)")
         if data.cutover_elapsed is not None:
             messages_axis.axvline(data.cutover_elapsed, color="black", linestyle=":",
                                   label=data.cutover_label)

@@ -1165,14 +1165,17 @@ class _Planner:
 
     def lag_history(self, history: list[LagSample], active: ActiveStatus | None,
                     candidate: CandidateStatus | None) -> list[LagSample]:
-        """Append the served and the building revision's lag, spaced and bounded by config."""
+        """Append the served and the building revision's lag when it changed, spaced and
+        bounded by config.  An unchanged lag adds nothing (a sample holds until the next one,
+        as `dv plot` draws it), so an idle view's status is not patched at all."""
         samples = list(history)
         for shown in (active, candidate):
             if shown is None or shown.lag is None:
                 continue
             last = next((s for s in reversed(samples) if s.revision == shown.revision), None)
-            if last is not None and (seconds_between(last.time, self.now)
-                                     < self.cfg.lag_history_seconds):
+            if last is not None and (
+                    seconds_between(last.time, self.now) < self.cfg.lag_history_seconds
+                    or (last.messages, last.seconds) == (shown.lag.messages, shown.lag.seconds)):
                 continue
             samples.append(LagSample(time=self.now, revision=shown.revision,
                                      messages=shown.lag.messages, seconds=shown.lag.seconds))

@@ -217,3 +217,23 @@ def test_a_cluster_nobody_registered_answers_empty_without_fetching() -> None:
     fake, clock = FakeCluster({}), Clock()
     reading = make(fake, clock).get(PLAIN)
     assert reading.ends == {} and reading.missing == frozenset() and fake.calls == []
+
+
+def test_views_passing_a_minute_apart_share_one_fetch_per_interval() -> None:
+    """At a thousand views each view's pass comes about once a minute: its registration
+    must last that long, or each pass finds its topic missing from the reading and fetches."""
+    views = 120
+    fake, clock = FakeCluster({f"t{i}": [i] for i in range(views)}), Clock()
+    cache = EndOffsetsCache(interval=5, fetch=fake.fetch, clock=clock, expire_after=600)
+    for i in range(views):  # the first round: each view's first pass
+        clock.t += 0.5
+        cache.register(PLAIN, [f"t{i}"])
+        cache.get(PLAIN)
+    first_round = len(fake.calls)
+    for _ in range(5):  # five more minutes, one pass every 0.5 s, each view's every 60 s
+        for i in range(views):
+            clock.t += 0.5
+            cache.register(PLAIN, [f"t{i}"])
+            assert cache.get(PLAIN).of({f"t{i}"})[0] == {(f"t{i}", 0): i}
+    assert len(fake.calls) - first_round == 5 * 60 // 5  # one fetch per 5 s interval
+    assert fake.calls[-1] == (PLAIN, frozenset(fake.topics))

@@ -14,6 +14,7 @@ from core_samples import SQL_V1, SQL_V2, make_config, spec_body
 from core_world import World
 from test_core_plan_scenarios import I1, I2, R1, R2, served_world
 
+from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
 
 
@@ -67,14 +68,31 @@ def test_lag_history_samples_active_and_candidate_spaced_and_bounded() -> None:
         world.reconcile()
         world.tick()
     history = world.parsed_status().lag_history
-    assert len(history) == 12
+    assert 4 <= len(history) <= 12
     times = [s.time for s in history]
     assert times == sorted(times)
     for revision in (R1, R2):
-        own = [s.time for s in history if s.revision == revision]
-        assert all((b - a) >= dt.timedelta(seconds=10) for a, b in itertools.pairwise(own))
-    # the last pass ran at now-5s; a sample at most one spacing older is the newest kept
-    assert world.now - dt.timedelta(seconds=15) <= history[-1].time <= world.now
+        own = [s for s in history if s.revision == revision]
+        assert all((b.time - a.time) >= dt.timedelta(seconds=10)
+                   for a, b in itertools.pairwise(own))
+        # a sample is added only when the lag changed: it holds until the next one
+        assert all((a.messages, a.seconds) != (b.messages, b.seconds)
+                   for a, b in itertools.pairwise(own))
+
+
+def test_an_idle_view_s_status_is_not_patched() -> None:
+    """Served, caught up, nothing arriving: a pass observes the same lag, so there is nothing
+    to write (at a thousand views, a patch per view per poll was most of the API traffic)."""
+    world = World(spec_body(SQL_V1), config=make_config(lag_history_seconds=10))
+    world.settle(ticks=8)
+    assert world.alias == I1
+    samples = len(world.parsed_status().lag_history)
+    for _ in range(12):
+        world.tick()
+        assert not [a for a in world.reconcile() if isinstance(a, A.UpdateStatus)]
+    assert len(world.parsed_status().lag_history) == samples
+    world.tick(growth=5)  # records arrive: what the pass sees changes, and is written
+    assert [a for a in world.reconcile() if isinstance(a, A.UpdateStatus)]
 
 
 def test_lag_history_shows_both_revisions_during_a_migration() -> None:
