@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo demo-cdc test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale
+.PHONY: setup demo demo-cdc test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -58,15 +58,21 @@ rbac-doc: stack-up
 admission-doc: stack-up
 	DV_WRITE_DOCS=1 $(PY) -m dvstack test -- tests/integration/resource/test_admission_catalogue.py -q
 
-## bench: replay rate versus a bare Kafka consumer, measured in one run
-bench: stack-up
-	$(PY) benchmarks/replay_rate.py
-
-## bench-scale: one operator's idle cost with VIEWS views (job side simulated; see the script)
+## bench: replay rates against same-run baselines, linearity, VIEWS views on one operator; writes docs/performance.md
 VIEWS ?= 1000
 IDLE ?= 300
+bench: stack-up
+	$(PY) benchmarks/replay_rate.py
+	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
+	$(MAKE) --no-print-directory bench-report
+
+## bench-scale: one operator's idle cost with VIEWS views (job side simulated; see the script)
 bench-scale: stack-up
 	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
+
+## bench-report: docs/performance.md and its plots from the last results in .stack/results
+bench-report:
+	$(PY) benchmarks/report.py $${DV_STATE_DIR:-.stack}/results docs
 
 ## lint: ruff, mypy (strict), import contracts
 lint: setup

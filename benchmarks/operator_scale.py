@@ -222,7 +222,9 @@ def main() -> None:
 
     if processes.stop(settings, SPARK_EXECUTOR):
         print("stopped the stand-in executor (the job side is simulated)", flush=True)
-    results: dict[str, Any] = {"views": views_n, "idle_seconds": idle_seconds}
+    results: dict[str, Any] = {
+        "views": views_n, "idle_seconds": idle_seconds,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     operator: subprocess.Popen[bytes] | None = None
     jobs: Jobs | None = None
     log = open(settings.logs_dir / f"operator-scale-{run}.log", "ab")  # noqa: SIM115
