@@ -29,25 +29,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from dvjob.errors import NullKeyError
-from dvjob.offsets import EndOffsets, read_end_offsets
+from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets
+from dvjob.offsets import start_offsets as start_offsets  # also importable from here
 from dvjob.parse import BAD_CAUSE, bad_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType as Schema
 
-EARLIEST = -2
-"""Kafka JSON offsets: -2 means the partition's earliest offset."""
 HEADER_PREFIX = "dv."
 NULL_KEY_CAUSE = "NULL in primary-key column"
 _READER_OWNED = frozenset({"subscribe", "startingoffsets", "maxoffsetspertrigger"})
-
-
-def start_offsets(previous: EndOffsets | None, end: EndOffsets) -> EndOffsets:
-    """Where a batch ending at `end` started: the previous batch's end, else the earliest
-    offset (the first batch, or a partition added since)."""
-    return {topic: {p: (previous or {}).get(topic, {}).get(p, EARLIEST) for p in parts}
-            for topic, parts in end.items()}
 
 
 def range_text(start: EndOffsets, end: EndOffsets) -> str:

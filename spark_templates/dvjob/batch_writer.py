@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dvjob.offsets import EndOffsets, read_end_offsets
+from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets, start_offsets
 from dvjob.sink import BadRecordHandler, BatchOutcome, FrameRows, Sink
 from dvjob.sink_schema import TableLayout, sink_projection
 
@@ -33,14 +33,11 @@ two DDL statements and a connection per task, more than a few thousand rows take
 def batch_records(previous: EndOffsets | None, end: EndOffsets) -> int | None:
     """Source records in a batch's range; None when its start is not known (the first batch,
     or a partition the previous batch did not have: both read from the earliest offset)."""
-    total = 0
-    for topic, parts in end.items():
-        for partition, offset in parts.items():
-            start = (previous or {}).get(topic, {}).get(partition)
-            if start is None:
-                return None
-            total += max(offset - start, 0)
-    return total
+    starts = start_offsets(previous, end)
+    if any(start == EARLIEST for parts in starts.values() for start in parts.values()):
+        return None
+    return sum(max(offset - starts[topic][partition], 0)
+               for topic, parts in end.items() for partition, offset in parts.items())
 
 
 def progress_line(outcome: BatchOutcome) -> str:
@@ -76,9 +73,8 @@ class BatchWriter:
             self.failure = exc
             raise
         self.report(progress_line(outcome))
-        timings = getattr(self.sink, "timings", None)
-        if timings:
-            print(TIMING_PREFIX + json.dumps({"batch": batch_id, **timings}), flush=True)
+        if outcome.seconds:
+            print(TIMING_PREFIX + json.dumps({"batch": batch_id, **outcome.seconds}), flush=True)
 
     def write(self, batch: DataFrame, batch_id: int) -> BatchOutcome:
         end_offsets = read_end_offsets(batch.sparkSession, self.checkpoint_location, batch_id)

@@ -40,6 +40,16 @@ class HadoopPaths:
         path = self._jvm.org.apache.hadoop.fs.Path(location)
         return path, path.getFileSystem(self._conf)
 
+    def read_text(self, location: str) -> str:
+        """A whole file as UTF-8 text, read by the driver's JVM (not a Spark job)."""
+        path, fs = self._path(location)
+        stream = fs.open(path)
+        try:
+            text: str = self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+        return text
+
     def committed_batches(self, location: str) -> int:
         """How many batch files `<location>/commits` holds (0 when there is no checkpoint)."""
         path, fs = self._path(f"{location.rstrip('/')}/commits")

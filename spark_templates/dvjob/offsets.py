@@ -17,8 +17,9 @@ comparable with a partition's high watermark.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dvjob.checkpoint import HadoopPaths
 from dvjob.errors import JobError
 
 if TYPE_CHECKING:
@@ -95,20 +96,24 @@ def parse_offset_log(text: str, *, where: str = "offset log") -> EndOffsets:
     return offsets
 
 
+EARLIEST = -2
+"""Kafka JSON offsets: -2 means the partition's earliest offset."""
+
+
+def start_offsets(previous: EndOffsets | None, end: EndOffsets) -> EndOffsets:
+    """Where a batch ending at `end` started: the previous batch's end, else the earliest
+    offset (the first batch, or a partition added since)."""
+    return {topic: {p: (previous or {}).get(topic, {}).get(p, EARLIEST) for p in parts}
+            for topic, parts in end.items()}
+
+
 def read_end_offsets(spark: SparkSession, checkpoint_location: str, batch_id: int) -> EndOffsets:
     """Read and parse the batch's offset log through Hadoop's FileSystem (any URI Spark can
     checkpoint to), called from the driver's JVM: not a Spark job, which cost about 0.25 s of
     every batch when read with spark.read."""
     path = offset_log_path(checkpoint_location, batch_id)
-    jvm: Any = spark.sparkContext._jvm
     try:
-        hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-        fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-        stream = fs.open(hadoop_path)
-        try:
-            text: str = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-        finally:
-            stream.close()
+        text = HadoopPaths(spark).read_text(path)
     except Exception as exc:  # Py4JJavaError (FileNotFoundException, ...)
         cause = getattr(exc, "java_exception", None)
         detail = str(cause.toString()) if cause is not None else str(exc)

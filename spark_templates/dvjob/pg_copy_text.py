@@ -21,7 +21,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, DataType, StringType
 
-from dvjob.sink_schema import DELETED_COLUMN
+from dvjob.sink_schema import DELETED_COLUMN, column_named
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,9 +52,7 @@ def field_text(value: Column, data_type: DataType) -> Column:
 
 def copy_text_lines(projected: DataFrame) -> DataFrame:
     """One column of COPY text lines (no ordinal, no newline) from the sink projection."""
-    fields = [F.col("`" + f.name.replace("`", "``") + "`") for f in projected.schema.fields]
-    texts = [field_text(column, field.dataType)
-             for column, field in zip(fields, projected.schema.fields, strict=True)
-             if field.name != DELETED_COLUMN]
+    texts = [field_text(column_named(field.name), field.dataType)
+             for field in projected.schema.fields if field.name != DELETED_COLUMN]
     deleted = F.when(F.col(DELETED_COLUMN), F.lit("t")).otherwise(F.lit("f"))
     return projected.select(F.concat_ws("\t", *texts, deleted).alias(LINE_COLUMN))

@@ -8,9 +8,8 @@ and the driver then merges the staging table into the index together with the
 batch's ledger row in ONE transaction (dvjob.sink_postgres): the index still
 changes only in that transaction, so exactly-once holds; staging is scratch.
 
-Rows arrive either typed (written with psycopg's write_row) or, as the sink
-sends them, as COPY text lines Spark built (dvjob.pg_copy_text), which the
-task only joins and writes.
+Rows arrive as COPY text lines Spark built (dvjob.pg_copy_text), which the
+task only numbers, joins and writes.
 
 A task first deletes what an earlier attempt of the same partition left, so a
 retried task does not double its rows.  Ordinals are `partition << 40 | position`:
@@ -27,7 +26,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 CHUNK_LINES = 2000
 PART_SHIFT = 40
@@ -35,13 +33,12 @@ PART_SHIFT = 40
 
 
 class PartitionCopier:
-    """`mapPartitionsWithIndex` function: one partition's rows into the staging table."""
+    """`mapPartitionsWithIndex` function: one partition's COPY text lines (1-tuples) into the
+    staging table."""
 
     def __init__(self, *, schema: str, table: str, columns: Sequence[str], deleted: str,
-                 ordinal: str, application_name: str, conninfo: str = "",
-                 text_lines: bool = False) -> None:
+                 ordinal: str, application_name: str, conninfo: str = "") -> None:
         self.conninfo = conninfo  # "": libpq's PG* environment, as on the driver
-        self.text_lines = text_lines  # rows are 1-tuples of COPY text (dvjob.pg_copy_text)
         self.schema = schema
         self.table = table
         self.columns = list(columns)
@@ -49,7 +46,7 @@ class PartitionCopier:
         self.ordinal = ordinal
         self.application_name = application_name
 
-    def __call__(self, partition: int, rows: Iterable[Sequence[Any]]
+    def __call__(self, partition: int, lines: Iterable[Sequence[str]]
                  ) -> Iterator[tuple[int, int]]:
         import psycopg
         from psycopg import sql
@@ -68,18 +65,13 @@ class PartitionCopier:
                 target, sql.Identifier(self.ordinal), sql.Identifier(self.ordinal)),
                 (base, base + (1 << PART_SHIFT)))
             with cur.copy(copy_sql) as copy:
-                if self.text_lines:
-                    chunk: list[str] = []
-                    for row in rows:
-                        chunk.append(f"{row[0]}\t{base + written}\n")
-                        written += 1
-                        if len(chunk) == CHUNK_LINES:
-                            copy.write("".join(chunk))
-                            chunk.clear()
-                    if chunk:
+                chunk: list[str] = []
+                for line in lines:
+                    chunk.append(f"{line[0]}\t{base + written}\n")
+                    written += 1
+                    if len(chunk) == CHUNK_LINES:
                         copy.write("".join(chunk))
-                else:
-                    for row in rows:
-                        copy.write_row((*row[:-1], bool(row[-1]), base + written))
-                        written += 1
+                        chunk.clear()
+                if chunk:
+                    copy.write("".join(chunk))
         yield partition, written

@@ -8,8 +8,8 @@ module plus one line here, not edits across the job.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dvjob.config import JobConfig
@@ -53,6 +53,8 @@ class BatchOutcome:
     rows_deleted: int
     end_offsets: EndOffsets
     bad_records: int = 0
+    seconds: Mapping[str, float] = field(default_factory=dict)
+    """Where the batch's time went in the sink, per phase (for the job's log); may be empty."""
 
 
 class Sink(Protocol):

@@ -23,6 +23,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -270,7 +271,6 @@ class PostgresSink:
         # How the executors connect to stage a large batch: "" is libpq's PG* environment,
         # which the operator sets from the sink Secret for them as for the driver.
         self.stage_conninfo = stage_conninfo
-        self.timings: dict[str, float] = {}  # the last batch's phases, for the job's log
         self.app_name = app_name
         self._before_commit = before_commit  # a test hook (dvjob.test_hooks); None in use
         self.schema = schema
@@ -359,7 +359,7 @@ class PostgresSink:
             copier = PartitionCopier(schema=self.schema, table=stage,
                                      columns=self.layout.column_names, deleted=DELETED_COLUMN,
                                      ordinal=ORDINAL_COLUMN, application_name=self.app_name,
-                                     conninfo=self.stage_conninfo, text_lines=True)
+                                     conninfo=self.stage_conninfo)
             from pyspark import cloudpickle  # the executors may not have the dvjob package
             cloudpickle.register_pickle_by_value(pg_stage)  # type: ignore[no-untyped-call]
             from dvjob.pg_copy_text import copy_text_lines
@@ -369,8 +369,8 @@ class PostgresSink:
             staged_s = time.monotonic() - started
             outcome = self._apply(batch_id, (), (stage, sum(n for _, n in written)),
                                   end_offsets, bad)
-            self.timings = {"stage_seconds": round(staged_s, 3), **self.timings}
-            return outcome
+            return replace(outcome, seconds={"stage_seconds": round(staged_s, 3),
+                                             **outcome.seconds})
         finally:
             with self._connect() as conn:
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
@@ -387,7 +387,6 @@ class PostgresSink:
         """The batch's transaction: rows from `rows`, or from the staging table `staged`
         (name, rows the executors wrote)."""
         started = time.monotonic()
-        self.timings = {}
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
             live_oid = _table_oid(cur, self.schema, self.table)
             check_index(f"{self.schema}.{self.table}", self.revision,
@@ -428,8 +427,8 @@ class PostgresSink:
                         (upserted, deleted, self.revision, batch_id))
             if self._before_commit is not None:
                 self._before_commit(batch_id)
-        self.timings = {"transaction_seconds": round(time.monotonic() - started, 3)}
-        return BatchOutcome(batch_id, False, upserted, deleted, end_offsets, left_out)
+        return BatchOutcome(batch_id, False, upserted, deleted, end_offsets, left_out,
+                            {"transaction_seconds": round(time.monotonic() - started, 3)})
 
     def _copy_rows(self, cur: psycopg.Cursor[Any], batch_id: int,
                    rows: Iterable[Sequence[Any]], bad: BadRecordHandler | None) -> None:

@@ -142,7 +142,7 @@ def table_layout(schema: StructType, primary_key: Sequence[str]) -> TableLayout:
     return TableLayout(tuple(columns), tuple(primary_key), has_delete_flag)
 
 
-def _column(name: str) -> Column:
+def column_named(name: str) -> Column:
     """A top-level column by exact name (dots and backticks are not syntax here)."""
     return F.col("`" + name.replace("`", "``") + "`")
 
@@ -151,13 +151,13 @@ def sink_projection(output: DataFrame, layout: TableLayout) -> DataFrame:
     """The layout's columns in order, COPY-ready, then the delete flag (null means upsert)."""
     selected: list[Column] = []
     for column in layout.columns:
-        value = _column(column.name)
+        value = column_named(column.name)
         if column.transport == "timestamp_text":
             value = F.date_format(value, TIMESTAMP_TEXT_FORMAT)
         elif column.transport == "json_text":
             value = F.to_json(value)
         selected.append(value.alias(column.name))
-    deleted = (F.coalesce(_column(DELETED_COLUMN), F.lit(False)) if layout.has_delete_flag
+    deleted = (F.coalesce(column_named(DELETED_COLUMN), F.lit(False)) if layout.has_delete_flag
                else F.lit(False))
     selected.append(deleted.alias(DELETED_COLUMN))
     return output.select(*selected)

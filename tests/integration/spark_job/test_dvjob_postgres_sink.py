@@ -450,11 +450,10 @@ def test_a_retried_task_replaces_its_partition_s_rows(connect: Connect, schema: 
     copier = PartitionCopier(schema=schema, table=stage, columns=ORDERS.column_names,
                              deleted="_dv_deleted", ordinal="_dv_ord", application_name="t",
                              conninfo=getattr(connect, "dsn", ""))
-    assert list(copier(1, iter([order("o1", "c1", "1.00"), order("o2", "c2", "2.00")]))) == [
-        (1, 2)]
-    assert list(copier(0, iter([order("o0", "c0", "0.50")]))) == [(0, 1)]
-    assert list(copier(1, iter([order("o1", "c1", "1.00"), order("o2", "c2", "2.00")]))) == [
-        (1, 2)]
+    attempt = [("o1\tc1\t1.00\tf",), ("o2\tc2\t2.00\tf",)]
+    assert list(copier(1, iter(attempt))) == [(1, 2)]
+    assert list(copier(0, iter([("o0\tc0\t0.50\tf",)]))) == [(0, 1)]
+    assert list(copier(1, iter(attempt))) == [(1, 2)]
     assert query(connect, sql.SQL("SELECT order_id, _dv_ord FROM {} ORDER BY _dv_ord").format(
         sql.Identifier(schema, stage))) == [("o0", 0), ("o1", 2**40), ("o2", 2**40 + 1)]
 
