@@ -1,8 +1,15 @@
 """Kopf handlers: thin; every trigger runs the same observe -> plan -> act pass.
 
 A timer refreshes lag at DV_LAG_POLL_SECONDS; create/update/resume react at
-once.  Deletion is held by ONE finalizer, `derivedviews.io/cleanup`: Kopf needs
-a finalizer of its own for the timer and on.delete, so it is told to use the
+once.  A settled view (core.cadence: served, caught up, nothing pending) is
+off that timer: it is passed when its topics' end offsets move (SettledWatch,
+one offsets request per cluster per poll), when one of its SparkApplications
+changes, and on a slow timer (DV_SETTLED_POLL_SECONDS) for what nothing
+watches.  Kopf re-evaluates the timers' `when` filters on every change of the
+view, so a pass that finds lag moves the view back to the lag poll.
+
+Deletion is held by ONE finalizer, `derivedviews.io/cleanup`: Kopf needs a
+finalizer of its own for the timers and on.delete, so it is told to use the
 planner's name instead of adding a second; on.delete reruns the deletion plan
 (jobs gone, indexes dropped per deletionPolicy) until the planner releases the
 view by removing it.
@@ -14,19 +21,29 @@ import datetime as dt
 import logging
 import threading
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import kopf
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
-from derived_views.adapters.kube import Kube, new_api_client
+from derived_views.adapters.kube import (
+    SPARK_GROUP,
+    SPARK_PLURAL,
+    SPARK_VERSION,
+    VIEW_LABEL,
+    Kube,
+    new_api_client,
+)
 from derived_views.adapters.sink import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
+from derived_views.core.cadence import settled_body
 from derived_views.metrics import Metrics
 from derived_views.reconcile import Deps, reconcile
 from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
+from derived_views.settled_watch import SettledWatch, ViewKey
 
 SETTINGS = from_env()
 TOPIC_REGISTRATION_SECONDS = 600.0
@@ -39,16 +56,26 @@ def deps() -> Deps:
     global _deps
     if _deps is None:
         metrics = Metrics()
+        offsets = EndOffsetsCache(interval=SETTINGS.lag_poll_seconds,
+                                  expire_after=TOPIC_REGISTRATION_SECONDS,
+                                  on_fetch=metrics.offsets_fetched)
+        watch = SettledWatch(offsets, _wake, SETTINGS.lag_poll_seconds)
+        metrics.count_settled(watch.count)
         _deps = Deps(kube=Kube(new_api_client()),
-                     offsets=EndOffsetsCache(interval=SETTINGS.lag_poll_seconds,
-                                             expire_after=TOPIC_REGISTRATION_SECONDS,
-                                             on_fetch=metrics.offsets_fetched),
+                     offsets=offsets,
+                     settled=watch,
                      metrics=metrics,
                      config=operator_config(SETTINGS, load_template(
                          Path(SETTINGS.spark_template) if SETTINGS.spark_template
                          else TEMPLATE_PATH)),
                      sink_pools=SinkPools(SETTINGS.sink_pool_size))
     return _deps
+
+
+def _watch() -> SettledWatch:
+    watch = deps().settled
+    assert watch is not None  # deps() always makes one
+    return watch
 
 
 def _now() -> dt.datetime:
@@ -62,12 +89,36 @@ _locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
 
 def _pass(body: kopf.Body) -> bool:
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    return _pass_view(body["metadata"]["namespace"], body["metadata"]["name"])
+
+
+def _pass_view(ns: str, name: str) -> bool:
     with _locks[f"{ns}/{name}"]:
         fresh = deps().kube.get_view(ns, name)
         if fresh is None:
             return True
         return reconcile(fresh, deps(), _now())
+
+
+# Passes of settled views woken by their log run here, outside Kopf's workers: the watch
+# thread only hands them over.  Two threads: a burst of wakes (a busy topic read by many
+# views) is worked off without starving Kopf's own handlers of the CPU.
+_wakes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="settled-wake")
+
+
+def _wake(key: ViewKey) -> None:
+    _wakes.submit(_woken, key)
+
+
+def _woken(key: ViewKey) -> None:
+    try:
+        _pass_view(*key)
+    except Exception:  # the view's next timer pass retries; say why this one failed
+        logging.getLogger("derived_views").exception("%s/%s: pass on a log change failed", *key)
+
+
+_QUIET = frozenset({"Timer 'refresh' succeeded.", "Timer 'refresh_settled' succeeded.",
+                    "Handler 'on_job_event' succeeded."})
 
 
 class _QuietRefresh(logging.Filter):
@@ -76,7 +127,7 @@ class _QuietRefresh(logging.Filter):
     lines still come through."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Timer 'refresh' succeeded."
+        return record.getMessage() not in _QUIET
 
 
 @kopf.on.startup()
@@ -88,6 +139,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.request_timeout = 60
     settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
     logging.getLogger("kopf.objects").addFilter(_QuietRefresh())
+    _watch().start()
     if SETTINGS.metrics_port:
         try:
             deps().metrics.serve(SETTINGS.metrics_port)
@@ -106,11 +158,35 @@ def on_change(body: kopf.Body, **_: Any) -> None:
     _pass(body)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.lag_poll_seconds, idle=0)
+def _is_settled(body: kopf.Body, **_: Any) -> bool:
+    return settled_body(body)
+
+
+def _not_settled(body: kopf.Body, **_: Any) -> bool:
+    return not settled_body(body)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.lag_poll_seconds, idle=0,
+            when=_not_settled)
 def refresh(body: kopf.Body, **_: Any) -> None:
     if body.get("metadata", {}).get("deletionTimestamp"):
         return
     _pass(body)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.settled_poll_seconds,
+            initial_delay=SETTINGS.settled_poll_seconds, idle=0, when=_is_settled)
+def refresh_settled(body: kopf.Body, **_: Any) -> None:
+    _pass(body)
+
+
+@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL, labels={VIEW_LABEL: kopf.PRESENT})
+def on_job_event(body: kopf.Body, **_: Any) -> None:
+    """A settled view's job changed (failed, was deleted, restarted): pass it now rather
+    than at its slow timer.  Views on the lag poll see it within a poll anyway."""
+    key = (body["metadata"]["namespace"], body["metadata"]["labels"][VIEW_LABEL])
+    if _watch().is_settled(key):
+        _pass_view(*key)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)

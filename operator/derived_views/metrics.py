@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -129,6 +129,10 @@ class Metrics:
         self.offsets_fetches = Counter(
             "derived_views_end_offsets_fetches", "Batched end-offset requests made to Kafka "
             "clusters (one answers every view of a cluster that needs it)", registry=r)
+        self.settled_views = Gauge(
+            "derived_views_settled_views", "Views off the lag poll: served by a caught-up "
+            "running job with nothing pending, passed when their topics' end offsets or their "
+            "SparkApplications change (and every DV_SETTLED_POLL_SECONDS)", registry=r)
         self._series: dict[tuple[str, str], set[tuple[str, tuple[str, ...]]]] = {}
 
     def observe_view(self, namespace: str, view: str, status: DerivedViewStatus,
@@ -176,6 +180,10 @@ class Metrics:
 
     def offsets_fetched(self) -> None:
         self.offsets_fetches.inc()
+
+    def count_settled(self, count: Callable[[], int]) -> None:
+        """The settled-views gauge reads `count` at each scrape."""
+        self.settled_views.set_function(count)
 
     def reconcile_duration(self, seconds: float) -> None:
         self.pass_seconds.observe(seconds)

@@ -31,6 +31,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CheckRun, DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core import checks
+from derived_views.core.cadence import settled
 from derived_views.core.config import OperatorConfig
 from derived_views.core.job_state import KNOWN_STATES
 from derived_views.core.kafka_client import (
@@ -57,6 +58,7 @@ from derived_views.core.offsets_freshness import committed_beyond, decides_gate
 from derived_views.core.plan import plan
 from derived_views.core.tenancy import TenancyPolicy, secret_refusal, secrets_of
 from derived_views.metrics import Metrics
+from derived_views.settled_watch import Seen, SettledWatch
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH, hold
 
 log = logging.getLogger("derived_views")
@@ -69,6 +71,8 @@ class Deps:
     config: OperatorConfig
     metrics: Metrics = field(default_factory=Metrics)
     sink_pools: SinkPools = field(default_factory=SinkPools)
+    settled: SettledWatch | None = None
+    """Told after each pass whether the view settled (core.cadence) and what it read."""
 
 
 @dataclass
@@ -79,6 +83,8 @@ class PassRecord:
     index_rows: dict[str, int] = field(default_factory=dict)
     status: DerivedViewStatus | None = None
     switched: bool = False
+    topics: frozenset[str] = frozenset()
+    source: SourceOffsets | None = None
 
 
 def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -> dict[str, Any]:
@@ -212,13 +218,14 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
         reading = deps.offsets.get(cluster, not_before=not_before)
     except OffsetsUnavailable as exc:
         log.warning("%s: end offsets unavailable: %s", where, exc)
-        return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc))
+        return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc), cluster=cluster)
     ends, missing = reading.of(topics)
     if missing:
         message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
         log.warning("%s: %s", where, message)
-        return SourceOffsets(ends, missing, reason="TopicsMissing", message=message)
-    return SourceOffsets(ends)
+        return SourceOffsets(ends, missing, reason="TopicsMissing", message=message,
+                             cluster=cluster)
+    return SourceOffsets(ends, cluster=cluster)
 
 
 def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
@@ -274,12 +281,28 @@ def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
         deps.metrics.reconcile_duration(time.perf_counter() - started)
     if released:
         deps.metrics.forget_view(ns, name)
+        if deps.settled is not None:
+            deps.settled.unsettled((ns, name))
         return True
     status = record.status or status_from_object(body)
+    if deps.settled is not None:
+        _tell_settled(deps.settled, body, status, record)
     deps.metrics.observe_view(ns, name, status, record.index_rows)
     if record.switched:
         deps.metrics.gate_to_switch(ns, name, status)
     return False
+
+
+def _tell_settled(watch: SettledWatch, body: dict[str, Any], status: DerivedViewStatus,
+                  record: PassRecord) -> None:
+    """A view the pass left settled waits for its log to move; any other is polled."""
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    source = record.source
+    if (source is None or source.cluster is None or source.ends is None
+            or not settled(body["metadata"], status)):
+        watch.unsettled(key)
+        return
+    watch.settled(key, Seen(source.cluster, record.topics, dict(source.ends), source.missing))
 
 
 def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord) -> bool:
@@ -310,6 +333,7 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
                                not_before=ledger_read if fresh else None)
         if not fresh and committed_beyond(sink.observed, offsets.ends):
             offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
+        record.topics, record.source = frozenset(topics_to_observe(spec, status)), offsets
         view = view_from_object(body)
         observed = Observed(view=view, status=status,
                             checks_run=_run_checks(spec, status, view, deps, sink, now),

@@ -39,6 +39,8 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float) ->
 class Settings:
     lag_poll_seconds: float
     """How often lag is refreshed (and end offsets fetched, once per Kafka cluster)."""
+    settled_poll_seconds: float
+    """How often a settled view (core.cadence) is passed when nothing it watches changed."""
     spark_image: str
     main_application_file: str
     spark_jars: tuple[str, ...]
@@ -93,6 +95,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(f"{exc} (chart: tenancy)") from None
     return Settings(
         lag_poll_seconds=_float(e, "DV_LAG_POLL_SECONDS", 5.0, 0.5),
+        settled_poll_seconds=_float(e, "DV_SETTLED_POLL_SECONDS", 300.0, 1.0),
         spark_image=e.get("DV_SPARK_IMAGE", "derived-views/spark-job:0.1.0"),
         main_application_file=e.get(
             "DV_MAIN_APPLICATION_FILE",

@@ -9,7 +9,9 @@ as unreachable (it is retried). The operator's statements use only
 transaction-scoped settings (SET LOCAL), so a returned connection carries no
 state; one left in a transaction or broken is closed instead of kept. A kept
 connection idle for more than `ping_after_seconds` is pinged before reuse, so a
-database restart costs a reconnect, not a failed pass.
+database restart costs a reconnect, not a failed pass.  Idle connections older
+than `idle_seconds` are closed, except the one a pass takes for its own key:
+the pool shrinks to what is used without closing a connection to open another.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from derived_views.adapters.sink import SinkUnavailable
 
 DEFAULT_SIZE = 4
 IDLE_SECONDS = 300.0
-"""Idle connections older than this are closed rather than reused."""
+"""Idle connections older than this are closed (but the one a pass takes for its key)."""
 
 
 @dataclass
@@ -90,10 +92,14 @@ class PgPool:
         with self._cond:
             slot = self._slots.setdefault(key, _Slot())
             while True:
+                # The most recently used idle connection is taken before the idle ones expire:
+                # closing it to open a new one at once would only churn (a key used every few
+                # minutes, as a settled view's, kept doing that); acquire pings it first.
+                taken = slot.idle.pop() if slot.idle else None
                 for each in self._slots.values():  # keys no pass asks for any more expire too
                     self._expire(each)
-                if slot.idle:
-                    return slot.idle.pop()  # the most recently used: likeliest alive
+                if taken is not None:
+                    return taken
                 if slot.open < self.size:
                     slot.open += 1
                     return None

@@ -110,6 +110,8 @@ class SourceOffsets:
     missing: frozenset[str] = frozenset()
     reason: str | None = None
     message: str | None = None
+    cluster: KafkaCluster | None = None
+    """The connection asked, when the view's Secret allowed one."""
 
     def problem(self) -> tuple[str, str] | None:
         """(reason, message) when the cluster could not be asked at all; missing topics are

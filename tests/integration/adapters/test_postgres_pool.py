@@ -114,16 +114,19 @@ def test_keys_are_separate_pools(stack: Any, app: str) -> None:
     assert pool.open_connections() == 0
 
 
-def test_a_connection_idle_past_the_limit_is_closed_instead_of_reused(stack: Any,
-                                                                     app: str) -> None:
+def test_idle_connections_past_the_limit_close_but_the_one_a_pass_takes(stack: Any,
+                                                                        app: str) -> None:
     now = [0.0]
     pool = PgPool(2, idle_seconds=300, clock=lambda: now[0])
-    conn = pool.acquire("db", _connect(stack.pg_dsn, app))
-    first = _pid(conn)
-    pool.release("db", conn)
+    older = pool.acquire("db", _connect(stack.pg_dsn, app))
+    newer = pool.acquire("db", _connect(stack.pg_dsn, app))
+    kept = _pid(newer)
+    pool.release("db", older)
+    pool.release("db", newer)  # the most recently used
     now[0] = 301.0
     again = pool.acquire("db", _connect(stack.pg_dsn, app))
-    assert conn.closed and _pid(again) != first
+    assert again is newer and _pid(again) == kept  # pinged and reused, not closed and remade
+    assert older.closed and pool.connects == 2
     assert _app_connections(stack.pg_dsn, app) == 1
     pool.release("db", again)
     pool.close_all()

@@ -20,7 +20,7 @@ EXPORTED = {"derived_views_ready", "derived_views_lag_messages", "derived_views_
             "derived_views_cutover_gate_to_switch_seconds_bucket",
             "derived_views_reconcile_errors_total",
             "derived_views_reconcile_duration_seconds_bucket",
-            "derived_views_end_offsets_fetches_total"}
+            "derived_views_end_offsets_fetches_total", "derived_views_settled_views"}
 
 
 def kinds(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

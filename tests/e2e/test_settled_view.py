@@ -1,0 +1,143 @@
+"""A settled view is off the lag poll, yet its operator still sees new records and a lost
+job at once.
+
+The operator runs with a settled-view timer of an hour, so a prompt reaction can only come
+from the wakes under test: the end-offsets watch (records arrived) and the SparkApplication
+watch (its driver pod was deleted). The index is compared with the test's own
+recomputation of every record produced, live traffic included.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_checkpoints import checkpoint_env
+from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from kubernetes import client
+from test_day_one import orders_backlog, view_body
+
+from dvstack.cli import apply_crds
+from dvstack.processes import free_port
+from dvstack.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
+COLUMNS = ["orders", "revenue"]
+
+
+@pytest.fixture()
+def slow_settled_operator(stack: Any, kube_api_client: Any, tmp_path: Path,
+                          checkpoint_secret: str) -> Iterator[int]:
+    """The operator with an hour-long settled-view timer; yields its metrics port."""
+    apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
+    port = free_port()
+    with open(Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "derived_views.main", "-A"], stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
+                 "DV_SETTLED_POLL_SECONDS": "3600", "DV_METRICS_PORT": str(port),
+                 **checkpoint_env(stack, f"e2e/{tmp_path.name}")})
+        try:
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def settled_views(port: int) -> float | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    found = re.search(r"^derived_views_settled_views (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def ends_seen(handle: ViewHandle) -> int:
+    """Records in the topic when the operator last measured the served revision's lag."""
+    lag = (handle.status().get("active") or {}).get("lag") or {}
+    return sum((lag.get("endOffsets") or {}).values())
+
+
+def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
+        stack: Any, kube_api_client: Any, namespace: str, slow_settled_operator: int) -> None:
+    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    topic, backlog = orders_backlog(stack, core, namespace, 3_000, seed=43)
+    table = f"settled_{uuid.uuid4().hex[:8]}"
+    custom.create_namespaced_custom_object(
+        G, V, namespace, P, view_body(namespace, "quiet", stack.kafka_bootstrap, topic, table))
+    handle = ViewHandle(custom, namespace, "quiet")
+    revision = handle.wait_serving_new(None, "the view to serve its first revision", timeout=600)
+    port = slow_settled_operator
+
+    def settled() -> bool:
+        return settled_views(port) == 1.0
+
+    wait_for(settled, timeout=120, interval=0.5, what="the caught-up view to settle")
+    assert ends_seen(handle) == len(backlog)
+
+    # records arrive: the offsets watch wakes the view
+    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=50, seed=431).start()
+    try:
+        wait_for(lambda: producer.count() > 0, timeout=30, interval=0.1,
+                 what="the first live record")
+        first = time.monotonic()
+        wait_for(lambda: ends_seen(handle) > len(backlog), timeout=30, interval=0.2,
+                 what="the settled view's status to count the new records")
+        noticed = time.monotonic() - first
+        wait_for(lambda: producer.count() >= 250, timeout=60, interval=0.2,
+                 what="5 s of live traffic")
+    finally:
+        live = producer.stop()
+    assert producer.failures == []
+    wait_alias_equals(stack.pg_dsn, table, backlog + live, COLUMNS,
+                      "the index to hold every record, the live ones included")
+    wait_for(settled, timeout=120, interval=0.5, what="the view to settle again")
+
+    # its driver pod is deleted: the SparkApplication watch wakes the view
+    app_name = handle.record(revision)["sparkApplication"]
+    before = handle.record(revision)
+    app = custom.get_namespaced_custom_object(*SPARK[:2], namespace, SPARK[2], app_name)
+    pod = (app.get("status") or {}).get("driverInfo", {}).get("podName")
+    assert pod, app.get("status")
+    core.delete_namespaced_pod(pod, namespace)
+    deleted = time.monotonic()
+
+    def job_change_recorded() -> bool:
+        now = handle.record(revision)
+        return (now.get("jobState") != "RUNNING"
+                or now.get("executionAttempts") != before.get("executionAttempts"))
+
+    wait_for(job_change_recorded, timeout=60, interval=0.2,
+             what="the view's status to record its job's loss")
+    reacted = time.monotonic() - deleted
+    assert noticed < 15, f"new records noticed after {noticed:.1f}s"
+    assert reacted < 30, f"the lost driver recorded after {reacted:.1f}s"
+
+    # it recovers under traffic, and the index is exact
+    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=50, seed=432).start()
+    try:
+        wait_for(lambda: handle.record(revision).get("jobState") == "RUNNING" and handle.ready(),
+                 timeout=300, interval=1, what="the job to run again and the view to be Ready")
+        wait_for(lambda: producer.count() >= 250, timeout=60, interval=0.2,
+                 what="5 s of live traffic")
+    finally:
+        more = producer.stop()
+    assert producer.failures == []
+    wait_alias_equals(stack.pg_dsn, table, backlog + live + more, COLUMNS,
+                      "the index to hold every record after the job's restart")
+    wait_for(settled, timeout=120, interval=0.5, what="the recovered view to settle")
+    print(f"settled view: new records noticed after {noticed:.2f}s, lost driver recorded "
+          f"after {reacted:.2f}s")
