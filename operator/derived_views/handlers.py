@@ -39,6 +39,7 @@ from derived_views.adapters.kube import (
 from derived_views.adapters.sink import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
 from derived_views.core.cadence import settled_body
+from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
 from derived_views.reconcile import Deps, reconcile
 from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
@@ -140,6 +141,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
     logging.getLogger("kopf.objects").addFilter(_QuietRefresh())
     _watch().start()
+    keep_trimmed()
     if SETTINGS.metrics_port:
         try:
             deps().metrics.serve(SETTINGS.metrics_port)
