@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import threading
 from typing import Any
@@ -23,7 +24,9 @@ ARENAS = 2
 TRIM_SECONDS = 60.0
 
 
+@functools.cache
 def _libc() -> Any | None:
+    """glibc, found and loaded once: find_library runs `ldconfig -p` in a subprocess."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None

@@ -83,7 +83,6 @@ class PassRecord:
     index_rows: dict[str, int] = field(default_factory=dict)
     status: DerivedViewStatus | None = None
     switched: bool = False
-    topics: frozenset[str] = frozenset()
     source: SourceOffsets | None = None
 
 
@@ -218,14 +217,15 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
         reading = deps.offsets.get(cluster, not_before=not_before)
     except OffsetsUnavailable as exc:
         log.warning("%s: end offsets unavailable: %s", where, exc)
-        return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc), cluster=cluster)
+        return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc), cluster=cluster,
+                             topics=frozenset(topics))
     ends, missing = reading.of(topics)
     if missing:
         message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
         log.warning("%s: %s", where, message)
         return SourceOffsets(ends, missing, reason="TopicsMissing", message=message,
-                             cluster=cluster)
-    return SourceOffsets(ends, cluster=cluster)
+                             cluster=cluster, topics=frozenset(topics))
+    return SourceOffsets(ends, cluster=cluster, topics=frozenset(topics))
 
 
 def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
@@ -302,7 +302,7 @@ def _tell_settled(watch: SettledWatch, body: dict[str, Any], status: DerivedView
             or not settled(body["metadata"], status)):
         watch.unsettled(key)
         return
-    watch.settled(key, Seen(source.cluster, record.topics, dict(source.ends), source.missing))
+    watch.settled(key, Seen(source.cluster, source.topics, dict(source.ends), source.missing))
 
 
 def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord) -> bool:
@@ -333,7 +333,7 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
                                not_before=ledger_read if fresh else None)
         if not fresh and committed_beyond(sink.observed, offsets.ends):
             offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
-        record.topics, record.source = frozenset(topics_to_observe(spec, status)), offsets
+        record.source = offsets
         view = view_from_object(body)
         observed = Observed(view=view, status=status,
                             checks_run=_run_checks(spec, status, view, deps, sink, now),

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
-from derived_views.core.cadence import TopicEnds, log_moved
+from derived_views.core.cadence import log_moved
 from derived_views.core.kafka_client import KafkaCluster
+from derived_views.core.observed import TopicPartition
 
 log = logging.getLogger("derived_views")
 
@@ -31,7 +32,7 @@ class Seen:
 
     cluster: KafkaCluster
     topics: frozenset[str]
-    ends: TopicEnds
+    ends: Mapping[TopicPartition, int]
     missing: frozenset[str]
 
 

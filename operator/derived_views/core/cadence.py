@@ -19,8 +19,7 @@ from typing import Any
 
 from derived_views.api.status import DerivedViewStatus, Phase, ViewPhase
 from derived_views.core.conditions import DEGRADED, READY, RECONCILING, STALLED
-
-TopicEnds = Mapping[tuple[str, int], int]
+from derived_views.core.observed import TopicPartition, status_from_object
 
 _AT_REST = frozenset({Phase.Active, Phase.Retired, Phase.Failed, Phase.Superseded})
 """Phases of revisions that need no deadline: the served one and those already let go."""
@@ -54,14 +53,14 @@ def settled(meta: Mapping[str, Any], status: DerivedViewStatus) -> bool:
 def settled_body(body: Mapping[str, Any]) -> bool:
     """`settled` of a stored DerivedView object (Kopf's timer filters see only the body)."""
     try:
-        status = DerivedViewStatus.model_validate(body.get("status") or {})
+        status = status_from_object(body)
     except ValueError:
         return False  # an unreadable status is for a pass to sort out, at the lag poll
     return settled(body.get("metadata") or {}, status)
 
 
-def log_moved(seen: TopicEnds, seen_missing: frozenset[str], ends: TopicEnds,
-              missing: frozenset[str]) -> bool:
+def log_moved(seen: Mapping[TopicPartition, int], seen_missing: frozenset[str],
+              ends: Mapping[TopicPartition, int], missing: frozenset[str]) -> bool:
     """The view's topics read differently from what its last pass saw: records arrived,
     partitions were added, a topic was deleted or re-created."""
     return dict(seen) != dict(ends) or seen_missing != missing

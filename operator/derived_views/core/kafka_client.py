@@ -112,6 +112,8 @@ class SourceOffsets:
     message: str | None = None
     cluster: KafkaCluster | None = None
     """The connection asked, when the view's Secret allowed one."""
+    topics: frozenset[str] = frozenset()
+    """The topics asked for (the view's, as core.observed.topics_to_observe names them)."""
 
     def problem(self) -> tuple[str, str] | None:
         """(reason, message) when the cluster could not be asked at all; missing topics are

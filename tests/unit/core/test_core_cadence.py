@@ -6,7 +6,7 @@ from typing import Any
 
 from core_samples import SQL_V1, SQL_V2, spec_body
 from core_world import World
-from test_core_plan_scenarios import served_world
+from test_core_plan_scenarios import I2, run_until, served_world
 
 from derived_views.core.cadence import log_moved, settled, settled_body
 
@@ -48,9 +48,7 @@ def test_an_unserved_spec_change_or_a_deletion_unsettles_it() -> None:
 def test_after_a_cutover_it_settles_only_once_the_previous_revision_is_let_go() -> None:
     world = served_world()
     world.edit(spec_body(SQL_V2))
-    for _ in range(20):
-        world.reconcile()
-        world.tick()
+    run_until(world, lambda w: w.alias == I2)
     status = world.parsed_status()
     assert status.candidate is None and status.active is not None
     assert not _settled(world)  # the previous revision's job follows the log, then is kept
