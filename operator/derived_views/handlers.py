@@ -27,7 +27,7 @@ from typing import Any
 
 import kopf
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache
+from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsReader
 from derived_views.adapters.kube import (
     SPARK_GROUP,
     SPARK_PLURAL,
@@ -57,9 +57,10 @@ def deps() -> Deps:
     global _deps
     if _deps is None:
         metrics = Metrics()
-        offsets = EndOffsetsCache(interval=SETTINGS.lag_poll_seconds,
+        reader = OffsetsReader()
+        offsets = EndOffsetsCache(interval=SETTINGS.lag_poll_seconds, fetch=reader,
                                   expire_after=TOPIC_REGISTRATION_SECONDS,
-                                  on_fetch=metrics.offsets_fetched)
+                                  on_fetch=metrics.offsets_fetched, forget=reader.forget)
         watch = SettledWatch(offsets, _wake, SETTINGS.lag_poll_seconds)
         metrics.count_settled(watch.count)
         _deps = Deps(kube=Kube(new_api_client()),
@@ -96,7 +97,9 @@ def _pass(body: kopf.Body) -> bool:
 def _pass_view(ns: str, name: str) -> bool:
     with _locks[f"{ns}/{name}"]:
         fresh = deps().kube.get_view(ns, name)
-        if fresh is None:
+        if fresh is None:  # deleted: forget what was kept for it
+            _watch().unsettled((ns, name))
+            _locks.pop(f"{ns}/{name}", None)
             return True
         return reconcile(fresh, deps(), _now())
 

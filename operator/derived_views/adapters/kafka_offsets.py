@@ -9,6 +9,7 @@ capped exponential backoff, and meanwhile answers at once with its last error.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -44,10 +45,20 @@ class OffsetsReading:
     fetched_at: float
     topics: frozenset[str] = frozenset()  # what was asked for
 
+    @functools.cached_property
+    def _by_topic(self) -> Mapping[str, TopicEnds]:
+        by_topic: dict[str, TopicEnds] = {}
+        for tp, offset in self.ends.items():
+            by_topic.setdefault(tp[0], {})[tp] = offset
+        return by_topic
+
     def of(self, topics: Collection[str]) -> tuple[TopicEnds, frozenset[str]]:
-        """The ends and the missing topics among `topics`."""
-        return ({tp: o for tp, o in self.ends.items() if tp[0] in topics},
-                self.missing & frozenset(topics))
+        """The ends and the missing topics among `topics`: looked up by topic, because the
+        settled watch asks once per view of the cluster (a scan each was views x partitions)."""
+        ends: TopicEnds = {}
+        for topic in topics:
+            ends.update(self._by_topic.get(topic, {}))
+        return ends, self.missing & frozenset(topics)
 
 
 def _first_error(errors: list[KafkaError]) -> KafkaError | None:
@@ -65,49 +76,112 @@ def _why(cluster: KafkaCluster, exc: KafkaException, errors: list[KafkaError]) -
     return f"{cluster.describe()}: {text}"
 
 
-def read_end_offsets(cluster: KafkaCluster, topics: Iterable[str], *,
-                     timeout: float = TIMEOUT_SECONDS) -> Fetched:
-    """High watermarks of `topics` in one metadata + one offsets request.
+LAYOUT_SECONDS = 60.0
+"""How long a reader trusts the partitions it last listed: a partition added to a topic is
+counted within this time, and a topic created or deleted at the next fetch."""
 
-    Topics the cluster does not have are returned as missing; a topic whose
-    metadata or any partition errs is left out entirely (a partial topic would
-    understate its lag).  Raises OffsetsUnavailable when the cluster cannot be asked.
+
+@dataclass
+class _Connection:
+    """One cluster's long-lived consumer and the partitions it last listed."""
+
+    consumer: Consumer
+    errors: list[KafkaError]
+    layout: dict[str, tuple[int, ...]] = field(default_factory=dict)  # topic -> partitions
+    errored: set[str] = field(default_factory=set)  # listed with an error
+    listed_at: float | None = None
+
+
+class OffsetsReader:
+    """High watermarks through one long-lived consumer per cluster.
+
+    Creating a consumer and listing every topic of the cluster on each poll
+    was the largest single cost of an idle operator at 1,000 views; a reader keeps the
+    consumer and the topics' partitions (`layout_seconds`) and asks only for
+    the offsets of the wanted partitions, whose leaders librdkafka looks up
+    for those topics alone.  A wanted topic the last listing lacked, or a
+    partition that errs (a deleted or re-created topic), lists again.  Any failure closes the consumer,
+    so the next fetch starts as a new client would (and reports what it meets).
     """
-    wanted = sorted(set(topics))
-    if not wanted:
-        return Fetched({})
-    errors: list[KafkaError] = []
-    millis = int(timeout * 1000)
-    try:
-        consumer = Consumer({
-            **cluster.config(), "group.id": "derived-views-offsets", "enable.auto.commit": False,
-            "log_level": 0, "socket.timeout.ms": millis,
-            "socket.connection.setup.timeout.ms": millis, "error_cb": errors.append})
-    except KafkaException as exc:  # librdkafka refused the settings (e.g. an unreadable CA)
-        raise OffsetsUnavailable(_why(cluster, exc, errors)) from None
-    try:
+
+    def __init__(self, *, timeout: float = TIMEOUT_SECONDS,
+                 layout_seconds: float = LAYOUT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.timeout, self.layout_seconds, self.clock = timeout, layout_seconds, clock
+        self._connections: dict[KafkaCluster, _Connection] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, cluster: KafkaCluster, topics: Iterable[str]) -> Fetched:
+        """High watermarks of `topics` (see read_end_offsets).  One caller per cluster at a
+        time (EndOffsetsCache ensures it)."""
+        wanted = sorted(set(topics))
+        if not wanted:
+            return Fetched({})
+        conn = self._connection(cluster)
         try:
-            md = consumer.list_topics(timeout=timeout)
+            return self._read(conn, wanted)
         except KafkaException as exc:
-            consumer.poll(0)  # serve queued error events (the authentication failure) to error_cb
+            conn.consumer.poll(0)  # serve queued error events (the authentication failure)
+            self.forget(cluster)
+            raise OffsetsUnavailable(_why(cluster, exc, conn.errors)) from None
+
+    def forget(self, cluster: KafkaCluster) -> None:
+        """Close the cluster's consumer (no view reads it any more, or it failed)."""
+        with self._lock:
+            conn = self._connections.pop(cluster, None)
+        if conn is not None:
+            conn.consumer.close()
+
+    def close(self) -> None:
+        with self._lock:
+            clusters = list(self._connections)
+        for cluster in clusters:
+            self.forget(cluster)
+
+    def _connection(self, cluster: KafkaCluster) -> _Connection:
+        with self._lock:
+            conn = self._connections.get(cluster)
+        if conn is not None:
+            conn.errors.clear()
+            conn.consumer.poll(0)  # drain events queued since the last fetch
+            conn.errors.clear()
+            return conn
+        errors: list[KafkaError] = []
+        millis = int(self.timeout * 1000)
+        try:
+            consumer = Consumer({
+                **cluster.config(), "group.id": "derived-views-offsets",
+                "enable.auto.commit": False, "log_level": 0, "socket.timeout.ms": millis,
+                "socket.connection.setup.timeout.ms": millis, "error_cb": errors.append})
+        except KafkaException as exc:  # librdkafka refused the settings (e.g. an unreadable CA)
             raise OffsetsUnavailable(_why(cluster, exc, errors)) from None
-        partitions: list[TopicPartition] = []
-        missing = set()
-        for topic in wanted:
-            meta = md.topics.get(topic)
-            if meta is None or (meta.error is not None
-                                and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
-                missing.add(topic)
-            elif meta.error is None:
-                partitions += [TopicPartition(topic, p, -1) for p in sorted(meta.partitions)]
+        conn = _Connection(consumer, errors)
+        with self._lock:
+            self._connections[cluster] = conn
+        return conn
+
+    def _list(self, conn: _Connection) -> None:
+        md = conn.consumer.list_topics(timeout=self.timeout)
+        conn.layout, conn.errored = {}, set()
+        for topic, meta in md.topics.items():
+            if meta.error is None:
+                conn.layout[topic] = tuple(sorted(meta.partitions))
+            elif meta.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                conn.errored.add(topic)
+        conn.listed_at = self.clock()
+
+    def _read(self, conn: _Connection, wanted: list[str]) -> Fetched:
+        if (conn.listed_at is None or self.clock() - conn.listed_at >= self.layout_seconds
+                or any(t not in conn.layout for t in wanted)):
+            self._list(conn)
+        # Listed without error: read; listed with an error: left out; not listed: missing.
+        missing = {t for t in wanted if t not in conn.layout and t not in conn.errored}
+        partitions = [TopicPartition(t, p, -1) for t in wanted if t in conn.layout
+                      for p in conn.layout[t]]
         if not partitions:
             return Fetched({}, frozenset(missing))
         # OFFSET_END (-1) resolves to the high watermark of every partition in one request.
-        try:
-            resolved = consumer.offsets_for_times(partitions, timeout=timeout)
-        except KafkaException as exc:
-            consumer.poll(0)
-            raise OffsetsUnavailable(_why(cluster, exc, errors)) from None
+        resolved = conn.consumer.offsets_for_times(partitions, timeout=self.timeout)
         ends: TopicEnds = {}
         failed: set[str] = set()
         for tp in resolved:
@@ -116,14 +190,28 @@ def read_end_offsets(cluster: KafkaCluster, topics: Iterable[str], *,
             elif tp.offset >= 0:
                 ends[(tp.topic, tp.partition)] = int(tp.offset)
             else:  # no answer for this partition: ask for its watermarks directly
-                _low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+                _low, high = conn.consumer.get_watermark_offsets(tp, timeout=self.timeout)
                 ends[(tp.topic, tp.partition)] = int(high)
+        if failed:
+            conn.listed_at = None  # deleted or re-partitioned: list again next time
         return Fetched({tp: o for tp, o in ends.items() if tp[0] not in failed},
                        frozenset(missing))
-    except KafkaException as exc:
-        raise OffsetsUnavailable(_why(cluster, exc, errors)) from None
+
+
+def read_end_offsets(cluster: KafkaCluster, topics: Iterable[str], *,
+                     timeout: float = TIMEOUT_SECONDS) -> Fetched:
+    """High watermarks of `topics` in one metadata + one offsets request, by a client made
+    for this call alone.
+
+    Topics the cluster does not have are returned as missing; a topic whose
+    metadata or any partition errs is left out entirely (a partial topic would
+    understate its lag).  Raises OffsetsUnavailable when the cluster cannot be asked.
+    """
+    reader = OffsetsReader(timeout=timeout)
+    try:
+        return reader(cluster, topics)
     finally:
-        consumer.close()
+        reader.close()
 
 
 def fetch_end_offsets(bootstrap: str | KafkaCluster, topics: Iterable[str], *,
@@ -174,6 +262,8 @@ class EndOffsetsCache:
     backoff_max: float = 60.0
     on_fetch: Callable[[], None] | None = None
     """Called once per request made to a cluster (metrics)."""
+    forget: Callable[[KafkaCluster], None] | None = None
+    """Called with a cluster no view reads any more (OffsetsReader.forget closes its client)."""
     _clusters: dict[KafkaCluster, _Cluster] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -187,21 +277,33 @@ class EndOffsetsCache:
             state = self._clusters.setdefault(cluster, _Cluster())
             for topic in topics:
                 state.registered[topic] = now
-            self._expire(now)
+            gone = self._expire(now)
+        self._forget(gone)
 
     def clusters(self) -> list[KafkaCluster]:
         """The connections with registered topics (for tests and metrics)."""
         with self._lock:
-            self._expire(self.clock())
-            return list(self._clusters)
+            gone = self._expire(self.clock())
+            clusters = list(self._clusters)
+        self._forget(gone)
+        return clusters
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float) -> list[KafkaCluster]:
+        """Forget registrations past `expire_after`; returns the clusters left with none."""
         horizon = now - (self.expire_after if self.expire_after is not None
                          else 3 * self.interval)
+        gone = []
         for cluster, state in list(self._clusters.items()):
             state.registered = {t: at for t, at in state.registered.items() if at >= horizon}
             if not state.registered and not state.fetching.locked():
                 del self._clusters[cluster]
+                gone.append(cluster)
+        return gone
+
+    def _forget(self, gone: list[KafkaCluster]) -> None:
+        if self.forget is not None:  # outside the lock: closing a client may take a moment
+            for cluster in gone:
+                self.forget(cluster)
 
     def _answer(self, state: _Cluster, now: float, not_before: float | None
                 ) -> OffsetsReading | None:
@@ -220,11 +322,13 @@ class EndOffsetsCache:
         """The registered topics' end offsets, fetched no earlier than `not_before` (cache clock)."""
         with self._lock:
             now = self.clock()
-            self._expire(now)
+            gone = self._expire(now)
             state = self._clusters.get(cluster)
-            if state is None:
-                return OffsetsReading({}, frozenset(), now)
-            answer = self._answer(state, now, not_before)
+        self._forget(gone)
+        if state is None:
+            return OffsetsReading({}, frozenset(), now)
+        with self._lock:
+            answer = self._answer(state, now, not_before)  # raises while backing off
         if answer is not None:
             return answer
         with state.fetching:  # one fetch per cluster in flight; the others reuse it

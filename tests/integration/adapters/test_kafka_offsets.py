@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kubernetes import client
 
 from derived_views.adapters.kafka_offsets import (
     EndOffsetsCache,
+    OffsetsReader,
     OffsetsUnavailable,
     fetch_end_offsets,
     read_end_offsets,
@@ -101,6 +102,65 @@ def test_a_recreated_topic_reports_ends_below_the_earlier_ones(stack: Any) -> No
 
     wait_for(recreate, timeout=60, what=f"topic {name} to be created again")
     assert read_end_offsets(cluster, [name]).ends == {(name, 0): 2}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_long_lived_reader_finds_new_topics_at_once_and_new_partitions_after_its_layout_time(
+        stack: Any) -> None:
+    clock = _Clock()
+    reader = OffsetsReader(layout_seconds=60, clock=clock)
+    cluster = KafkaCluster.of(stack.kafka_bootstrap)
+    try:
+        a = _topic(stack.kafka_bootstrap, 2, [3, 1])
+        assert reader(cluster, [a]).ends == {(a, 0): 3, (a, 1): 1}
+        b = _topic(stack.kafka_bootstrap, 1, [5])  # created after the reader listed
+        assert reader(cluster, [a, b]).ends == {(a, 0): 3, (a, 1): 1, (b, 0): 5}
+        admin = _admin(stack.kafka_bootstrap)  # alive until the future resolves
+        admin.create_partitions([NewPartitions(a, 3)])[a].result(30)
+        producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+        producer.produce(a, value=b"x", partition=2)
+        producer.produce(a, value=b"y", partition=0)
+        assert producer.flush(30) == 0
+        # Within its layout time the reader still asks for the partitions it listed ...
+        assert reader(cluster, [a]).ends == {(a, 0): 4, (a, 1): 1}
+        clock.t += 60  # ... and counts the new one once it lists again.
+        wait_for(lambda: reader(cluster, [a]).ends == {(a, 0): 4, (a, 1): 1, (a, 2): 1},
+                 timeout=30, what=f"the third partition of {a} to be counted")
+    finally:
+        reader.close()
+
+
+def test_a_long_lived_reader_reports_a_deleted_topic_missing(stack: Any) -> None:
+    reader = OffsetsReader()
+    cluster = KafkaCluster.of(stack.kafka_bootstrap)
+    try:
+        name = _topic(stack.kafka_bootstrap, 1, [2])
+        assert reader(cluster, [name]).ends == {(name, 0): 2}
+        admin = _admin(stack.kafka_bootstrap)  # alive until the future resolves
+        admin.delete_topics([name])[name].result(30)
+        wait_for(lambda: reader(cluster, [name]).missing == {name}, timeout=60,
+                 what=f"topic {name} to read as missing")
+    finally:
+        reader.close()
+
+
+def test_a_long_lived_reader_reports_refused_credentials_on_every_try(stack: Any) -> None:
+    reader = OffsetsReader(timeout=5)
+    a = _topic(stack.kafka_bootstrap, 1, [1])
+    try:
+        for _ in range(2):  # a failure closes the client; the next try is a new client
+            with pytest.raises(OffsetsUnavailable, match="Authentication failed"):
+                reader(_sasl(stack, password="not-the-password"), [a])
+        assert reader(_sasl(stack), [a]).ends == {(a, 0): 1}
+    finally:
+        reader.close()
 
 
 def test_an_unreachable_cluster_backs_off_and_answers_at_once_meanwhile() -> None:

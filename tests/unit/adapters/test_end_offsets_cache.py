@@ -156,6 +156,23 @@ def test_topics_no_view_registers_any_more_are_forgotten() -> None:
     assert cache.clusters() == [PLAIN]  # nobody reads through ALICE's connection any more
 
 
+def test_a_cluster_nobody_reads_any_more_is_handed_to_forget_once() -> None:
+    fake, clock = FakeCluster({"a": [1]}), Clock()
+    forgotten: list[KafkaCluster] = []
+    cache = EndOffsetsCache(interval=5, fetch=fake.fetch, clock=clock, forget=forgotten.append)
+    cache.register(PLAIN, ["a"])
+    cache.register(ALICE, ["a"])
+    clock.t += 14  # within 3 intervals: both still read
+    cache.register(PLAIN, ["a"])
+    cache.get(PLAIN)
+    assert forgotten == []
+    clock.t += 2  # ALICE's registration is 16 s old, PLAIN's 2 s
+    cache.get(PLAIN)
+    clock.t += 1
+    cache.clusters()
+    assert forgotten == [ALICE]
+
+
 def test_not_before_forces_a_fetch_that_started_after_it() -> None:
     fake, clock = FakeCluster({"a": [1]}), Clock()
     cache = make(fake, clock)
