@@ -199,7 +199,7 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
     (the offsets cache's clock, `deps.offsets.now()`) when given."""
     meta = body["metadata"]
     where = f"{meta['namespace']}/{meta['name']}"
-    topics = topics_to_observe(spec, status)
+    topics = frozenset(topics_to_observe(spec, status))
     try:
         cluster = kafka_cluster(spec, meta["namespace"], secrets or PassSecrets(
             deps.kube, meta["namespace"], deps.config.tenancy))
@@ -218,14 +218,14 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
     except OffsetsUnavailable as exc:
         log.warning("%s: end offsets unavailable: %s", where, exc)
         return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc), cluster=cluster,
-                             topics=frozenset(topics))
+                             topics=topics)
     ends, missing = reading.of(topics)
     if missing:
         message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
         log.warning("%s: %s", where, message)
         return SourceOffsets(ends, missing, reason="TopicsMissing", message=message,
-                             cluster=cluster, topics=frozenset(topics))
-    return SourceOffsets(ends, cluster=cluster, topics=frozenset(topics))
+                             cluster=cluster, topics=topics)
+    return SourceOffsets(ends, cluster=cluster, topics=topics)
 
 
 def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps

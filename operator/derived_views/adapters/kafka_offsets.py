@@ -142,8 +142,7 @@ class OffsetsReader:
         with self._lock:
             conn = self._connections.get(cluster)
         if conn is not None:
-            conn.errors.clear()
-            conn.consumer.poll(0)  # drain events queued since the last fetch
+            conn.consumer.poll(0)  # drain events queued since the last fetch, then drop them
             conn.errors.clear()
             return conn
         errors: list[KafkaError] = []
@@ -320,15 +319,17 @@ class EndOffsetsCache:
 
     def get(self, cluster: KafkaCluster, *, not_before: float | None = None) -> OffsetsReading:
         """The registered topics' end offsets, fetched no earlier than `not_before` (cache clock)."""
-        with self._lock:
-            now = self.clock()
-            gone = self._expire(now)
-            state = self._clusters.get(cluster)
-        self._forget(gone)
-        if state is None:
-            return OffsetsReading({}, frozenset(), now)
-        with self._lock:
-            answer = self._answer(state, now, not_before)  # raises while backing off
+        gone: list[KafkaCluster] = []
+        try:
+            with self._lock:
+                now = self.clock()
+                gone = self._expire(now)
+                state = self._clusters.get(cluster)
+                if state is None:
+                    return OffsetsReading({}, frozenset(), now)
+                answer = self._answer(state, now, not_before)  # raises while backing off
+        finally:
+            self._forget(gone)
         if answer is not None:
             return answer
         with state.fetching:  # one fetch per cluster in flight; the others reuse it
