@@ -11,7 +11,9 @@ again at the end), and this script plays each job: it sets every
 SparkApplication's state to RUNNING, as the Spark Operator would, and commits
 one ledger batch carrying the topic's end offsets through the job's own sink
 code (`dvjob.sink_postgres`), with no rows.  The operator is the real one, as
-its own process with production settings (lag poll 5 s, default pool size).
+its own process with production settings (lag poll 5 s, default pool size),
+watching the benchmark's namespace only, so views other runs or tests left on
+the stack are neither passed nor counted.
 
 Figures (printed, and written to .stack/results/operator_scale.json):
 - operator CPU as % of one core and its RSS (peak of 1 s samples), from /proc;
@@ -246,7 +248,8 @@ def main() -> None:
 
         metrics_port = processes.free_port()
         operator = subprocess.Popen(
-            [sys.executable, "-m", "derived_views.main", "-A"], stdout=log,
+            # its own namespace only: views other runs or tests left behind are not counted
+            [sys.executable, "-m", "derived_views.main", "--namespace", ns], stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "KUBECONFIG": info["kubeconfig"],
                  "DV_METRICS_PORT": str(metrics_port), "DV_LAG_POLL_SECONDS": str(POLL_SECONDS)})

@@ -1,18 +1,20 @@
 """Kopf handlers: thin; every trigger runs the same observe -> plan -> act pass.
 
-A timer refreshes lag at DV_LAG_POLL_SECONDS; create/update/resume react at
-once.  A settled view (core.cadence: served, caught up, nothing pending) is
-off that timer: it is passed when its topics' end offsets move (SettledWatch,
-one offsets request per cluster per poll), when one of its SparkApplications
-changes, and on a slow timer (DV_SETTLED_POLL_SECONDS) for what nothing
-watches.  Kopf re-evaluates the timers' `when` filters on every change of the
-view, so a pass that finds lag moves the view back to the lag poll.
+Create/update/resume react at once; after each pass, of whatever trigger,
+the view's next timed pass is set (PassTimers): at DV_LAG_POLL_SECONDS, or
+for a settled view (core.cadence: served, caught up, nothing pending) at
+DV_SETTLED_POLL_SECONDS, the safety net for what nothing watches.  A settled
+view is passed sooner when its topics' end offsets move (SettledWatch, one
+offsets request per cluster per poll) and when one of its SparkApplications
+changes.  The timers are not Kopf's: a Kopf timer keeps each view's body and
+a task per view for its lifetime, the largest part of the operator's memory
+at a thousand views.
 
 Deletion is held by ONE finalizer, `derivedviews.io/cleanup`: Kopf needs a
-finalizer of its own for the timers and on.delete, so it is told to use the
-planner's name instead of adding a second; on.delete reruns the deletion plan
-(jobs gone, indexes dropped per deletionPolicy) until the planner releases the
-view by removing it.
+finalizer of its own for on.delete, so it is told to use the planner's name
+instead of adding a second; on.delete reruns the deletion plan (jobs gone,
+indexes dropped per deletionPolicy) until the planner releases the view by
+removing it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import datetime as dt
 import logging
 import threading
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,10 @@ from derived_views.adapters.kube import (
 )
 from derived_views.adapters.sink import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
-from derived_views.core.cadence import settled_body
+from derived_views.core.cadence import next_pass_in
 from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
+from derived_views.pass_timers import PassTimers
 from derived_views.reconcile import Deps, reconcile
 from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
@@ -94,41 +96,52 @@ def _pass(body: kopf.Body) -> bool:
     return _pass_view(body["metadata"]["namespace"], body["metadata"]["name"])
 
 
-def _pass_view(ns: str, name: str) -> bool:
-    with _locks[f"{ns}/{name}"]:
-        fresh = deps().kube.get_view(ns, name)
-        if fresh is None:  # deleted: forget what was kept for it
-            _watch().unsettled((ns, name))
-            _locks.pop(f"{ns}/{name}", None)
-            return True
-        return reconcile(fresh, deps(), _now())
+def _pass_view(ns: str, name: str, timed: bool = False) -> bool:
+    """One pass of the view as stored now; then its next timed pass is set, or, once the
+    view is gone or released, forgotten with everything else kept for it."""
+    key, released = (ns, name), False
+    try:
+        with _locks[f"{ns}/{name}"]:
+            fresh = deps().kube.get_view(ns, name)
+            if fresh is None:  # deleted: forget what was kept for it
+                _watch().unsettled(key)
+                _locks.pop(f"{ns}/{name}", None)
+                released = True
+            elif timed and fresh["metadata"].get("deletionTimestamp"):
+                pass  # on.delete drives a deletion and retries it itself
+            else:
+                released = reconcile(fresh, deps(), _now())
+            return released
+    finally:
+        if released:
+            _timers.forget(key)
+        else:
+            _timers.schedule(key, next_pass_in(_watch().is_settled(key),
+                                               SETTINGS.lag_poll_seconds,
+                                               SETTINGS.settled_poll_seconds))
 
 
-# Passes of settled views woken by their log run here, outside Kopf's workers: the watch
-# thread only hands them over.  Two threads: a burst of wakes (a busy topic read by many
-# views) is worked off without starving Kopf's own handlers of the CPU.
-_wakes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="settled-wake")
+def _timed(key: ViewKey) -> None:
+    _pass_view(*key, timed=True)
+
+
+# Timed passes, and those of settled views woken by their log, run on the timers' few
+# threads, outside Kopf's workers: a burst of wakes (a busy topic read by many views) is
+# worked off without starving Kopf's own handlers of the CPU.
+_timers = PassTimers(_timed, retry_after=SETTINGS.lag_poll_seconds)
 
 
 def _wake(key: ViewKey) -> None:
-    _wakes.submit(_woken, key)
+    _timers.schedule(key, 0.0)
 
 
-def _woken(key: ViewKey) -> None:
-    try:
-        _pass_view(*key)
-    except Exception:  # the view's next timer pass retries; say why this one failed
-        logging.getLogger("derived_views").exception("%s/%s: pass on a log change failed", *key)
-
-
-_QUIET = frozenset({"Timer 'refresh' succeeded.", "Timer 'refresh_settled' succeeded.",
-                    "Handler 'on_job_event' succeeded."})
+_QUIET = frozenset({"Handler 'on_job_event' succeeded."})
 
 
 class _QuietRefresh(logging.Filter):
-    """Drop the refresh timer's success line: it fires every lag poll for every
-    view and would be most of the log. Its failures and every other handler's
-    lines still come through."""
+    """Drop the job-event handler's success line: it fires on every status change of
+    every SparkApplication and would be most of the log. Its failures and every other
+    handler's lines still come through."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.getMessage() not in _QUIET
@@ -144,6 +157,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = 100  # our own events are CamelCase lifecycle events; mute Kopf's
     logging.getLogger("kopf.objects").addFilter(_QuietRefresh())
     _watch().start()
+    _timers.start()
     keep_trimmed()
     if SETTINGS.metrics_port:
         try:
@@ -160,28 +174,6 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def on_change(body: kopf.Body, **_: Any) -> None:
-    _pass(body)
-
-
-def _is_settled(body: kopf.Body, **_: Any) -> bool:
-    return settled_body(body)
-
-
-def _not_settled(body: kopf.Body, **_: Any) -> bool:
-    return not settled_body(body)
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.lag_poll_seconds, idle=0,
-            when=_not_settled)
-def refresh(body: kopf.Body, **_: Any) -> None:
-    if body.get("metadata", {}).get("deletionTimestamp"):
-        return
-    _pass(body)
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.settled_poll_seconds,
-            initial_delay=SETTINGS.settled_poll_seconds, idle=0, when=_is_settled)
-def refresh_settled(body: kopf.Body, **_: Any) -> None:
     _pass(body)
 
 

@@ -206,17 +206,20 @@ def status(settings: Settings) -> int:
 
 
 def run_tests(settings: Settings, pytest_args: list[str]) -> int:
-    was_up = status_quiet(settings)
+    was_down = not any_running(settings)
     try:
         up(settings)  # inside: a start that fails half-way stops what it started
         return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=settings.repo)
     finally:
-        if not was_up and os.environ.get("KEEP_STACK") != "1":
+        if was_down and os.environ.get("KEEP_STACK") != "1":
             down(settings)
 
 
-def status_quiet(settings: Settings) -> bool:
-    return all(processes.running(settings, n) for n in COMPONENTS if n != "postgres")
+def any_running(settings: Settings) -> bool:
+    """Some component runs: the stack is in someone's use (a benchmark stops the stand-in
+    executor on purpose), so tests bring up what is missing and leave it up afterwards."""
+    return bool(postgres_server.running_pid(settings)) or any(
+        processes.running(settings, n) for n in COMPONENTS if n != "postgres")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("component", choices=restarts.RESTARTABLE)
     r.add_argument("--down-seconds", type=float, default=0.0,
                    help="how long it stays down before it starts again")
-    t = sub.add_parser("test", help="up, pytest ARGS, then down if this command started it")
+    t = sub.add_parser("test", help="up, pytest ARGS, then down if the whole stack was down before")
     t.add_argument("pytest_args", nargs=argparse.REMAINDER)
     h = sub.add_parser("helm", help="run the pinned helm (built on first use) against the stack")
     h.add_argument("helm_args", nargs=argparse.REMAINDER)

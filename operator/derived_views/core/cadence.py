@@ -19,7 +19,7 @@ from typing import Any
 
 from derived_views.api.status import DerivedViewStatus, Phase, ViewPhase
 from derived_views.core.conditions import DEGRADED, READY, RECONCILING, STALLED
-from derived_views.core.observed import TopicPartition, status_from_object
+from derived_views.core.observed import TopicPartition
 
 _AT_REST = frozenset({Phase.Active, Phase.Retired, Phase.Failed, Phase.Superseded})
 """Phases of revisions that need no deadline: the served one and those already let go."""
@@ -50,17 +50,15 @@ def settled(meta: Mapping[str, Any], status: DerivedViewStatus) -> bool:
                         if c.type in (RECONCILING, STALLED, DEGRADED)))
 
 
-def settled_body(body: Mapping[str, Any]) -> bool:
-    """`settled` of a stored DerivedView object (Kopf's timer filters see only the body)."""
-    try:
-        status = status_from_object(body)
-    except ValueError:
-        return False  # an unreadable status is for a pass to sort out, at the lag poll
-    return settled(body.get("metadata") or {}, status)
-
-
 def log_moved(seen: Mapping[TopicPartition, int], seen_missing: frozenset[str],
               ends: Mapping[TopicPartition, int], missing: frozenset[str]) -> bool:
     """The view's topics read differently from what its last pass saw: records arrived,
     partitions were added, a topic was deleted or re-created."""
     return dict(seen) != dict(ends) or seen_missing != missing
+
+
+def next_pass_in(is_settled: bool, lag_poll_seconds: float,
+                 settled_poll_seconds: float) -> float:
+    """Seconds from the end of a view's pass to its next timed one: a settled view waits for
+    its log, a job or its spec to wake it, with the safety net behind; any other polls lag."""
+    return settled_poll_seconds if is_settled else lag_poll_seconds
