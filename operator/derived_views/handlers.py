@@ -39,14 +39,14 @@ from derived_views.adapters.kube import (
 )
 from derived_views.adapters.sink import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
-from derived_views.core.cadence import next_pass_in
+from derived_views.core.cadence import ViewKey, next_pass_in
 from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
 from derived_views.pass_timers import PassTimers
 from derived_views.reconcile import Deps, reconcile
 from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
-from derived_views.settled_watch import SettledWatch, ViewKey
+from derived_views.settled_watch import SettledWatch
 
 SETTINGS = from_env()
 TOPIC_REGISTRATION_SECONDS = 600.0
@@ -89,7 +89,7 @@ def _now() -> dt.datetime:
 # Kopf may run a view's timer and its change handler at once; passes for one
 # view are serialised and each starts from the latest stored object, so a
 # stale body never replays a decision already recorded in status.
-_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+_locks: defaultdict[ViewKey, threading.Lock] = defaultdict(threading.Lock)
 
 
 def _pass(body: kopf.Body) -> bool:
@@ -101,11 +101,11 @@ def _pass_view(ns: str, name: str, timed: bool = False) -> bool:
     view is gone or released, forgotten with everything else kept for it."""
     key, released = (ns, name), False
     try:
-        with _locks[f"{ns}/{name}"]:
+        with _locks[key]:
             fresh = deps().kube.get_view(ns, name)
             if fresh is None:  # deleted: forget what was kept for it
                 _watch().unsettled(key)
-                _locks.pop(f"{ns}/{name}", None)
+                _locks.pop(key, None)
                 released = True
             elif timed and fresh["metadata"].get("deletionTimestamp"):
                 pass  # on.delete drives a deletion and retries it itself

@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger("derived_views")
+from derived_views.core.cadence import ViewKey
 
-ViewKey = tuple[str, str]  # (namespace, name)
+log = logging.getLogger("derived_views")
 
 
 class PassTimers:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from derived_views.pass_timers import PassTimers, ViewKey
+from derived_views.core.cadence import ViewKey
+from derived_views.pass_timers import PassTimers
 
 A, B, C = ("ns", "a"), ("ns", "b"), ("other", "c")
 

@@ -21,6 +21,9 @@ from derived_views.api.status import DerivedViewStatus, Phase, ViewPhase
 from derived_views.core.conditions import DEGRADED, READY, RECONCILING, STALLED
 from derived_views.core.observed import TopicPartition
 
+ViewKey = tuple[str, str]
+"""A view by (namespace, name): what the settled watch and the pass timers key on."""
+
 _AT_REST = frozenset({Phase.Active, Phase.Retired, Phase.Failed, Phase.Superseded})
 """Phases of revisions that need no deadline: the served one and those already let go."""
 

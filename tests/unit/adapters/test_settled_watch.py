@@ -8,7 +8,8 @@ from __future__ import annotations
 from test_end_offsets_cache import ALICE, PLAIN, Clock, FakeCluster
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
-from derived_views.settled_watch import Seen, SettledWatch, ViewKey
+from derived_views.core.cadence import ViewKey
+from derived_views.settled_watch import Seen, SettledWatch
 
 
 def _watch(fake: FakeCluster, clock: Clock) -> tuple[SettledWatch, list[ViewKey]]:
