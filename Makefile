@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo demo-cdc test faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
+.PHONY: setup demo demo-cdc test test-fast faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -32,6 +32,10 @@ stack-status: setup
 ## test: unit + integration + e2e on the local stack (PYTEST_ARGS passes through)
 test: setup
 	$(PY) -m dvstack test -- $(PYTEST_ARGS)
+
+## test-fast: unit + integration only (no e2e, no fault suite), for development; CI runs `test`
+test-fast: setup
+	$(PY) -m dvstack test -- -m "not e2e and not faults" $(PYTEST_ARGS)
 
 ## faults: the fault suite alone (kills and restarts under live traffic); writes docs/reliability.md
 faults: setup

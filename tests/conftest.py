@@ -18,6 +18,7 @@ import pytest
 from dvstack.settings import load
 
 TESTS = Path(__file__).resolve().parent
+pytest_plugins = ["suite_timing"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -16,7 +16,7 @@ G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 BASE: dict[str, Any] = {
     "apiVersion": f"{G}/{V}", "kind": "DerivedView", "metadata": {"name": "orders"},
     "spec": {
-        "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
+        "source": {"kafka": {"bootstrapServers": "127.0.0.1:9092"}, "topics": ["orders"],
                    "format": "json", "schema": "order_id STRING, amount DOUBLE"},
         "transform": {"sql": "SELECT order_id, amount FROM events"},
         "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "orders"},
@@ -33,6 +33,8 @@ class Attempt:
     """Merged into spec.spark."""
     transform: dict[str, Any] | None = None
     """Replaces spec.transform."""
+    source: dict[str, Any] | None = None
+    """Merged into spec.source (one level deep)."""
     expected: str = ""
     """A part of the refusal (the API server's or the operator's message)."""
 
@@ -43,6 +45,8 @@ class Attempt:
             body["spec"]["spark"] = {**body["spec"]["spark"], **self.spark}
         if self.transform is not None:
             body["spec"]["transform"] = self.transform
+        if self.source is not None:
+            body["spec"]["source"] = {**body["spec"]["source"], **copy.deepcopy(self.source)}
         return body
 
 
@@ -92,13 +96,41 @@ ADMISSION: list[Attempt] = [
     Attempt("a Python transform", transform=PY,
             expected="transform.python: refused by the tenancy policy (chart value "
                      "tenancy.python.enabled)"),
+    Attempt("a Kafka cluster of the author's (the Kafka Secret's credentials go there)",
+            source={"kafka": {"bootstrapServers": "kafka.attacker.example:9092"}},
+            expected="spec.source.kafka.bootstrapServers kafka.attacker.example:9092 is not a "
+                     "Kafka cluster the platform lists"),
+    Attempt("a listed cluster beside one of the author's",
+            source={"kafka": {"bootstrapServers": "127.0.0.1:9092,kafka.attacker.example:9092"}},
+            expected="(chart value tenancy.kafka.clusters)"),
+    Attempt("a loopback prefix hiding the author's host (`127.0.0.1:1@host:9092`)",
+            source={"kafka": {"bootstrapServers": "127.0.0.1:1@kafka.attacker.example:9092"}},
+            expected="is not a Kafka cluster the platform lists"),
+    Attempt("a dead-letter topic outside the platform's patterns (another team's topic)",
+            source={"badRecords": {"policy": "deadLetter", "deadLetterTopic": "payments"}},
+            expected="spec.source.badRecords.deadLetterTopic payments: refused by the tenancy "
+                     "policy (chart value tenancy.kafka.deadLetterTopics)"),
+    Attempt("a checkpoint base of the author's (the checkpoint store's keys go there)",
+            {"checkpointBase": "s3a://attacker-bucket/ck"},
+            expected="spec.spark.checkpointBase s3a://attacker-bucket/ck: refused by the "
+                     "tenancy policy (chart value tenancy.checkpoints.authorOverride)"),
+    Attempt("`${env:X}` substitution in SQL turned back on through sparkConf",
+            _conf("spark.sql.variable.substitute", "true"),
+            expected="spec.spark.sparkConf key spark.sql.variable.substitute: refused"),
 ]
 """Refused by the ValidatingAdmissionPolicy at apply time (and by the operator again)."""
 
 ALLOWED: list[Attempt] = [
     Attempt("tuning settings", _conf("spark.sql.adaptive.enabled", "true")),
     Attempt("the platform's own image, named", {"image": "derived-views/spark-job:0.1.0"}),
+    Attempt("dead letters to a dlq.* topic",
+            source={"badRecords": {"policy": "deadLetter", "deadLetterTopic": "dlq.orders"}}),
 ]
+
+MISSING_SECRET = Attempt("a Secret that does not exist (yet)",
+                         expected="not found: a view's jobs use only Secrets that exist")
+"""Refused by the operator (Stalled SecretMissing) before any job: the API server cannot see
+Secrets; a job created now would use whatever Secret of that name appeared later."""
 
 SQL: list[tuple[str, str, str]] = [
     ("read the sink password from the environment",

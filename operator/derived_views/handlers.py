@@ -39,6 +39,7 @@ from derived_views.adapters.kube import (
 )
 from derived_views.adapters.sink import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
+from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in
 from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
@@ -72,7 +73,9 @@ def deps() -> Deps:
                      config=operator_config(SETTINGS, load_template(
                          Path(SETTINGS.spark_template) if SETTINGS.spark_template
                          else TEMPLATE_PATH)),
-                     sink_pools=SinkPools(SETTINGS.sink_pool_size))
+                     sink_pools=SinkPools(SETTINGS.sink_pool_size),
+                     check_runner=CheckRunner(SETTINGS.check_concurrency,
+                                              SETTINGS.check_budget_seconds))
     return _deps
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +27,12 @@ from derived_views.adapters.sink import (
     SinkUnavailable,
     open_session,
 )
-from derived_views.api.constants import SECRET_FINALIZER
+from derived_views.api.constants import FINALIZER, SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import CheckRun, DerivedViewStatus
+from derived_views.api.status import CONDITION_MESSAGE_LIMIT, CheckRun, DerivedViewStatus, clip_text
+from derived_views.check_runner import CheckRunner
 from derived_views.core import actions as A
-from derived_views.core import checks
+from derived_views.core import checks, unjudged
 from derived_views.core.cadence import settled
 from derived_views.core.config import OperatorConfig
 from derived_views.core.job_state import KNOWN_STATES
@@ -56,12 +58,20 @@ from derived_views.core.observed import (
 )
 from derived_views.core.offsets_freshness import committed_beyond, decides_gate
 from derived_views.core.plan import plan
-from derived_views.core.tenancy import TenancyPolicy, secret_refusal, secrets_of
+from derived_views.core.tenancy import (
+    TenancyPolicy,
+    cluster_refusal,
+    secret_refusal,
+    secrets_of,
+)
 from derived_views.metrics import Metrics
 from derived_views.settled_watch import Seen, SettledWatch
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH, hold
 
 log = logging.getLogger("derived_views")
+
+Planner = Callable[[DerivedViewSpec, Observed, dt.datetime], list[A.Action]]
+"""core.plan.plan; a test hands in a judge that raises, to drive the shell's backstop."""
 
 
 @dataclass
@@ -73,6 +83,8 @@ class Deps:
     sink_pools: SinkPools = field(default_factory=SinkPools)
     settled: SettledWatch | None = None
     """Told after each pass whether the view settled (core.cadence) and what it read."""
+    check_runner: CheckRunner = field(default_factory=CheckRunner)
+    """Runs cutover checks off the pass threads (check_runner)."""
 
 
 @dataclass
@@ -86,13 +98,65 @@ class PassRecord:
     source: SourceOffsets | None = None
 
 
-def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime) -> dict[str, Any]:
-    ts = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    gen = int(body["metadata"].get("generation", 0))
-    return {"observedGeneration": gen, "conditions": [
-        {"type": t, "status": s, "reason": "InvalidSpec", "message": message,
-         "lastTransitionTime": ts, "observedGeneration": gen}
-        for t, s in (("Ready", "False"), ("Stalled", "True"), ("Reconciling", "False"))]}
+def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime,
+                         reason: str = unjudged.INVALID_SPEC) -> dict[str, Any] | None:
+    """The Stalled status of a spec that cannot run (core.unjudged); None when the stored
+    status already says so, so an unjudged view is not written to on every poll."""
+    return unjudged.stalled_status(body, reason, message, now)
+
+
+def _stall(body: dict[str, Any], deps: Deps, now: dt.datetime, reason: str, message: str
+           ) -> None:
+    patch = _invalid_spec_status(body, message, now, reason)
+    if patch is not None:
+        deps.kube.patch_view_status(body["metadata"]["namespace"], body["metadata"]["name"],
+                                    patch)
+
+
+def _delete_unjudged(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord,
+                     why: str, *, stand_in: bool, planner: Planner) -> bool:
+    """Delete a view whose spec cannot be read or judged: first by the planner's own deletion
+    on a stand-in spec (core.unjudged.deletion_spec: the sink, the deletion policy and the
+    jobs are the view's own; only what is judged is set aside); when even that cannot run,
+    by what is safe without a spec (_release_unread)."""
+    meta = body["metadata"]
+    if not stand_in:
+        spec = unjudged.deletion_spec(body.get("spec") or {})
+        if spec is not None:
+            log.warning("%s/%s: deleting with the spec's transform, schema and cutover set "
+                        "aside: %s", meta["namespace"], meta["name"], why)
+            neutral = {**body, "spec": spec.model_dump(mode="json", by_alias=True,
+                                                       exclude_none=True)}
+            return _reconcile(neutral, deps, now, record, stand_in=True, planner=planner)
+    return _release_unread(body, deps, why)
+
+
+def _release_unread(body: dict[str, Any], deps: Deps, why: str) -> bool:
+    """Deletion without a spec: stop the view's jobs (found by their label), release the
+    Secrets its status holds, say what may be left, and let the view go. The sink is left
+    alone: without a spec nothing says for sure which tables are the view's."""
+    meta = body["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    if FINALIZER not in (meta.get("finalizers") or []):
+        return True
+    apps = deps.kube.spark_applications(ns, name)
+    for app in apps:
+        if not app["metadata"].get("deletionTimestamp"):
+            deps.kube.delete_spark_application(ns, app["metadata"]["name"])
+    if apps:
+        return False  # released by a later pass, once its jobs are gone
+    status = body.get("status") or {}
+    for secret in sorted({str(s) for s in status.get("heldSecrets") or []}):
+        deps.kube.release_secret(ns, secret, SECRET_FINALIZER, view=name)
+    indexes = sorted({str(r["index"]) for r in status.get("revisions") or []
+                      if isinstance(r, dict) and r.get("index")})
+    left = (f"; index tables it may have left in its sink: {', '.join(indexes)}" if indexes
+            else "")
+    _emit(body, A.EmitEvent("LeftBehind", clip_text(
+        f"Released the view after stopping its jobs, without touching its sink: {why}{left}.",
+        CONDITION_MESSAGE_LIMIT), "Warning"), deps)
+    deps.kube.remove_finalizer(ns, name, FINALIZER)
+    return True
 
 
 class SecretNotLabelled(SecretMissing):
@@ -200,6 +264,9 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
     meta = body["metadata"]
     where = f"{meta['namespace']}/{meta['name']}"
     topics = frozenset(topics_to_observe(spec, status))
+    refused = cluster_refusal(spec, deps.config.tenancy, meta["namespace"])
+    if refused is not None:  # the operator does not connect there either, Secret or not
+        return SourceOffsets(None, reason=refused.reason, message=refused.message)
     try:
         cluster = kafka_cluster(spec, meta["namespace"], secrets or PassSecrets(
             deps.kube, meta["namespace"], deps.config.tenancy))
@@ -249,11 +316,33 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
 def _run_checks(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObserved,
                 deps: Deps, sink: SinkReading, now: dt.datetime
                 ) -> tuple[str, CheckRun] | None:
-    """Run the candidate's cutover checks when core.checks says they are due."""
+    """The candidate's cutover checks when core.checks says they are due, run off the pass
+    threads (check_runner): a pass submits a due run and goes on; a later pass of the view
+    judges the finished run, dated when it was submitted. The run reads the sink Secret
+    and connects on its own (the pass's connection is given back when the pass ends),
+    through the same tenancy check as the pass."""
+    key = (view.namespace, view.name)
     request = checks.due(spec, status, view, now)
-    if request is None or sink.session is None or sink.observed is None:
+    if request is None:
+        deps.check_runner.forget(key)
         return None
-    run = checks.judge(request, sink.session.run_checks(request), now)
+    if sink.session is None or sink.observed is None:
+        return None
+    ns, secret = view.namespace, spec.sink.secret_ref.name
+
+    def measure(req: checks.CheckRequest) -> dict[str, tuple[checks.Measurement, float]]:
+        data = PassSecrets(deps.kube, ns, deps.config.tenancy).secret_data(ns, secret)
+        session = open_session(spec, data, deps.config, deps.sink_pools)
+        try:
+            return session.run_checks(req)
+        finally:
+            session.close()
+
+    finished = deps.check_runner.poll(key, request, measure, now)
+    if finished is None:
+        return None
+    request = finished.request
+    run = checks.judge(request, finished.found, finished.submitted_at)
     for failing in run.failing():
         deps.metrics.check_failed(view.namespace, view.name, request.revision, failing.name)
     took = sum(r.seconds or 0.0 for r in run.results)
@@ -262,7 +351,8 @@ def _run_checks(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObse
     return request.revision, run
 
 
-def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
+def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
+              planner: Planner = plan) -> bool:
     """One pass for one view; returns True once the plan has released the view for deletion.
 
     Metrics record the pass (duration, failures by stage, the resulting gauges)
@@ -273,7 +363,7 @@ def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime) -> bool:
     record = PassRecord()
     started = time.perf_counter()
     try:
-        released = _reconcile(body, deps, now, record)
+        released = _reconcile(body, deps, now, record, planner=planner)
     except Exception:
         deps.metrics.reconcile_error(ns, name, record.stage)
         raise
@@ -305,16 +395,23 @@ def _tell_settled(watch: SettledWatch, body: dict[str, Any], status: DerivedView
     watch.settled(key, Seen(source.cluster, source.topics, dict(source.ends), source.missing))
 
 
-def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord) -> bool:
+def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord, *,
+               stand_in: bool = False, planner: Planner = plan) -> bool:
+    """The pass; a spec that cannot be read or judged ends Stalled (core.unjudged) instead of
+    raising, and its deletion still runs (`stand_in`: the spec is deletion_spec's)."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
+    deleting = bool(meta.get("deletionTimestamp"))
     try:
         spec = DerivedViewSpec.model_validate(body.get("spec") or {})
     except ValidationError as exc:
-        message = "; ".join(f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                            for e in exc.errors())
-        deps.kube.patch_view_status(ns, name, _invalid_spec_status(body, message, now))
-        return bool(meta.get("deletionTimestamp"))
+        message = unjudged.invalid_spec_message(exc)
+        if deleting:
+            return _delete_unjudged(body, deps, now, record,
+                                    f"its spec does not validate ({message})",
+                                    stand_in=stand_in, planner=planner)
+        _stall(body, deps, now, unjudged.INVALID_SPEC, message)
+        return False
     status = status_from_object(body)
     apps, drivers = _jobs(spec, status, body, deps)
     # Ledger first, end offsets after: read the other way round, records arriving in between
@@ -343,7 +440,21 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
                             end_offsets=offsets.ends, missing_topics=offsets.missing,
                             source_problem=offsets.problem())
         record.stage = "plan"
-        actions = plan(spec, observed, now)
+        try:
+            actions = planner(spec, observed, now)
+        except Exception as exc:  # judging the author's input raised: core.unjudged
+            deps.metrics.reconcile_error(ns, name, "judge")
+            log.warning("%s/%s: %s: %s", ns, name, unjudged.SPEC_NOT_JUDGED,
+                        unjudged.first_line(exc))
+            log.debug("%s/%s: judging the spec raised", ns, name, exc_info=exc)
+            if deleting:
+                return _delete_unjudged(
+                    body, deps, now, record, f"{unjudged.failed_step(exc)} failed on its spec "
+                    f"({unjudged.first_line(exc)})", stand_in=stand_in, planner=planner)
+            serving = status.active.revision if status.active is not None else None
+            _stall(body, deps, now, unjudged.SPEC_NOT_JUDGED,
+                   unjudged.not_judged_message(exc, serving))
+            return False
         record.stage = "act"
         released = False
         for action in actions:
@@ -397,7 +508,8 @@ def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, nam
     elif isinstance(action, A.DropAlias):
         sink.drop_alias(action.schema, action.alias)
     else:
-        sink.drop_index(action.schema, action.index, action.revision)
+        sink.drop_index(action.schema, action.index, action.revision,
+                        owner_uid=action.owner_uid)
 
 
 def _emit(body: dict[str, Any], action: A.EmitEvent, deps: Deps) -> None:

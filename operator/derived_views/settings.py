@@ -62,6 +62,11 @@ class Settings:
     """DV_TENANCY_POLICY: what views' authors may choose; unset: the strict defaults."""
     sink_pool_size: int = 4
     """DV_SINK_POOL_SIZE: connections kept per sink database and role, shared by its views."""
+    check_concurrency: int = 2
+    """DV_CHECK_CONCURRENCY: cutover-check runs measuring at once, across all views (each
+    holds one sink connection), off the pass threads."""
+    check_budget_seconds: float = 300.0
+    """DV_CHECK_BUDGET_SECONDS: what all queries of one view's check run may take together."""
 
 
 def operator_config(settings: Settings, template: str) -> OperatorConfig:
@@ -112,6 +117,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         in_cluster=in_cluster,
         tenancy=tenancy,
         sink_pool_size=_count(e, "DV_SINK_POOL_SIZE", 4),
+        check_concurrency=_count(e, "DV_CHECK_CONCURRENCY", 2),
+        check_budget_seconds=_float(e, "DV_CHECK_BUDGET_SECONDS", 300.0, 1.0),
     )
 
 

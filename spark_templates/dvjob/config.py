@@ -195,8 +195,20 @@ class TriggerConfig(_Model):
         return self
 
 
+class OwnerConfig(_Model):
+    """The view that owns the revision's index: recorded when the job creates it, and an
+    index recorded for any other view (another UID) is refused at start."""
+
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    uid: str = Field(min_length=1)
+
+
 class JobConfig(_Model):
     view: str = Field(min_length=1)
+    owner: OwnerConfig | None = None
+    """None only in configurations rendered before owners were recorded: such a job writes
+    into an index with no recorded owner and refuses any index that has one."""
     revision: str = Field(min_length=1, max_length=128)
     source: SourceConfig
     transform: TransformConfig

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from dvjob import sql_guard
 from dvjob.bad_records import BadRecordScreen
 from dvjob.batch_writer import BatchWriter
 from dvjob.changelog import refuse_changelog_aggregates
@@ -58,6 +59,8 @@ def build_session(config: JobConfig) -> SparkSession:
     for key, value in DEFAULT_SPARK_CONF.items():
         if not given.contains(key):
             spark.conf.set(key, value)
+    for key, value in sql_guard.NO_SUBSTITUTION.items():
+        spark.conf.set(key, value)  # whatever the author's sparkConf says
     return spark
 
 

@@ -97,7 +97,8 @@ def open_sink(config: JobConfig, layout: TableLayout, *,
         return PostgresSink(connect=connect_from_environment(app_name),
                             schema=config.sink.db_schema, table=config.sink.table,
                             ledger_table=config.sink.ledger_table, revision=config.revision,
-                            layout=layout, before_commit=before_commit, app_name=app_name)
+                            layout=layout, before_commit=before_commit, app_name=app_name,
+                            owner=config.owner.model_dump() if config.owner else None)
     if kind == "opensearch":
         from dvjob.sink_opensearch import OpenSearchSink
         from dvjob.sink_opensearch_client import client_from_environment
@@ -105,5 +106,6 @@ def open_sink(config: JobConfig, layout: TableLayout, *,
         return OpenSearchSink(client=client, url=url, index=config.sink.table,
                               ledger_index=config.sink.ledger_table, view=config.view,
                               revision=config.revision, layout=layout,
-                              before_commit=before_commit)
+                              before_commit=before_commit,
+                              uid=config.owner.uid if config.owner else None)
     raise ConfigError(f"sink.kind {kind!r}: this job writes {', '.join(SINK_KINDS)}")

@@ -25,7 +25,7 @@ from typing import Any
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import ConflictError, NotFoundError, RequestError
 
-from dvjob.errors import JobError
+from dvjob.errors import ConfigError, JobError
 from dvjob.integrity import IndexLostError
 from dvjob.offsets import EndOffsets
 from dvjob.sink import BadRecordHandler, BatchOutcome
@@ -49,6 +49,10 @@ BULK_RETRIES_ON_429 = 5
 
 class LedgerMismatchError(JobError):
     """The ledger already holds this batch id with a different range."""
+
+
+class IndexOwnedElsewhereError(ConfigError):
+    """The index records another view (another UID) as its owner: nothing is written."""
 
 
 class ForeignIndexError(JobError):
@@ -77,7 +81,7 @@ class OpenSearchSink:
 
     def __init__(self, *, client: OpenSearch, url: str, index: str, ledger_index: str,
                  view: str, revision: str, layout: TableLayout,
-                 before_commit: Callable[[int], None] | None = None,
+                 before_commit: Callable[[int], None] | None = None, uid: str | None = None,
                  chunk_actions: int = CHUNK_ACTIONS, chunk_bytes: int = CHUNK_BYTES) -> None:
         self._client = client
         self._url = redacted_url(url)
@@ -85,6 +89,7 @@ class OpenSearchSink:
         self.index = index
         self.ledger_index = ledger_index
         self.view = view
+        self.uid = uid  # the owning view's UID (None: a configuration from before owners)
         self.revision = revision
         self.layout = layout
         self.docs = Documents(layout)  # refuses unusable column names before any request
@@ -109,7 +114,7 @@ class OpenSearchSink:
             self._check_not_lost(live)
             if live is None:
                 self._create_if_missing(self.index, index_body(
-                    self.layout, view=self.view, revision=self.revision))
+                    self.layout, view=self.view, revision=self.revision, uid=self.uid))
                 live = self._live_index()
                 assert live is not None  # just created, or created by a twin
                 self._check_identity(live)
@@ -237,7 +242,17 @@ class OpenSearchSink:
 
     def _check_identity(self, live: LiveIndex) -> None:
         wanted = {"view": self.view, "revision": self.revision}
-        if live.owner != wanted:
+        recorded_uid = live.owner.get("uid") if live.owner is not None else None
+        if live.owner is not None and recorded_uid is not None and recorded_uid != self.uid:
+            # Same name, another view (deleted and re-created) or a job that cannot say whose
+            # it is: an index from before UIDs were recorded has none and is judged by name.
+            mine = ("this job's configuration names no owner" if self.uid is None
+                    else f"this job runs for view {self.view} (uid {self.uid})")
+            raise IndexOwnedElsewhereError(
+                f"index {self.index} belongs to view {live.owner.get('view')} (uid "
+                f"{recorded_uid}), but {mine}: refusing to write into it, nothing was written; "
+                "give this view another index name, or delete that index")
+        if {k: v for k, v in (live.owner or {}).items() if k != "uid"} != wanted:
             whose = ("was not created by derived views (no _meta.derived_views)"
                      if live.owner is None else
                      f"belongs to view {live.owner.get('view')} revision "

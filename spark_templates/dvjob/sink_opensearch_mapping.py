@@ -51,7 +51,8 @@ def check_field_names(layout: TableLayout) -> None:
                               "names starting with '_' (and needs a non-blank name); rename it")
 
 
-def index_mapping(layout: TableLayout, *, view: str, revision: str) -> dict[str, Any]:
+def index_mapping(layout: TableLayout, *, view: str, revision: str,
+                  uid: str | None = None) -> dict[str, Any]:
     """The revision's mapping, with its identity in `_meta.derived_views`.
 
     `dynamic: false`, not `strict`: each revision has its own index, so a mapping never
@@ -61,18 +62,22 @@ def index_mapping(layout: TableLayout, *, view: str, revision: str) -> dict[str,
     `false` such a field stays in the source, unindexed.
     """
     keys = set(layout.primary_key)
+    owner = {"view": view, "revision": revision}
+    if uid:  # the owning view's UID: another view of the same name (recreated) is refused
+        owner["uid"] = uid
     return {
         "dynamic": "false",
-        "_meta": {"derived_views": {"view": view, "revision": revision}},
+        "_meta": {"derived_views": owner},
         "properties": {c.name: field_mapping(c, key=c.name in keys) for c in layout.columns},
     }
 
 
-def index_body(layout: TableLayout, *, view: str, revision: str) -> dict[str, Any]:
+def index_body(layout: TableLayout, *, view: str, revision: str,
+               uid: str | None = None) -> dict[str, Any]:
     """Settings and mapping for creating the revision's index.  One replica where a second
     node exists, none on a single node (whose cluster would otherwise stay yellow)."""
     return {"settings": {"index": {"auto_expand_replicas": "0-1"}},
-            "mappings": index_mapping(layout, view=view, revision=revision)}
+            "mappings": index_mapping(layout, view=view, revision=revision, uid=uid)}
 
 
 LEDGER_PROPERTIES: dict[str, Any] = {

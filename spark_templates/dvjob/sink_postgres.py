@@ -19,6 +19,7 @@ wins (rows arrive in Kafka order per partition).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 import uuid
@@ -31,7 +32,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from dvjob import pg_stage
-from dvjob.errors import JobError
+from dvjob.errors import ConfigError, JobError
 from dvjob.errors import NullKeyError as NullKeyError  # its old home: still importable here
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
@@ -43,9 +44,15 @@ BATCH_TABLE = "_dv_batch"
 ORDINAL_COLUMN = "_dv_ord"
 STAGE_PREFIX = "_dv_stage_"
 """Staging tables of large batches (dvjob.pg_stage): `_dv_stage_<revision digest>_<token>`."""
-# Serialises the start-up DDL of jobs sharing a database (CREATE ... IF NOT
-# EXISTS is not safe against a concurrent identical CREATE).
-DDL_LOCK_KEY = 0x64765F6A6F62  # "dv_job"
+SHARED_DDL_LOCK_TIMEOUT = "5s"
+"""How long the start-up waits for a lock on the shared ledger (a long reader of it blocks
+ALTER TABLE) before failing with a clear error; the job is restarted and tries again."""
+SHARED_DDL_ATTEMPTS = 5
+"""CREATE ... IF NOT EXISTS of the shared schema, ledger and function races a twin job's
+identical CREATE (a unique violation): retried, the second attempt sees the first's object."""
+OWNER_KEY = "derivedviews.io/owner"
+"""The index table's COMMENT: `{"derivedviews.io/owner": {"namespace", "name", "uid"}}`, the
+view that created it (the operator reads it back: adapters/postgres_sink.py)."""
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
@@ -56,6 +63,42 @@ class LedgerMismatchError(JobError):
 
 class IndexTableMismatchError(JobError):
     """The index table exists with other columns than this revision produces."""
+
+
+class IndexOwnedElsewhereError(ConfigError):
+    """The index table is recorded as another view's: the job writes nothing into it."""
+
+
+def index_lock_key(schema: str, table: str) -> int:
+    """The advisory lock of one index's start-up DDL: the first 8 bytes of sha256 over
+    (schema, table) as a signed int64, so jobs of different indexes never wait on each other
+    and nobody can stall every job of a database by holding one key."""
+    digest = hashlib.sha256(json.dumps([schema, table]).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def owner_comment(namespace: str, name: str, uid: str) -> str:
+    """The COMMENT recording the view that owns an index table (canonical JSON)."""
+    return json.dumps({OWNER_KEY: {"namespace": namespace, "name": name, "uid": uid}},
+                      sort_keys=True, separators=(",", ":"))
+
+
+def parse_owner(comment: str | None) -> dict[str, str] | None:
+    """The owner a comment records, or None (no comment, or not ours: a table from before
+    owners were recorded, or a comment someone else wrote)."""
+    try:
+        found = json.loads(comment or "")
+    except ValueError:
+        return None
+    owner = found.get(OWNER_KEY) if isinstance(found, dict) else None
+    if not isinstance(owner, dict) or not all(
+            isinstance(owner.get(k), str) and owner.get(k) for k in ("namespace", "name", "uid")):
+        return None
+    return {k: str(owner[k]) for k in ("namespace", "name", "uid")}
+
+
+def describe_owner(owner: dict[str, str]) -> str:
+    return f"DerivedView {owner['namespace']}/{owner['name']} (uid {owner['uid']})"
 
 
 def _qualified(schema: str, table: str) -> sql.Identifier:
@@ -266,8 +309,12 @@ class PostgresSink:
     def __init__(self, *, connect: Connect, schema: str, table: str, ledger_table: str,
                  revision: str, layout: TableLayout,
                  before_commit: Callable[[int], None] | None = None,
-                 app_name: str = "dvjob", stage_conninfo: str = "") -> None:
+                 app_name: str = "dvjob", stage_conninfo: str = "",
+                 owner: dict[str, str] | None = None) -> None:
         self._connect = connect
+        # The view this job writes for ({namespace, name, uid}); None only for a configuration
+        # from before owners were recorded (it may write only into an index with no owner).
+        self.owner = owner
         # How the executors connect to stage a large batch: "" is libpq's PG* environment,
         # which the operator sets from the sink Secret for them as for the driver.
         self.stage_conninfo = stage_conninfo
@@ -287,26 +334,28 @@ class PostgresSink:
         """Create the schema, ledger and index table if missing; check an existing index.
 
         An index table the ledger says held batches is never re-created: IndexLostError.
+        An index table recorded as another view's is refused before anything is written
+        (IndexOwnedElsewhereError); one this job creates records its owner in the same
+        transaction.
         """
+        self._prepare_shared()
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK_KEY,))
-            cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
-            if cur.fetchone() is None:
-                cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
-            cur.execute(ledger_ddl(self.schema, self.ledger_table))
-            cur.execute(bad_records_column_ddl(self.schema, self.ledger_table))
-            cur.execute(ledger_upgrade_ddl(self.schema, self.ledger_table))
+            cur.execute("SELECT pg_advisory_xact_lock(%s)",
+                        (index_lock_key(self.schema, self.table),))
+            live_oid = _table_oid(cur, self.schema, self.table)
+            recorded = self._check_owner(cur, live_oid)
             check_index(f"{self.schema}.{self.table}", self.revision,
                         _ledger_head(cur, self.schema, self.ledger_table, self.revision),
-                        _table_oid(cur, self.schema, self.table))
+                        live_oid)
             self._drop_stale_stages(cur)
             cur.execute(index_ddl(self.schema, self.table, self.layout))
-            function, trigger = refuse_truncate_ddl(self.schema, self.table)
-            cur.execute("SELECT to_regprocedure(%s)", (
-                f"{_qualified(self.schema, REFUSE_TRUNCATE_FUNCTION).as_string(cur)}()",))
-            found = cur.fetchone()
-            if found is None or found[0] is None:  # another role's would not be replaceable
-                cur.execute(function)
+            if recorded is None and self.owner is not None:
+                # A new table, or one from before owners were recorded that the operator
+                # judged this view's (it started this job for it): record the owner.
+                cur.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(
+                    _qualified(self.schema, self.table), sql.Literal(owner_comment(
+                        self.owner["namespace"], self.owner["name"], self.owner["uid"]))))
+            _function, trigger = refuse_truncate_ddl(self.schema, self.table)
             cur.execute("SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s",
                         (_qualified(self.schema, self.table).as_string(cur),
                          REFUSE_TRUNCATE_TRIGGER))
@@ -320,6 +369,68 @@ class PostgresSink:
             raise IndexTableMismatchError(
                 f"index table {self.schema}.{self.table} exists with columns {existing}, but this "
                 f"revision writes {expected}; drop it or use another table name")
+
+    def _check_owner(self, cur: psycopg.Cursor[Any], live_oid: int | None
+                     ) -> dict[str, str] | None:
+        """The existing table's recorded owner, when it is this job's view; another view's
+        (another UID), or any owner for a job that cannot say whose it is, is refused."""
+        if live_oid is None:
+            return None
+        cur.execute("SELECT obj_description(%s, 'pg_class')", (live_oid,))
+        found = cur.fetchone()
+        recorded = parse_owner(None if found is None else found[0])
+        if recorded is None:
+            return None
+        if self.owner is None or recorded["uid"] != self.owner["uid"]:
+            mine = ("this job's configuration names no owner (rendered by an older operator)"
+                    if self.owner is None else f"this job runs for {describe_owner(self.owner)}")
+            raise IndexOwnedElsewhereError(
+                f"index table {self.schema}.{self.table} belongs to {describe_owner(recorded)}, "
+                f"but {mine}: refusing to write into it, nothing was written; two views of "
+                "the same content and table cannot share an index: give this view another "
+                "sink table")
+        return recorded
+
+    def _prepare_shared(self) -> None:
+        """The schema, the ledger (and its later columns) and the TRUNCATE-refusing function,
+        shared by every index of the schema: created without a lock (a twin's identical
+        CREATE is a unique violation, retried) and altered only when a column is missing,
+        under a short lock_timeout so a reader holding the ledger cannot stall the start."""
+        for attempt in range(SHARED_DDL_ATTEMPTS):
+            try:
+                with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
+                    cur.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(
+                        sql.Literal(SHARED_DDL_LOCK_TIMEOUT)))
+                    cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
+                    if cur.fetchone() is None:
+                        cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                            sql.Identifier(self.schema)))
+                    if _table_oid(cur, self.schema, self.ledger_table) is None:
+                        cur.execute(ledger_ddl(self.schema, self.ledger_table))
+                    cur.execute("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+                                " AND NOT attisdropped",
+                                (_qualified(self.schema, self.ledger_table).as_string(cur),))
+                    columns = {str(row[0]) for row in cur.fetchall()}
+                    if "bad_records" not in columns:
+                        cur.execute(bad_records_column_ddl(self.schema, self.ledger_table))
+                    if "index_oid" not in columns:
+                        cur.execute(ledger_upgrade_ddl(self.schema, self.ledger_table))
+                    cur.execute("SELECT to_regprocedure(%s)", (
+                        f"{_qualified(self.schema, REFUSE_TRUNCATE_FUNCTION).as_string(cur)}()",))
+                    found = cur.fetchone()
+                    if found is None or found[0] is None:  # another role's is not replaceable
+                        cur.execute(refuse_truncate_ddl(self.schema, self.table)[0])
+                return
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject,
+                    psycopg.errors.DuplicateTable, psycopg.errors.DuplicateSchema,
+                    psycopg.errors.DuplicateFunction):
+                if attempt == SHARED_DDL_ATTEMPTS - 1:
+                    raise
+            except psycopg.errors.LockNotAvailable:
+                raise JobError(
+                    f"could not lock the ledger {self.schema}.{self.ledger_table} within "
+                    f"{SHARED_DDL_LOCK_TIMEOUT} to add a missing column: a session holds it "
+                    "(see pg_locks); the job is restarted and tries again") from None
 
     def _drop_stale_stages(self, cur: psycopg.Cursor[Any]) -> None:
         """Staging tables an earlier run of this revision left behind (it stopped mid-batch)."""

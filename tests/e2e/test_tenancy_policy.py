@@ -4,8 +4,9 @@ The operator runs with the default (strict) policy. Every attempt of the
 catalogue (tests/tenancy_attempts.py) is applied straight to the API server,
 as on a cluster where the ValidatingAdmissionPolicy is not installed: each must
 end Stalled with the policy's reason and words, and no SparkApplication may
-exist for any. A view naming a Secret its owner has not labelled for views is
-refused the same way; once the owner labels it, the view replays and serves
+exist for any. A view naming a Secret its owner has not labelled for views, or
+one that does not exist, is refused the same way; once the owner labels it, the
+view replays and serves
 with a producer writing, equal to the test's own recomputation. Outcomes go to
 `.stack/results/tenancy_operator.json` (docs/security.md).
 """
@@ -24,7 +25,7 @@ from kubernetes import client
 
 from dvstack import replay
 from dvstack.waiting import wait_for
-from tenancy_attempts import ADMISSION, SQL, Attempt
+from tenancy_attempts import ADMISSION, MISSING_SECRET, SQL, Attempt
 
 COLUMNS = ["orders", "revenue"]
 SECRET_LABEL = "derivedviews.io/view-secret"
@@ -34,7 +35,7 @@ def _body(attempt: Attempt, name: str, bootstrap: str, topic: str) -> dict[str, 
     body = attempt.body(name)
     spec = body["spec"]
     spec["source"] = {"kafka": {"bootstrapServers": bootstrap}, "topics": [topic],
-                      "schema": replay.ORDER_SCHEMA}
+                      "schema": replay.ORDER_SCHEMA, **(attempt.source or {})}
     spec["sink"] = {"postgres": {"secretRef": {"name": "views-db"},
                                  "table": f"{name.replace('-', '_')}_{uuid.uuid4().hex[:6]}"},
                     "primaryKey": ["customer_id"]}
@@ -76,6 +77,12 @@ def test_the_operator_refuses_every_attempt_before_any_job_and_a_labelled_secret
     attempts["secret"] = ("a Secret not labelled for views", "SecretNotLabelled",
                           f"secret {namespace}/team-db is not labelled {SECRET_LABEL}=true")
     applied["secret"] = time.monotonic()
+    missing = _body(MISSING_SECRET, "missing", stack.kafka_bootstrap, topic)
+    missing["spec"]["sink"]["postgres"]["secretRef"]["name"] = "never-created"
+    custom.create_namespaced_custom_object(G, V, namespace, P, missing)
+    attempts["missing"] = (MISSING_SECRET.what, "SecretMissing",
+                           f"secret {namespace}/never-created {MISSING_SECRET.expected}")
+    applied["missing"] = time.monotonic()
 
     handles = {name: ViewHandle(custom, namespace, name) for name in attempts}
     seconds: dict[str, float] = {}

@@ -29,6 +29,7 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.config import OperatorConfig
 from derived_views.core.observed import (
+    IndexOwner,
     SinkObserved,
     SwitchBlocker,
     index_tables_to_observe,
@@ -74,6 +75,7 @@ class OpenSearchSession:
             indexes=frozenset(found), alias_target=target, ledger=positions,
             alias_owner=self._owner(target) if target else None, bad_records=bad,
             switch_blockers=self._switch_blockers(alias, target, set(found) - {target}),
+            index_owners=self._index_owners(found),
             index_oids={name: uuid for name, (uuid, _) in found.items()}),
             index_rows={name: rows for name, (_, rows) in found.items()})
 
@@ -109,6 +111,16 @@ class OpenSearchSession:
         mappings: dict[str, Any] = first.get("mappings", {})
         meta: Mapping[str, Any] = mappings.get("_meta", {}).get("derived_views", {})
         return meta
+
+    def _index_owners(self, names: Iterable[str]) -> dict[str, IndexOwner]:
+        """Each index's owner from `_meta.derived_views` (view `namespace/name`, and `uid`
+        since owners are recorded; without it the owner is judged by name)."""
+        out: dict[str, IndexOwner] = {}
+        for index in sorted(names):
+            owner = owner_of(self._meta(index))
+            if owner is not None:
+                out[index] = owner
+        return out
 
     def _owner(self, index: str) -> str | None:
         view = self._meta(index).get("view")
@@ -153,12 +165,27 @@ class OpenSearchSession:
         with contextlib.suppress(NotFoundError):
             self.client.transport.perform_request("DELETE", f"/{target}/_alias/{alias}")
 
-    def drop_index(self, scope: str, index: str, revision: str) -> None:
+    def drop_index(self, scope: str, index: str, revision: str, *, owner_uid: str) -> None:
         if self._alias_target(index.rsplit("__", 1)[0]) == index:
             raise RuntimeError(f"index {index} is the alias's target; not dropping")
+        recorded = owner_of(self._meta(index))
+        if recorded is not None and recorded.uid and recorded.uid != owner_uid:
+            raise RuntimeError(f"index {index} belongs to {recorded.describe()}, not to the "
+                               f"view with uid {owner_uid or '(none given)'}; not dropping it "
+                               "or its ledger documents")
         with contextlib.suppress(NotFoundError):
             self.client.transport.perform_request("DELETE", f"/{index}")
         ledger.drop_revision(self.client, self.ledger_index, revision)
 
     def close(self) -> None:
         """Nothing to give back: the client stays in the pool for the next pass."""
+
+
+def owner_of(meta: Mapping[str, Any]) -> IndexOwner | None:
+    """`_meta.derived_views` as an owner: `view` is `namespace/name`; `uid` may be absent
+    (an index from before UIDs were recorded)."""
+    view, uid = meta.get("view"), meta.get("uid")
+    if not isinstance(view, str) or view.count("/") != 1 or not all(view.split("/")):
+        return None
+    namespace, name = view.split("/")
+    return IndexOwner(namespace, name, uid if isinstance(uid, str) else "")

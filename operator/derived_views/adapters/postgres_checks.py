@@ -4,8 +4,14 @@ Every check runs in its own read-only transaction with its own statement timeout
 or failing one does not take the others with it), as the sink Secret's optional
 `checkRole` when it names one (`SET LOCAL ROLE`: a role without write privileges, so a
 check cannot write even where a read-only transaction would let it). The assertions'
-SQL has passed core.sql_policy before it gets here; the parity counts of both indexes
-are read in one REPEATABLE READ snapshot so they describe the same moment.
+SQL has passed core.check_sql before it gets here, and is run as a server-side cursor
+(DECLARE, sent by the extended protocol): the server itself refuses a second
+`;`-separated statement and anything but a plain query, so nothing can COMMIT its way
+out of the read-only transaction and the role even if the parser check were bypassed.
+The transaction is always rolled back, and the pool resets the session (DISCARD ALL)
+when the pass gives it back.
+The parity counts of both indexes are read in one REPEATABLE READ snapshot so they
+describe the same moment.
 """
 
 from __future__ import annotations
@@ -35,26 +41,56 @@ EXAMPLES = 3
 
 def run_checks(conn: psycopg.Connection[Any], request: CheckRequest,
                role: str | None = None) -> dict[str, tuple[Measurement, float]]:
-    """Each check's measurement and how long it took; a check that cannot run says why."""
+    """Each check's measurement and how long it took; a check that cannot run says why.
+
+    With a budget (request.budget_seconds) each query's timeout is cut to what is left of
+    it, and the checks after it is spent are not run: errors that name the budget."""
     found: dict[str, tuple[Measurement, float]] = {}
     checks = request.checks
-    timeout_ms = checks.timeout_seconds * 1000
+    budget = _Budget(request.budget_seconds)
     if request.parity and checks.row_count is not None:
-        found[ROW_COUNT] = _timed(conn, role, timeout_ms, lambda: _row_counts(conn, request))
+        found[ROW_COUNT] = _timed(conn, role, budget, checks.timeout_seconds,
+                                  lambda: _row_counts(conn, request))
     if request.parity and checks.key_sample is not None:
-        found[KEY_SAMPLE] = _timed(conn, role, timeout_ms, lambda: _key_sample(conn, request))
+        found[KEY_SAMPLE] = _timed(conn, role, budget, checks.timeout_seconds,
+                                   lambda: _key_sample(conn, request))
     for assertion in checks.assertions:
         query = rendered_sql(assertion, request.schema, request.index, request.active_index)
-        found[assertion.name] = _timed(conn, role, assertion.timeout_seconds * 1000,
+        found[assertion.name] = _timed(conn, role, budget, assertion.timeout_seconds,
                                        lambda q=query: _assertion(conn, q))
     return found
 
 
-def _timed(conn: psycopg.Connection[Any], role: str | None, timeout_ms: int,
-           measure: Any) -> tuple[Measurement, float]:
+class _Budget:
+    """What is left of a run's time budget (None: no budget)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def left_ms(self) -> int | None:
+        if self.deadline is None:
+            return None
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+    def named(self) -> str:
+        return (f"the run's time budget of {self.seconds:g}s (operator setting "
+                "DV_CHECK_BUDGET_SECONDS)")
+
+
+def _timed(conn: psycopg.Connection[Any], role: str | None, budget: _Budget,
+           timeout_seconds: int, measure: Any) -> tuple[Measurement, float]:
     started = time.perf_counter()
+    timeout_ms, left = timeout_seconds * 1000, budget.left_ms()
+    if left is not None and left < 1:
+        return CouldNotRun(f"not run: {budget.named()} was spent by the checks before it; "
+                           "make them faster or raise the budget"), 0.0
+    cut = left is not None and left < timeout_ms
+    timeout_ms = min(timeout_ms, left) if left is not None else timeout_ms
     try:
-        with conn.transaction():
+        # Rolled back, never committed: a check only reads, and whatever a query might have
+        # changed in the transaction (a setting, a transaction lock) ends with it.
+        with conn.transaction(force_rollback=True):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(
                 sql.Literal(timeout_ms)))
@@ -62,7 +98,10 @@ def _timed(conn: psycopg.Connection[Any], role: str | None, timeout_ms: int,
                 conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
             measured: Measurement = measure()
     except psycopg.errors.QueryCanceled:
-        measured = CouldNotRun(f"timed out after {timeout_ms // 1000}s (statement timeout)")
+        measured = CouldNotRun(
+            f"timed out after {timeout_ms / 1000:.1f}s: {budget.named()} ran out; make the "
+            "checks faster or raise the budget" if cut
+            else f"timed out after {timeout_ms // 1000}s (statement timeout)")
     except psycopg.errors.InsufficientPrivilege as exc:
         who = f"role {role}" if role else "the sink Secret's user"
         measured = CouldNotRun(f"{_first_line(exc)}: {who} needs SELECT on the view's index "
@@ -133,8 +172,13 @@ def _key_sample(conn: psycopg.Connection[Any], request: CheckRequest) -> KeySamp
 
 
 def _assertion(conn: psycopg.Connection[Any], query: str) -> AssertionAnswer:
-    cur = conn.execute(query)  # validated by core.sql_policy
-    rows = cur.fetchmany(ASSERTION_ROW_LIMIT + 1)
+    """The query (validated by core.check_sql) as a server-side cursor: psycopg sends
+    `DECLARE ... CURSOR FOR <query>` by the extended protocol, so the server refuses a
+    second statement, and DECLARE takes only a SELECT or VALUES without data-modifying
+    WITH; rows are fetched only up to the limit."""
+    with conn.cursor(name="dv_check") as cur:
+        cur.execute(query)
+        rows = cur.fetchmany(ASSERTION_ROW_LIMIT + 1)
     first = None if not rows else tuple(_text(v) for v in rows[0])
     return AssertionAnswer(rows=min(len(rows), ASSERTION_ROW_LIMIT), first_row=first,
                            more=len(rows) > ASSERTION_ROW_LIMIT)

@@ -6,8 +6,11 @@ Connections are keyed by everything they were made with (a rotated password is
 a new key; the old key's connections expire idle). At most `size` per key exist
 at once; a pass that finds them all busy waits up to `wait_seconds`, then fails
 as unreachable (it is retried). The operator's statements use only
-transaction-scoped settings (SET LOCAL), so a returned connection carries no
-state; one left in a transaction or broken is closed instead of kept. A kept
+transaction-scoped settings (SET LOCAL), but a connection also runs teams' cutover
+checks: a returned connection is reset (`DISCARD ALL`: settings, role, prepared
+statements, temporary tables, advisory locks, LISTENs, cursors) before it is kept,
+so nothing one view's pass left in the session reaches the next user; one left in a
+transaction, broken, or that cannot be reset is closed instead of kept. A kept
 connection idle for more than `ping_after_seconds` is pinged before reuse, so a
 database restart costs a reconnect, not a failed pass.  Idle connections older
 than `idle_seconds` are closed, except the one a pass takes for its own key:
@@ -65,9 +68,11 @@ class PgPool:
             self._discard(key, conn)
 
     def release(self, key: Any, conn: Any) -> None:
-        """Keep `conn` for the next pass, unless it is broken or left mid-transaction."""
+        """Keep `conn`, reset, for the next pass, unless it is broken, left mid-transaction
+        (DISCARD ALL cannot run there) or the reset fails."""
         reusable = (not conn.closed and not conn.broken
-                    and conn.info.transaction_status == TransactionStatus.IDLE)
+                    and conn.info.transaction_status == TransactionStatus.IDLE
+                    and _reset(conn))
         if not reusable:
             self._discard(key, conn)
             return
@@ -119,6 +124,9 @@ class PgPool:
                 self._slots[key].open -= 1
                 self._cond.notify_all()
             raise
+        # psycopg's automatic prepared statements would outlive DISCARD ALL in its own cache
+        # (it notices the reset only the first time): the pool's connections prepare none.
+        conn.prepare_threshold = None
         with self._cond:
             self.connects += 1
         return conn
@@ -139,6 +147,16 @@ class PgPool:
                 conn.close()
         slot.open -= len(slot.idle) - len(keep)
         slot.idle[:] = keep
+
+
+def _reset(conn: Any) -> bool:
+    """Drop every piece of session state. An advisory lock a session kept would otherwise
+    stall every job that takes it until the idle connection expires."""
+    try:
+        conn.execute("DISCARD ALL")
+        return True
+    except psycopg.Error:
+        return False
 
 
 def _alive(conn: Any) -> bool:

@@ -64,6 +64,7 @@ class PostgresSession:
             bad_records=bad_record_counts(conn, schema, ledger, ledger=ledger_table),
             switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
             drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()),
+            index_owners=pg.index_owners(conn, schema, indexes),
             index_oids=oids), index_rows=dict(indexes))
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
@@ -76,8 +77,9 @@ class PostgresSession:
     def drop_alias(self, scope: str, alias: str) -> None:
         pg.drop_alias(self.conn, scope, alias)
 
-    def drop_index(self, scope: str, index: str, revision: str) -> None:
-        pg.drop_index(self.conn, scope, index, revision, ledger=self.ledger_table)
+    def drop_index(self, scope: str, index: str, revision: str, *, owner_uid: str) -> None:
+        pg.drop_index(self.conn, scope, index, revision, ledger=self.ledger_table,
+                      owner_uid=owner_uid)
 
     def close(self) -> None:
         self._release()

@@ -12,6 +12,7 @@ refused up front when that would break a dependent or cannot restore them.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from psycopg import sql
 from derived_views.adapters import postgres_alias
 from derived_views.adapters.postgres_alias import SwitchRefused
 from derived_views.adapters.sink import SinkUnavailable
-from derived_views.core.observed import LedgerPosition, SwitchBlocker
+from derived_views.core.observed import IndexOwner, LedgerPosition, SwitchBlocker
 
 LEDGER_TABLE = "dv_ledger"
 
@@ -202,6 +203,43 @@ def table_oids(conn: psycopg.Connection[Any], schema: str, names: Iterable[str])
     return {str(r[0]): int(r[1]) for r in rows}
 
 
+OWNER_KEY = "derivedviews.io/owner"
+"""The index table's COMMENT the job writes when it creates the table (spark_templates/README.md):
+`{"derivedviews.io/owner": {"namespace": ..., "name": ..., "uid": ...}}`."""
+
+
+def parse_owner(comment: str | None) -> IndexOwner | None:
+    """The owner a table's comment records; None for no comment or one that is not ours
+    (a table from before owners were recorded, or someone's note)."""
+    try:
+        found = json.loads(comment or "")
+    except ValueError:
+        return None
+    owner = found.get(OWNER_KEY) if isinstance(found, dict) else None
+    if not isinstance(owner, dict):
+        return None
+    values = [owner.get(k) for k in ("namespace", "name", "uid")]
+    if not all(isinstance(v, str) and v for v in values):
+        return None
+    return IndexOwner(*(str(v) for v in values))
+
+
+def index_owners(conn: psycopg.Connection[Any], schema: str, names: Iterable[str]
+                 ) -> dict[str, IndexOwner]:
+    """The recorded owner of each of `names` that exists and has one, in one query."""
+    rows = conn.execute(
+        "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s)",
+        (schema, sorted(set(names)))).fetchall()
+    found = {str(r[0]): parse_owner(r[1]) for r in rows}
+    return {name: owner for name, owner in found.items() if owner is not None}
+
+
+class IndexOwnedElsewhere(RuntimeError):
+    """The index records another view as its owner: not dropped."""
+
+
 def _flat_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, int], int]:
     """The ledger's `{topic: {partition: offset}}` as `{(topic, partition): offset}`."""
     return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
@@ -333,10 +371,21 @@ def drop_alias(conn: psycopg.Connection[Any], schema: str, alias: str) -> None:
 
 
 def drop_index(conn: psycopg.Connection[Any], schema: str, index: str, revision: str,
-               ledger: str = LEDGER_TABLE) -> None:
-    """Drop a revision's index table and its ledger rows; refuses the alias's target."""
+               ledger: str = LEDGER_TABLE, *, owner_uid: str) -> None:
+    """Drop a revision's index table and its ledger rows; refuses the alias's target, and an
+    index recorded for another view than `owner_uid` (read under the DROP's own lock, so
+    no owner can be recorded between the check and the drop)."""
     with conn.transaction():
         table = postgres_alias.relation(conn, schema, index, kinds="rp")
+        if table is not None:
+            conn.execute(sql.SQL("LOCK TABLE {}.{} IN ACCESS EXCLUSIVE MODE").format(
+                sql.Identifier(schema), sql.Identifier(index)))
+            row = conn.execute("SELECT obj_description(%s, 'pg_class')", (table.oid,)).fetchone()
+            recorded = parse_owner(row[0] if row else None)
+            if recorded is not None and recorded.uid != owner_uid:
+                raise IndexOwnedElsewhere(
+                    f"index {schema}.{index} belongs to {recorded.describe()}, not to the view "
+                    f"with uid {owner_uid or '(none given)'}; not dropping it or its ledger rows")
         for view in postgres_alias.views_reading(conn, table.oid) if table else ():
             raise RuntimeError(f"index {schema}.{index} is served by view {view}; not dropping")
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(schema),

@@ -58,8 +58,9 @@ class SinkSession(Protocol):
     def drop_alias(self, scope: str, alias: str) -> None:
         """Remove the alias (absent: nothing to do)."""
 
-    def drop_index(self, scope: str, index: str, revision: str) -> None:
-        """Remove a revision's index and its ledger entries; refuses the alias's target."""
+    def drop_index(self, scope: str, index: str, revision: str, *, owner_uid: str) -> None:
+        """Remove a revision's index and its ledger entries; refuses the alias's target and
+        an index recorded for another view than `owner_uid` (the dropping view's UID)."""
 
     def close(self) -> None:
         """Release the connection."""

@@ -67,6 +67,23 @@ SPARK_CONF_DENIED: tuple[tuple[tuple[str, ...], str], ...] = (
 spark.kubernetes.namespace) or sets itself from the SparkApplication's fields, so a value
 here would be refused or silently ignored; each group with where to say it instead."""
 SPARK_CONF_MAX_KEYS = 256
+SPARK_CONF_MAX_KEY = 256
+SPARK_CONF_MAX_VALUE = 4096
+SPARK_CONF_KEYS_RULE = f"self.all(k, k.size() <= {SPARK_CONF_MAX_KEY})"
+SPARK_CONF_KEYS_MESSAGE = (f"spec.spark.sparkConf: keys must be at most {SPARK_CONF_MAX_KEY} "
+                           "characters (Spark's own keys are under 100)")
+MAX_SQL = 65536
+"""transform.sql: 64 KiB holds a generated query of a thousand lines; every live revision's
+status record keeps a copy, so the view must still fit the API server's 1.5 MiB object."""
+MAX_SCHEMA = 32768
+"""source.schema: 32 KiB holds about a thousand typed fields; copied into status like the SQL."""
+MAX_CHECK_SQL = 16384
+"""An assertion's sql: one SELECT; 32 of them at 16 KiB keep the spec well under 1.5 MiB."""
+MAX_COUNT = 1_000_000_000_000
+"""Counts of messages or rows: above what any topic holds, below 2^53 so every JSON reader
+reads them exactly."""
+WEEK_SECONDS = 7 * 86400
+MAX_RETAIN_SECONDS = 30 * 86400
 
 
 def spark_conf_message(keys: tuple[str, ...], instead: str) -> str:
@@ -146,7 +163,7 @@ class BadRecords(ApiModel):
                     "its original key, value and headers plus dv.* headers naming the cause, "
                     "source topic, partition, offset and revision (at-least-once).")] = "fail"
     dead_letter_topic: Annotated[str | None, Field(
-        pattern=TOPIC_PATTERN,
+        max_length=249, pattern=TOPIC_PATTERN,
         description="Topic receiving bad records under `deadLetter`, on the source's Kafka "
                     "cluster with its credentials; it must exist (or the broker must create "
                     "topics on first write).")] = None
@@ -162,17 +179,18 @@ class Source(ApiModel):
     """The Kafka topics the view is computed from, and how to read their values."""
 
     kafka: Annotated[KafkaConnection, Field(description="The Kafka cluster to read from.")]
-    topics: Annotated[list[Annotated[str, Field(pattern=TOPIC_PATTERN)]], Field(
+    topics: Annotated[list[Annotated[str, Field(max_length=249, pattern=TOPIC_PATTERN)]], Field(
         min_length=1, max_length=100, json_schema_extra={"x-kubernetes-list-type": "set"},
-        description="Topics replayed from offset 0 into every revision's index. Part of the "
-                    "revision.")]
+        description="Topics replayed from offset 0 into every revision's index (at most 100, "
+                    "Kafka names of at most 249 characters). Part of the revision.")]
     format: Annotated[Literal["json", "debezium"], Field(
         description="Encoding of record values: `json` (one JSON object per value) or "
                     "`debezium` (a Debezium change envelope). Part of the revision.")] = "json"
     value_schema: Annotated[str, Field(
-        alias="schema", min_length=1, max_length=65536,
+        alias="schema", min_length=1, max_length=MAX_SCHEMA,
         description="Spark DDL of the event value, e.g. `order_id STRING, amount DOUBLE`. "
-                    "Part of the revision.")]
+                    "At most 32768 characters (about a thousand fields; each live revision's "
+                    "status keeps a copy). Part of the revision.")]
     max_offsets_per_trigger: Annotated[int, Field(
         ge=1, le=100_000_000,
         description="Upper bound on records per micro-batch across all partitions while "
@@ -197,10 +215,10 @@ class PythonTransform(ApiModel):
         pattern=PYTHON_FUNCTION_PATTERN, max_length=512,
         description="`package.module:function`, called once with the events DataFrame; it "
                     "returns the view's DataFrame.")]
-    py_files: Annotated[list[str], Field(
+    py_files: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]], Field(
         max_length=64,
-        description="Files or archives shipped with the job (spark-submit --py-files). Part of "
-                    "the revision.")] = []
+        description="Files or archives shipped with the job (spark-submit --py-files; at most "
+                    "64 URIs of at most 4096 characters). Part of the revision.")] = []
 
 
 class Transform(ApiModel):
@@ -209,8 +227,11 @@ class Transform(ApiModel):
     model_config = ConfigDict(json_schema_extra=cel((TRANSFORM_RULE, TRANSFORM_MESSAGE)))
 
     sql: Annotated[str | None, Field(
-        min_length=1, max_length=262144,
-        description="Spark SQL over the parsed events, available as the view `events`.")] = None
+        min_length=1, max_length=MAX_SQL,
+        description="Spark SQL over the parsed events, available as the view `events`. At "
+                    "most 65536 characters (a generated query of a thousand lines; each live "
+                    "revision's status keeps a copy, and the view must fit the API server's "
+                    "1.5 MiB object limit).")] = None
     python: Annotated[PythonTransform | None, Field(
         description="A Python function instead of SQL.")] = None
 
@@ -228,13 +249,13 @@ class PostgresSink(ApiModel):
         description="Secret with the keys host, port, database, user and password (optional "
                     "sslmode). A connection detail: not part of the revision.")]
     table: Annotated[str, Field(
-        pattern=TABLE_PATTERN,
+        max_length=40, pattern=TABLE_PATTERN,
         json_schema_extra=cel((IMMUTABLE_RULE, "sink.postgres.table is immutable: readers query "
                                "it by this name; create a new view instead")),
         description="Base name: readers query the alias, a view of this name; each revision's "
                     "index is the table `<table>__<revision>`. Immutable.")]
     db_schema: Annotated[str, Field(
-        alias="schema", pattern=PG_SCHEMA_PATTERN,
+        alias="schema", max_length=63, pattern=PG_SCHEMA_PATTERN,
         json_schema_extra=cel((IMMUTABLE_RULE, "sink.postgres.schema is immutable: readers query "
                                "the alias in it; create a new view instead")),
         description="PostgreSQL schema of the alias and the indexes. Immutable.")] = "public"
@@ -256,7 +277,7 @@ class OpenSearchSink(ApiModel):
         description="Secret with the key url (e.g. https://search.example:9200) and optionally "
                     "username and password. A connection detail: not part of the revision.")]
     index: Annotated[str, Field(
-        pattern=OPENSEARCH_INDEX_PATTERN,
+        max_length=40, pattern=OPENSEARCH_INDEX_PATTERN,
         json_schema_extra=cel((IMMUTABLE_RULE, "sink.opensearch.index is immutable: readers "
                                "search it by this name; create a new view instead")),
         description="Base name: readers search the alias of this name; each revision's index "
@@ -274,7 +295,8 @@ class Sink(ApiModel):
         description="The PostgreSQL sink (set exactly one of postgres and opensearch).")] = None
     opensearch: Annotated[OpenSearchSink | None, Field(
         description="The OpenSearch sink (set exactly one of postgres and opensearch).")] = None
-    primary_key: Annotated[list[Annotated[str, Field(pattern=COLUMN_PATTERN)]], Field(
+    primary_key: Annotated[list[Annotated[str, Field(max_length=63, pattern=COLUMN_PATTERN)]],
+                           Field(
         min_length=1, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"},
         description="Output columns identifying a row; upserts and deletes go by them (in "
                     "OpenSearch: the document id). Part of the revision.")]
@@ -350,7 +372,7 @@ class RowCountCheck(ApiModel):
     model_config = ConfigDict(json_schema_extra=cel((ROW_COUNT_RULE, ROW_COUNT_MESSAGE)))
 
     max_difference: Annotated[int | None, Field(
-        ge=0, description="Rows the two counts may differ by.")] = None
+        ge=0, le=MAX_COUNT, description="Rows the two counts may differ by.")] = None
     max_relative_difference: Annotated[float | None, Field(
         ge=0, le=1, description="Fraction of the active's rows the counts may differ by, e.g. "
                                 "0.01. With both set, the larger allowance applies.")] = None
@@ -368,7 +390,7 @@ class KeySampleCheck(ApiModel):
     size: Annotated[int, Field(
         ge=1, le=100_000, description="Keys sampled from each index.")] = 1000
     max_missing: Annotated[int, Field(
-        ge=0, description="Sampled keys (both directions together) that may be missing from "
+        ge=0, le=200_000, description="Sampled keys (both directions together) that may be missing from "
                           "the other index, e.g. keys that arrived while the counts ran.")] = 0
 
 
@@ -379,14 +401,15 @@ class SqlAssertion(ApiModel):
                                                      ASSERTION_INDEX_MESSAGE)))
 
     name: Annotated[str, Field(
-        pattern=CHECK_NAME_PATTERN,
+        max_length=63, pattern=CHECK_NAME_PATTERN,
         description="Name shown in the status, events and metrics, e.g. no-negative-balances.")]
     sql: Annotated[str, Field(
-        min_length=1, max_length=65536,
+        min_length=1, max_length=MAX_CHECK_SQL,
         description="One PostgreSQL query reading `{index}` (the candidate's index table) and "
                     "optionally `{active}` (the active's), e.g. `SELECT customer_id, balance "
                     "FROM {index} WHERE balance < 0`. Runs in a read-only transaction under "
-                    "the same tenancy policy as the transform.")]
+                    "the same tenancy policy as the transform. At most 16384 characters (32 "
+                    "assertions must fit the API server's 1.5 MiB object limit).")]
     expect: Annotated[Literal["noRows", "true"], Field(
         description="`noRows` (default): the query returns no rows (each row it returns is a "
                     "violation); `true`: it returns one row whose first column is true.")
@@ -450,7 +473,7 @@ class Cutover(ApiModel):
                                                     (PROGRESS_RULE, PROGRESS_MESSAGE)))
 
     max_lag_messages: Annotated[int, Field(
-        ge=0, description="Gate: the candidate's total lag (messages not yet committed into its "
+        ge=0, le=MAX_COUNT, description="Gate: the candidate's total lag (messages not yet committed into its "
                           "index) is at or under this, or ...")] = 0
     max_lag_seconds: Annotated[int, Field(
         ge=0, le=86400,
@@ -465,23 +488,26 @@ class Cutover(ApiModel):
                     "the annotation derivedviews.io/promote=<revision>. A view's first revision "
                     "is promoted when it catches up in both modes.")] = "auto"
     progress_deadline_seconds: Annotated[int, Field(
-        ge=1, description="A candidate that is behind and has committed no batch for this long "
+        ge=1, le=WEEK_SECONDS, description="A candidate that is behind and has committed no batch for this long "
                           "(counted from its start before its first batch) is torn down "
                           "(Degraded, reason ProgressDeadlineExceeded); the active revision "
-                          "keeps serving. A slow but progressing replay is never torn down.")
+                          "keeps serving. A slow but progressing replay is never torn down. "
+                          "At most a week.")
                                          ] = 600
     deadline_seconds: Annotated[int | None, Field(
-        ge=1, description="Optional cap on a candidate's age: not promoted this long after its "
+        ge=1, le=MAX_RETAIN_SECONDS, description="Optional cap on a candidate's age: not promoted this long after its "
                           "job started, it is torn down (Degraded, reason DeadlineExceeded) even "
                           "while progressing. Unset by default: big topics take as long as "
-                          "they take. Applies in manual mode too.")] = None
+                          "they take. Applies in manual mode too. At most 30 days.")] = None
     checks: Annotated[CutoverChecks | None, Field(
         description="Checks the candidate's index must pass before the switch (row-count and "
                     "key-set parity with the active index, SQL assertions). Policy: changing "
                     "them re-runs them, never replays.")] = None
     retain_previous_seconds: Annotated[int, Field(
-        ge=0, description="After a cutover, the previous index is kept this long so that "
-                          "reverting the spec resumes it instead of replaying.")] = 600
+        ge=0, le=MAX_RETAIN_SECONDS,
+        description="After a cutover, the previous index is kept this long so that "
+                    "reverting the spec resumes it instead of replaying (at most 30 days).")
+                                       ] = 600
     keep_previous_running_seconds: Annotated[int, Field(
         ge=0, le=86400,
         description="After a cutover, the previous revision's job keeps following the log for "
@@ -502,7 +528,7 @@ class DriverResources(ApiModel):
     """Resources of the Spark driver (it also writes every row to PostgreSQL)."""
 
     cores: Annotated[int, Field(ge=1, le=64, description="CPU cores of the driver.")] = 1
-    memory: Annotated[str, Field(pattern=SPARK_MEMORY_PATTERN,
+    memory: Annotated[str, Field(max_length=32, pattern=SPARK_MEMORY_PATTERN,
                                  description="Driver memory in Spark's notation, e.g. 1g or "
                                              "512m.")] = "1g"
 
@@ -512,7 +538,7 @@ class ExecutorResources(ApiModel):
 
     instances: Annotated[int, Field(ge=1, le=1000, description="Number of executors.")] = 1
     cores: Annotated[int, Field(ge=1, le=64, description="CPU cores per executor.")] = 1
-    memory: Annotated[str, Field(pattern=SPARK_MEMORY_PATTERN,
+    memory: Annotated[str, Field(max_length=32, pattern=SPARK_MEMORY_PATTERN,
                                  description="Memory per executor in Spark's notation, e.g. 2g.")
                       ] = "1g"
 
@@ -536,30 +562,36 @@ class Spark(ApiModel):
     """
 
     image: Annotated[str | None, Field(
-        min_length=1, description="Spark job image; defaults to the operator's setting.")] = None
+        min_length=1, max_length=1024,
+        description="Spark job image; defaults to the operator's setting. At most 1024 "
+                    "characters (a registry, a repository, a tag and a digest).")] = None
     main_application_file: Annotated[str | None, Field(
-        min_length=1, description="The job's entry point; defaults to the operator's setting "
+        min_length=1, max_length=4096, description="The job's entry point; defaults to the operator's setting "
                                   "(local:///opt/derived-views/spark_templates/"
                                   "derived_view_job.py).")] = None
     spark_version: Annotated[str, Field(
-        min_length=1, description="Spark version of the image.")] = "4.0.0"
+        min_length=1, max_length=64, description="Spark version of the image.")] = "4.0.0"
     driver: Annotated[DriverResources, Field(
         json_schema_extra=object_default(), description="Driver resources.")] = DriverResources()
     executor: Annotated[ExecutorResources, Field(
         json_schema_extra=object_default(), description="Executor resources.")
                         ] = ExecutorResources()
-    spark_conf: Annotated[dict[str, str], Field(
+    spark_conf: Annotated[dict[str, Annotated[str, Field(max_length=SPARK_CONF_MAX_VALUE)]], Field(
         max_length=SPARK_CONF_MAX_KEYS,
-        json_schema_extra=cel(*((spark_conf_rule(keys), spark_conf_message(keys, instead))
+        json_schema_extra=cel((SPARK_CONF_KEYS_RULE, SPARK_CONF_KEYS_MESSAGE),
+                              *((spark_conf_rule(keys), spark_conf_message(keys, instead))
                                 for keys, instead in SPARK_CONF_DENIED)),
         description="Spark configuration, merged over the operator's defaults "
                     "(spark.sql.shuffle.partitions=4, ...). Keys the Spark Operator sets itself "
                     "or denies (spark.master, images, service accounts, resources, ...) are "
-                    "refused, naming the field to use instead.")] = {}
+                    "refused, naming the field to use instead. At most 256 entries, keys of at "
+                    "most 256 and values of at most 4096 characters.")] = {}
 
     @field_validator("spark_conf")
     @classmethod
     def _spark_conf_allowed(cls, conf: dict[str, str]) -> dict[str, str]:
+        if any(len(k) > SPARK_CONF_MAX_KEY for k in conf):
+            raise ValueError(SPARK_CONF_KEYS_MESSAGE)
         for keys, instead in SPARK_CONF_DENIED:
             if any(k in conf for k in keys):
                 raise ValueError(spark_conf_message(keys, instead))
@@ -569,10 +601,10 @@ class Spark(ApiModel):
         json_schema_extra=object_default(), description="Retries of a failing job.")
                               ] = RestartPolicy()
     service_account: Annotated[str | None, Field(
-        min_length=1, description="Service account of the driver; defaults to the operator's "
+        min_length=1, max_length=253, description="Service account of the driver; defaults to the operator's "
                                   "setting.")] = None
     checkpoint_base: Annotated[str | None, Field(
-        min_length=1, description="Where jobs keep their checkpoints, e.g. s3a://bucket/dv or a "
+        min_length=1, max_length=1024, description="Where jobs keep their checkpoints, e.g. s3a://bucket/dv or a "
                                   "directory; each revision uses "
                                   "<checkpointBase>/<namespace>/<view>/<revision>. Defaults to "
                                   "the operator's setting. A running revision keeps the "

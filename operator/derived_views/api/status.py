@@ -12,10 +12,25 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+CONDITION_MESSAGE_LIMIT = 1024
+"""Characters of a condition's message the operator writes: enough for the cause and what to
+do; an author's 32 K identifier quoted in it is cut, never a status the API server refuses."""
+DETAIL_LIMIT = 4096
+
+
+def clip_text(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, ending in an ellipsis."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def clip(value: object, limit: int) -> object:
+    """A string cut to `limit` characters; anything else as given (for the model's own type
+    check). Messages quote authors' input, which may be of any size."""
+    return clip_text(value, limit) if isinstance(value, str) else value
 
 
 class Phase(StrEnum):
@@ -105,6 +120,12 @@ class CheckResult(StatusModel):
     seconds: Annotated[float | None, Field(
         ge=0, description="How long its queries took.")] = None
 
+    @field_validator("observed", "expected", mode="before")
+    @classmethod
+    def _cut(cls, value: object) -> object:
+        """Shortened, not refused: a refusal would fail the pass that builds the status."""
+        return clip(value, 1024)
+
 
 class CheckRun(StatusModel):
     """The latest run of a candidate's cutover checks."""
@@ -169,13 +190,19 @@ class RevisionStatus(StatusModel):
         pattern=CONDITION_REASON_PATTERN,
         description="CamelCase reason of the phase or of a problem (e.g. JobFailed).")] = None
     message: Annotated[str | None, Field(
-        max_length=4096, description="Human-readable detail.")] = None
+        max_length=DETAIL_LIMIT, description="Human-readable detail.")] = None
     checks: Annotated[CheckRun | None, Field(
         description="Latest run of the cutover checks against this revision's index (while "
                     "it is a candidate).")] = None
     source_partitions: Annotated[dict[str, int] | None, Field(
         description="Partitions of each source topic when the current build started: a topic "
                     "that grows under a revision ordering by _kafka_offset is reported.")] = None
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _cut(cls, value: object) -> object:
+        """Shortened, not refused: a refusal would fail the pass that builds the status."""
+        return clip(value, DETAIL_LIMIT)
 
 
 class ActiveStatus(StatusModel):
@@ -201,13 +228,20 @@ class CandidateStatus(StatusModel):
     lag: Annotated[Lag | None, Field(description="Latest lag.")] = None
     caught_up_since: Annotated[AwareDatetime | None, Field(
         description="Start of the current run of lag at or under the gate.")] = None
-    message: Annotated[str | None, Field(max_length=4096, description="Detail.")] = None
+    message: Annotated[str | None, Field(
+        max_length=DETAIL_LIMIT, description="Detail.")] = None
     bad_records: Annotated[int | None, Field(
         ge=0, description="Records this revision's job left out under the bad-record policy "
                           "(skipped or dead-lettered), exactly as committed with its batches; "
                           "absent before its first batch.")] = None
     checks: Annotated[CheckRun | None, Field(
         description="Latest run of the cutover checks against its index.")] = None
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _cut(cls, value: object) -> object:
+        """Shortened, not refused: a refusal would fail the pass that builds the status."""
+        return clip(value, DETAIL_LIMIT)
 
 
 def shown_lag(active: ActiveStatus | None, candidate: CandidateStatus | None) -> Lag | None:
@@ -249,11 +283,21 @@ class Condition(StatusModel):
     reason: Annotated[str, Field(
         min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN,
         description="CamelCase reason for the condition's last transition.")]
+    # The schema keeps metav1.Condition's 32768 so statuses written before the cut still
+    # validate; what is written is cut to CONDITION_MESSAGE_LIMIT.
     message: Annotated[str, Field(max_length=32768, description="Human-readable detail.")] = ""
     last_transition_time: Annotated[AwareDatetime, Field(
         description="When the status last changed.")]
     observed_generation: Annotated[int | None, Field(
         ge=0, description="The view generation the condition reflects.")] = None
+
+    # The schema keeps metav1.Condition's 32768, so statuses written before the cut still
+    # read; what the operator writes is cut to CONDITION_MESSAGE_LIMIT.
+    @field_validator("message", mode="before")
+    @classmethod
+    def _cut(cls, value: object) -> object:
+        """Shortened, not refused: a refusal would fail the pass that builds the status."""
+        return clip(value, CONDITION_MESSAGE_LIMIT)
 
 
 class Intent(StatusModel):

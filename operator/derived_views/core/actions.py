@@ -12,7 +12,7 @@ the steps that did not land. Order within a plan:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from derived_views.api.status import DerivedViewStatus, Intent
@@ -86,6 +86,9 @@ class DropIndex:
     schema: str
     index: str
     revision: str
+    owner_uid: str = field(default="", compare=False)
+    """The dropping view's metadata.uid: the adapter refuses an index recorded for another
+    view (and, without one, any index with a recorded owner)."""
 
 
 @dataclass(frozen=True)

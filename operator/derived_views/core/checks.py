@@ -34,9 +34,9 @@ from derived_views.api.status import (
     DerivedViewStatus,
     Phase,
 )
+from derived_views.core.check_sql import check_sql_problem
 from derived_views.core.observed import ViewObserved
 from derived_views.core.revision import revision_of
-from derived_views.core.sql_policy import unsafe_sql
 from derived_views.core.times import seconds_between
 
 ROW_COUNT = "rowCount"
@@ -71,17 +71,19 @@ def rendered_sql(assertion: SqlAssertion, schema: str, index: str, active: str |
 
 def refused_assertion(spec: DerivedViewSpec, index: str, active: str | None
                       ) -> tuple[str, str] | None:
-    """(name, why) of the first assertion the SQL policy refuses: none of them is run then."""
+    """(name, why) of the first assertion core.check_sql refuses: none of them is run then.
+
+    Decided on the rendered SQL, as the server will read it, with the two tables it may
+    read; PostgreSQL's own parser decides what the text is (core.check_sql)."""
     checks = checks_of(spec)
     if checks is None:
         return None
     schema = spec.sink.scope
-    tables = {f"{schema}.{index}", f"{schema}.{active or index}"}
+    tables = frozenset({(schema, index), (schema, active or index)})
     for assertion in checks.assertions:
-        problem = unsafe_sql(rendered_sql(assertion, schema, index, active), dialect="postgres",
-                             tables=tables, shown=f"{INDEX_PLACEHOLDER} and {ACTIVE_PLACEHOLDER}")
+        problem = check_sql_problem(rendered_sql(assertion, schema, index, active), tables)
         if problem is not None:
-            return assertion.name, problem.replace("a view's SQL", "a check's SQL")
+            return assertion.name, problem
     return None
 
 
@@ -99,6 +101,10 @@ class CheckRequest:
     """The active's primary key is the candidate's: parity checks compare like with like."""
     checks: CutoverChecks
     checks_hash: str
+    budget_seconds: float | None = None
+    """Seconds all of the run's queries may take together (the operator's
+    DV_CHECK_BUDGET_SECONDS): 32 assertions of up to an hour each must not hold a sink
+    connection and a check worker for a day. None: each query's own timeout only."""
 
     @property
     def parity(self) -> bool:

@@ -19,9 +19,15 @@ TRIGGER: dict[str, Any] = {"processingTimeSeconds": 1}
 
 
 def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,
-               checkpoint_location: str, ledger_table: str = naming.LEDGER_TABLE
+               checkpoint_location: str, uid: str, ledger_table: str = naming.LEDGER_TABLE
                ) -> dict[str, Any]:
-    """The job's configuration document (camelCase keys, in the contract's order)."""
+    """The job's configuration document (camelCase keys, in the contract's order).
+
+    `owner` (the view's namespace, name and metadata.uid) is recorded on the index the job
+    creates, and an index recorded for another view is refused by the job at start."""
+    if not uid:
+        raise ValueError("uid (the view's metadata.uid) is required: the job records it as "
+                         "the owner of the index it creates")
     if revision_of(spec) != revision:
         raise ValueError(f"the spec's content is revision {revision_of(spec)}, not {revision}")
     transform: dict[str, Any]
@@ -41,6 +47,7 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
         del sink["schema"]
     return {
         "view": f"{namespace}/{view}",
+        "owner": {"namespace": namespace, "name": view, "uid": uid},
         "revision": revision,
         "source": {
             "bootstrapServers": spec.source.kafka.bootstrap_servers,

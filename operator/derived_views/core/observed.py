@@ -135,6 +135,21 @@ class SwitchBlocker:
 
 
 @dataclass(frozen=True)
+class IndexOwner:
+    """The view an index records as the one that created it (its job writes it there)."""
+
+    namespace: str
+    name: str
+    uid: str
+    """The view's metadata.uid; "" when only the name was recorded (OpenSearch indexes from
+    before UIDs were): such an owner is judged by namespace/name."""
+
+    def describe(self) -> str:
+        uid = f" (uid {self.uid})" if self.uid else ""
+        return f"DerivedView {self.namespace}/{self.name}{uid}"
+
+
+@dataclass(frozen=True)
 class SinkObserved:
     """The PostgreSQL side: which index tables exist, where the alias points, ledger heads."""
 
@@ -153,6 +168,9 @@ class SinkObserved:
     a view with deletionPolicy Delete is deleted): DROP without CASCADE refuses them."""
     bad_records: Mapping[str, int] = field(default_factory=dict)
     """Records each revision left out under its bad-record policy (sum over its ledger rows)."""
+    index_owners: Mapping[str, IndexOwner] = field(default_factory=dict)
+    """Index -> the view it records as its owner; absent: none recorded (an index from before
+    owners were recorded: judged by the alias that serves it, else as this view's by name)."""
     index_oids: Mapping[str, int | str] | None = None
     """Index -> its identity (table OID, index.uuid), read after the ledger (a table the ledger's newest row names
     must still be there then); None when not observed: no integrity decision is made."""

@@ -42,6 +42,7 @@ from derived_views.core import (
     deletion,
     integrity,
     naming,
+    ownership,
     partition_growth,
     status_size,
     switch_guard,
@@ -178,6 +179,12 @@ class _Planner:
         me = f"{self.view.namespace}/{self.view.name}"
         owner = self.sink.alias_owner if self.sink is not None else None
         self.claimed_by = owner if owner not in (None, me) else None
+        # Indexes another view records as its own (same name: same content and table):
+        # never resumed into, switched to or dropped; the desired or active one stalls the view.
+        self.foreign = ownership.foreign_indexes(self.sink, self.view)
+        self.owned_refusal = ownership.first_refused(
+            (self.index(self.desired), self.index(self.active) if self.active else None),
+            self.foreign)
         self.awaiting_promotion = False
         base = spec.spark.checkpoint_base
         self.checkpoint_problem = (None if base is None
@@ -263,7 +270,8 @@ class _Planner:
     def tenancy_refusal(self) -> PolicyRefusal | None:
         refusal = tenancy.spec_refusal(self.spec, self.cfg.tenancy,
                                        operator_image=self.cfg.spark_image,
-                                       operator_main_file=self.cfg.main_application_file)
+                                       operator_main_file=self.cfg.main_application_file,
+                                       namespace=self.view.namespace)
         for name in tenancy.secrets_of(self.spec):
             refusal = refusal or tenancy.secret_refusal(
                 self.view.namespace, name, self.obs.secret_labels.get(name), self.cfg.tenancy)
@@ -279,6 +287,8 @@ class _Planner:
             return  # the previous job's driver pod is still there: a new one would be refused
         if revision in self.held:
             return  # its lost index and ledger rows are dropped by this plan, after creates
+        if self.index(revision) in self.foreign:
+            return  # another view's index: the job would refuse it (or write into it)
         record = self.records[revision]
         if revision == self.desired:
             effective = self.spec
@@ -301,12 +311,13 @@ class _Planner:
         if self.paused or self.sink is None:
             return False
         index = self.index(revision)
-        if index not in self.sink.indexes:
+        if index not in self.sink.indexes or index in self.foreign:
             return False
         if index == self.sink.alias_target or any(s.to_index == index for s in self.switches):
             return False
         if all(d.index != index for d in self.drops):
-            self.drops.append(DropIndex(self.schema, index, revision))
+            self.drops.append(DropIndex(self.schema, index, revision,
+                                        owner_uid=self.view.uid))
         return True
 
     # observation of one revision ---------------------------------------------------------------
@@ -487,8 +498,9 @@ class _Planner:
         """Make sure the spec's revision has a record that is building (or stays Failed)."""
         revision = self.desired
         if (revision == self.active or self.checkpoint_problem is not None
-                or self.spec_refusal is not None):
-            return  # (a revision keeps the checkpoint location it starts with: not a bad one)
+                or self.spec_refusal is not None or self.policy_refusal is not None):
+            return  # (a revision keeps the checkpoint location it starts with: not a bad one,
+            # nor one the policy refuses)
         record = self.records.get(revision)
         if record is None:
             self.start_new(revision)
@@ -587,9 +599,12 @@ class _Planner:
         index = self.index(revision)
         if index == self.sink.alias_target or any(s.to_index == index for s in self.switches):
             return
+        if index in self.foreign:
+            return  # another view's index and ledger rows
         self.held.add(revision)
         if all(d.index != index for d in self.drops):
-            self.drops.append(DropIndex(self.schema, index, revision))
+            self.drops.append(DropIndex(self.schema, index, revision,
+                                        owner_uid=self.view.uid))
 
     def rebuild_lost_candidate(self) -> None:
         """A building candidate whose index lost batches its ledger claims is rebuilt from
@@ -672,6 +687,8 @@ class _Planner:
                 if told:
                     self.event(self.blocked.reason, told, warning=True)
                 return
+            if self.index(revision) in self.foreign:
+                return
             self.switches.append(SwitchAlias(self.schema, self.alias, self.index(revision),
                                              self.sink.alias_target))
             self.cutover = (revision, self.active)
@@ -735,7 +752,7 @@ class _Planner:
         if self.sink is not None and not self.switches and not self.paused:
             target = self.sink.alias_target
             if (target != record.index and record.index in self.sink.indexes
-                    and self.lost_cause(revision) is None):
+                    and record.index not in self.foreign and self.lost_cause(revision) is None):
                 self.switches.append(SwitchAlias(self.schema, self.alias, record.index, target))
                 self.event("AliasRepaired", f"Pointed {self.where} back at index "
                                             f"{record.index} (it selected from "
@@ -846,13 +863,17 @@ class _Planner:
             if not self.apps:
                 if self.sink.alias_target is not None:
                     self.drop_aliases.append(DropAlias(self.schema, self.alias))
-                for index in sorted(self.sink.indexes):
+                for index in sorted(self.sink.indexes - set(self.foreign)):
                     owner = naming.index_revision(self.base, index)
                     if owner is not None:
-                        self.drops.append(DropIndex(self.schema, index, owner))
+                        self.drops.append(DropIndex(self.schema, index, owner,
+                                                      owner_uid=self.view.uid))
                 done = True
             message = (f"Stopped the view's jobs and dropped {self.where} and "
-                       f"{len(self.sink.indexes)} index(es) (deletionPolicy Delete).")
+                       f"{len(self.sink.indexes - set(self.foreign))} index(es) "
+                       "(deletionPolicy Delete)"
+                       + (f"; left {', '.join(sorted(self.foreign))} to the view(s) that own "
+                          "them" if self.foreign else "") + ".")
         else:
             reason, detail = self.obs.sink_problem or ("SinkUnreachable", "sink unreachable")
             # A Secret that is gone or unusable does not come back by waiting; a database that
@@ -915,6 +936,11 @@ class _Planner:
             for revision in sorted(self.apps):
                 self.delete_app(revision)  # they would write into the other view's tables
             return self.assemble(deleting=False)
+        if self.owned_refusal is not None:
+            for revision in sorted(self.apps):
+                if self.index(revision) in self.foreign:
+                    self.delete_app(revision)  # the job refuses it: do not keep restarting it
+            return self.assemble(deleting=False)
         self.resume_cutover()
         if not self.paused:
             self.ensure_finalizer()
@@ -968,6 +994,11 @@ class _Planner:
                         f"{self.where} belongs to DerivedView {self.claimed_by}; "
                         "two views cannot share an alias: choose another "
                         f"{self.base_field}")
+        elif self.owned_refusal is not None:
+            index, owner = self.owned_refusal
+            problem = V("True", ownership.INDEX_OWNED_BY_ANOTHER_VIEW, ownership.refusal_message(
+                index, owner, self.view, self.where, self.base_field,
+                active if self.active and self.index(self.active) not in self.foreign else None))
         elif self.sink is None and self.obs.sink_problem is not None:
             reason, detail = self.obs.sink_problem
             problem = V("True", reason, f"{detail}; nothing is switched or dropped until the "

@@ -7,11 +7,12 @@ references are resolved against what the job's `events` view holds (the DDL's
 fields plus the `_kafka_*` and, for Debezium, `_debezium_*` columns), and the
 primary key is looked for in the output.
 
-No false refusals: the check refuses only what Spark certainly refuses. Where
-the SQL uses something whose columns it cannot know (a table-valued function,
-a star over an expression, a struct built from strings), it lets the query
-through and the job has the last word. Python transforms are not checked (the
-function runs only inside the job).
+No false refusals of what it can read: where the SQL uses something whose
+columns it cannot know (a table-valued function, a star over an expression, a
+struct built from strings), it lets the query through and the job has the last
+word. What it cannot read at all is refused (core/sql_policy.py): a security
+check fails closed. Python transforms are not checked (the function runs only
+inside the job).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import functools
 import re
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.spark_ddl import DdlError, Field, parse_schema
+from derived_views.core.spark_lexer import SqlTextError
+from derived_views.core.sql_policy import MAX_SQL_CHARS, SHOWN_NAME, parse_spark
 from derived_views.core.sql_policy import unsafe_sql as unsafe_sql  # re-exported
 
 INVALID_SCHEMA = "InvalidSchema"
@@ -55,10 +57,14 @@ GENERATOR_FUNCTIONS = frozenset({"stack", "json_tuple", "explode_outer", "posexp
 NOT_A_QUERY = (exp.Create, exp.Drop, exp.Insert, exp.Delete, exp.Update, exp.Merge,
                exp.Alter, exp.TruncateTable, exp.Use, exp.Set)
 SUGGESTIONS = 5
-WINDOW_FUNCTION = re.compile(r"\b(window|session_window)\s*\(", re.IGNORECASE)
-PARSER_GAPS = (re.compile(r"[A-Za-z0-9_`]:[A-Za-z_`$\[]"),)
+VARIANT_PATH = re.compile(r"[A-Za-z0-9_`]:[A-Za-z_`$\[]")
 """Spark syntax sqlglot 30 does not parse (the variant path `v:a.b`): a query failing to
-parse that contains it is let through."""
+parse that contains it is refused with the spelling the check can read."""
+MESSAGE_CHARS = 1024
+"""The longest refusal message (it ends in a Kubernetes condition)."""
+SUGGESTION_PREFIX = 64
+"""Suggestions rank names by their first characters only: the distance costs the product of
+the two lengths."""
 
 
 @dataclass(frozen=True)
@@ -78,20 +84,47 @@ def check_spec(spec: DerivedViewSpec) -> Refusal | None:
 @functools.lru_cache(maxsize=256)
 def _check(ddl: str, fmt: str, sql: str | None, primary_key: tuple[str, ...]
            ) -> Refusal | None:
+    """Fails closed: whatever goes wrong while judging (RecursionError on a deeply nested
+    query included) is a refusal, never an exception in the operator's pass."""
+    try:
+        refusal = _judge(ddl, fmt, sql, primary_key)
+    except Exception as exc:
+        refusal = Refusal(POLICY_VIOLATION, (
+            f"transform.sql: could not be checked ({type(exc).__name__}), so it is refused: "
+            "simplify the query (less nesting, shorter names)"))
+    if refusal is not None and len(refusal.message) > MESSAGE_CHARS:
+        refusal = Refusal(refusal.reason, refusal.message[:MESSAGE_CHARS - 3] + "...")
+    return refusal
+
+
+def _judge(ddl: str, fmt: str, sql: str | None, primary_key: tuple[str, ...]
+           ) -> Refusal | None:
     try:
         fields = parse_schema(ddl)
     except DdlError as exc:
         return Refusal(INVALID_SCHEMA, f"source.schema: cannot parse {_quote(ddl)}: {exc}")
     if sql is None:
         return None  # a Python transform: only the job can run it
+    if len(sql) <= MAX_SQL_CHARS:
+        try:
+            parse_spark(sql)
+        except (SqlTextError, RecursionError):
+            pass  # unsafe_sql names it
+        except ParseError as exc:  # a mistake, in the parser's words: not the policy's
+            return Refusal(INVALID_TRANSFORM, _unreadable(sql, exc))
     unsafe = unsafe_sql(sql)
     if unsafe is not None:
         return Refusal(POLICY_VIOLATION, f"transform.sql: {unsafe}")
-    try:
-        problem = check_sql(sql, fields, fmt, primary_key)
-    except SqlglotError:
-        return None  # sqlglot could not model the query: let the job decide
+    problem = check_sql(sql, fields, fmt, primary_key)
     return None if problem is None else Refusal(INVALID_TRANSFORM, problem)
+
+
+def _unreadable(sql: str, exc: ParseError) -> str:
+    if VARIANT_PATH.search(sql):
+        return ("transform.sql: the variant path `v:a.b` is Spark syntax the operator's check "
+                "cannot read, and SQL it cannot read is refused: write "
+                "variant_get(v, '$.a.b', 'string') (or try_variant_get) instead")
+    return f"transform.sql: {_syntax_error(exc)}"
 
 
 def _quote(text: str, limit: int = 120) -> str:
@@ -103,10 +136,10 @@ def check_sql(sql: str, fields: list[Field] | None, fmt: str,
     """The first certain problem of `sql`, as a message; `fields` None: the schema is unknown."""
     try:
         statements = _parse(sql)
+    except SqlTextError as exc:
+        return f"transform.sql: {exc}"
     except ParseError as exc:
-        if any(gap.search(sql) for gap in PARSER_GAPS):
-            return None
-        return f"transform.sql: {_syntax_error(exc)}"
+        return _unreadable(sql, exc)
     if not statements:
         return "transform.sql: no query: write SELECT ... FROM events"
     if len(statements) > 1:
@@ -141,19 +174,9 @@ def check_sql(sql: str, fields: list[Field] | None, fmt: str,
 
 
 def _parse(sql: str) -> list[exp.Expr]:
-    """The statements of `sql`; sqlglot reads `window(` as the WINDOW clause, so a query that
-    fails is parsed again with the time-window functions renamed."""
-    try:
-        parsed = sqlglot.parse(sql, read="spark")
-    except ParseError as first:
-        renamed = WINDOW_FUNCTION.sub(r"dv_\1(", sql)
-        if renamed == sql:
-            raise
-        try:
-            parsed = sqlglot.parse(renamed, read="spark")
-        except ParseError:
-            raise first from None
-    return [s for s in parsed if s is not None]
+    """The statements of `sql`, as sql_policy.parse_spark reads them (Spark's lexer first,
+    then sqlglot; cached)."""
+    return list(parse_spark(sql))
 
 
 def _syntax_error(exc: ParseError) -> str:
@@ -170,11 +193,16 @@ def _syntax_error(exc: ParseError) -> str:
 
 
 def _unresolved(name: str, columns: list[str]) -> str:
-    ranked = sorted(columns, key=lambda c: (_distance(name.lower(), c.lower()), c))
-    shown = ", ".join(f"`{c}`" for c in ranked[:SUGGESTIONS])
+    prefix = name.lower()[:SUGGESTION_PREFIX]
+    ranked = sorted(columns, key=lambda c: (_distance(prefix, c.lower()[:SUGGESTION_PREFIX]), c))
+    shown = ", ".join(f"`{_cut(c)}`" for c in ranked[:SUGGESTIONS])
     return (f"[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter "
-            f"with name `{name}` cannot be resolved. Did you mean one of the following? "
+            f"with name `{_cut(name)}` cannot be resolved. Did you mean one of the following? "
             f"[{shown}].")
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= SHOWN_NAME else f"{name[:SHOWN_NAME]}..."
 
 
 def _distance(a: str, b: str) -> int:
@@ -366,7 +394,7 @@ def aggregate_functions(sql: str) -> list[str]:
     Window functions over aggregates count too; unknown functions are not listed."""
     try:
         statements = _parse(sql)
-    except SqlglotError:
+    except (SqlglotError, SqlTextError, RecursionError):
         return []
     names: dict[str, None] = {}
     for statement in statements:

@@ -10,17 +10,27 @@ This is the operator's check, made before any job starts or any check query
 runs; the job repeats it with Spark's own parser (spark_templates/dvjob), which
 is the authority when sqlglot cannot read a query.
 
-Refusal is positive where it can be: the statement must be a query, and the
-relations it reads must be the ones it is given (or its own CTEs).
+Refusal is positive where it can be: the statement must be a query, the
+relations it reads must be the ones it is given (or its own CTEs), and in Spark
+every function must be a built-in on the job's own allowlist
+(core/spark_allowlist.py). Spark SQL is first read by a lexer that follows
+Spark's (core/spark_lexer.py), so comment, string and `${...}` tricks where
+Spark and sqlglot would read different queries are refused, and it fails closed:
+SQL that cannot be read, or whose judging fails, is refused.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from sqlglot.errors import ParseError, SqlglotError
+
+from derived_views.core.spark_allowlist import FUNCTIONS, REFUSED_FUNCTIONS, TABLE_FUNCTIONS
+from derived_views.core.spark_lexer import SqlTextError, lex
 
 SPARK_JVM_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 """Spark 4.0 functions that call an arbitrary Java method (FunctionRegistry: CallMethodViaReflection
@@ -41,6 +51,18 @@ POSTGRES_UNSAFE_FUNCTIONS = frozenset({
 objects or hold locks (a read-only transaction refuses only some of these)."""
 
 UNSAFE_FUNCTIONS = {"spark": SPARK_JVM_FUNCTIONS, "postgres": POSTGRES_UNSAFE_FUNCTIONS}
+SPARK_SYNTAX = frozenset({"try_cast"})
+"""Calls Spark parses as syntax, not through its function registry."""
+MAX_SQL_CHARS = 65536
+"""Longer Spark SQL is refused unread: no view needs it, and judging it costs every pass."""
+MAX_DEPTH = 64
+"""Nesting deeper than any view needs (the job's limit too): refused before anything recurses."""
+SHOWN_NAME = 128
+"""The longest name quoted whole in a message (a message ends in a Kubernetes condition)."""
+WINDOW_FUNCTION = re.compile(r"\b(window|session_window)\s*\(", re.IGNORECASE)
+"""sqlglot reads `window(` as the WINDOW clause: a query that fails to parse is parsed again
+with the time-window functions renamed `dv_window(`, `dv_session_window(`."""
+_FUNCTION_SPELT = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 ONLY_QUERIES = ("a view's SQL may only query {tables}: a SELECT (or WITH ... SELECT), "
                 "without commands, file relations or functions that reach the JVM, the "
                 "environment or files")
@@ -52,11 +74,14 @@ def unsafe_sql(sql: str, *, dialect: str = "spark",
 
     In PostgreSQL a table may be named `schema.table`, as PostgreSQL folds it. `shown`
     names the tables in the message instead (e.g. placeholders the caller substituted).
-    None also when sqlglot cannot parse the SQL: the caller's syntax check reports
-    that, and the job's parser guard has the last word.
+    Spark SQL that cannot be read (too long, ambiguous text, not parsed by sqlglot, or
+    anything failing while judged) is refused. In PostgreSQL, None when sqlglot cannot
+    parse the SQL: the caller's syntax check reports that.
     """
     allowed = set(tables) if dialect != "spark" else {t.lower() for t in tables}
     shown = shown or ", ".join(f"`{t}`" for t in sorted(allowed))
+    if dialect == "spark":
+        return _unsafe_spark(sql, frozenset(allowed), shown)
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError:
@@ -71,7 +96,7 @@ def unsafe_sql(sql: str, *, dialect: str = "spark",
 def _statement_problem(statement: exp.Expr, dialect: str, allowed: set[str]) -> str | None:
     if not isinstance(statement, exp.Query):
         words = (statement.sql(dialect=dialect).split() or [statement.key])[:2]
-        return f"{words[0].upper()} {' '.join(words[1:])} is a command, not a query"
+        return f"{' '.join([words[0].upper(), *words[1:]])} is a command, not a query"
     for node in statement.walk():
         problem = _node_problem(node, dialect)
         if problem is not None:
@@ -109,10 +134,97 @@ def _node_problem(node: exp.Expr, dialect: str) -> str | None:
         return "TRANSFORM ... USING runs a command on the job's pods"
     if isinstance(node, (exp.Into, exp.Lock)):
         return f"{node.key.upper()} is not a read"
+    if dialect == "spark":
+        return _spark_function_problem(node)
     name = _function_name(node)
     if name is not None and name in UNSAFE_FUNCTIONS.get(dialect, frozenset()):
-        return f"{name}() reaches {'the JVM' if dialect == 'spark' else 'beyond the query'}"
+        return f"{name}() reaches beyond the query"
     return None
+
+
+def _spark_function_problem(node: exp.Expr) -> str | None:
+    """A function not on the job's allowlist, by Spark's name for it."""
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+        return (f"{_shown(node.sql(dialect='spark').split('(', 1)[0])}() is a qualified "
+                "function name: call the built-in by its plain name")
+    name = spark_function_name(node)
+    if (name is None or name in FUNCTIONS or name in TABLE_FUNCTIONS or name in SPARK_SYNTAX
+            or isinstance(node.parent, exp.Hint)):
+        return None  # a hint's name (REPARTITION) is no call; what it is given is judged
+    if name in REFUSED_FUNCTIONS:
+        return f"{name}() {REFUSED_FUNCTIONS[name]}"
+    return f"{_shown(name)}() is not a built-in function a view may call"
+
+
+def spark_function_name(node: exp.Expr) -> str | None:
+    """The name Spark knows a function node by (sqlglot names some differently: its
+    `StrToDate` is Spark's `to_date`), None for syntax that is no call (CASE, CURRENT_DATE)."""
+    if isinstance(node, exp.Anonymous):
+        name = str(node.name).lower()
+        return name.removeprefix("dv_") if name in ("dv_window", "dv_session_window") else name
+    if not isinstance(node, exp.Func):
+        return None
+    spelt = _FUNCTION_SPELT.match(node.sql(dialect="spark"))
+    return None if spelt is None else spelt.group(1).lower()
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= SHOWN_NAME else f"{name[:SHOWN_NAME]}..."
+
+
+def _unsafe_spark(sql: str, allowed: frozenset[str], shown: str) -> str | None:
+    rule = ONLY_QUERIES.format(tables=shown)
+    if len(sql) > MAX_SQL_CHARS:
+        return (f"{len(sql)} characters, more than the {MAX_SQL_CHARS} a view's SQL may have; "
+                f"{rule}")
+    try:
+        statements = parse_spark(sql)
+    except SqlTextError as exc:
+        return f"{exc}; {rule}"
+    except SqlglotError as exc:
+        return f"cannot be read ({str(exc).splitlines()[0][:200]}), so it cannot be checked; {rule}"
+    except (RecursionError, MemoryError):
+        return f"the query nests too deeply to be checked: simplify it; {rule}"
+    try:
+        for statement in statements:
+            if _deeper_than(statement, MAX_DEPTH):
+                return (f"the query nests deeper than {MAX_DEPTH} levels: simplify it "
+                        f"(the job refuses the same); {rule}")
+            problem = _statement_problem(statement, "spark", set(allowed))
+            if problem is not None:
+                return f"{problem}; {rule}"
+    except (RecursionError, MemoryError):
+        return f"the query nests too deeply to be checked: simplify it; {rule}"
+    return None
+
+
+def _deeper_than(tree: exp.Expr, limit: int) -> bool:
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def parse_spark(sql: str) -> tuple[exp.Expr, ...]:
+    """The statements of `sql` as sqlglot reads the text Spark's lexer leaves (cached: the
+    operator judges the same SQL on every pass; callers must not modify the trees).
+    SqlTextError for text the two could read differently, SqlglotError if sqlglot cannot."""
+    text = lex(sql).text
+    try:
+        parsed = sqlglot.parse(text, read="spark")
+    except ParseError as first:
+        renamed = WINDOW_FUNCTION.sub(r"dv_\1(", text)
+        if renamed == text:
+            raise
+        try:
+            parsed = sqlglot.parse(renamed, read="spark")
+        except ParseError:
+            raise first from None
+    return tuple(s for s in parsed if s is not None)
 
 
 def _function_name(node: exp.Expr) -> str | None:

@@ -11,12 +11,17 @@ the rule and the chart value that would allow it.
 
 The defaults are what a platform can hand to tenants it does not trust: the
 operator's image, entry point and ServiceAccount only, Spark settings limited
-to tuning, no Python, and only Secrets labelled for views.
+to tuning, no Python, only Secrets that exist and are labelled for views, Kafka
+only on loopback (a platform names its clusters in `tenancy.kafka.clusters`),
+dead letters only to `dlq.*` topics and checkpoints only under the operator's
+base: an author who chose the host or bucket would receive the Kafka Secret's
+or the checkpoint store's credentials.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,9 +51,27 @@ DEFAULT_SPARK_CONF_DENY = ("spark.sql.streaming.streamingQueryListeners",
                            "spark.sql.streaming.stateStore.providerClass",
                            "spark.sql.streaming.checkpointFileManagerClass",
                            "spark.sql.streaming.checkpointLocation",
-                           "spark.shuffle.manager", "spark.shuffle.sort.io.plugin.class")
-"""Within the allowed prefixes: settings that name a class to load, or move checkpoints."""
+                           "spark.shuffle.manager", "spark.shuffle.sort.io.plugin.class",
+                           "spark.sql.variable.substitute*")
+"""Within the allowed prefixes: settings that name a class to load, move checkpoints, or turn
+on `${env:X}` substitution in SQL (the renderer sets it off after the author's keys anyway)."""
 CHART_VALUE = "tenancy"
+
+
+@dataclass(frozen=True)
+class KafkaClusters:
+    """Bootstrap servers the views of some namespaces may name (both lists are patterns)."""
+
+    namespaces: tuple[str, ...]
+    bootstrap_servers: tuple[str, ...]
+
+
+DEFAULT_KAFKA_CLUSTERS = (KafkaClusters(("*",), ("127.0.0.1:*", "localhost:*")),)
+"""Loopback only: in a job's pod that is the pod itself, where no author listens. A platform
+lists its clusters; any other host would receive the Kafka Secret's credentials."""
+DEFAULT_DEAD_LETTER_TOPICS = ("dlq.*",)
+"""Dead letters are written with the view's Kafka credentials: only to topics kept for them,
+never into another team's topic."""
 
 
 class PolicyError(ValueError):
@@ -74,6 +97,13 @@ class TenancyPolicy:
     """transform.python.pyFiles URL prefixes allowed (with `python`)."""
     secret_label: str | None = SECRET_LABEL
     """Secrets a view names must carry `<label>=true`; None: any Secret of the namespace."""
+    kafka_clusters: tuple[KafkaClusters, ...] = DEFAULT_KAFKA_CLUSTERS
+    """source.kafka.bootstrapServers: every server must match a rule of the view's namespace."""
+    dead_letter_topics: tuple[str, ...] = DEFAULT_DEAD_LETTER_TOPICS
+    """source.badRecords.deadLetterTopic values allowed."""
+    checkpoint_override: bool = False
+    """Authors may name spec.spark.checkpointBase (else the operator's base holds every
+    checkpoint: the store's keys reach only the platform's own bucket and prefix)."""
 
 
 @dataclass(frozen=True)
@@ -92,10 +122,60 @@ def matches(value: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+SERVER = re.compile(r"([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}")
+"""A plain `host:port`. The CRD lets a host hold `@` or `:`; Kafka's Java client then skips
+everything before the last `host:port` it can read, so `127.0.0.1:1@attacker.example:9092`
+would match a `127.0.0.1:*` pattern yet connect to attacker.example."""
+
+
+def bootstrap_servers(value: str) -> tuple[str, ...]:
+    """The `host:port` entries of a bootstrap list, as the Kafka client splits it."""
+    return tuple(s.strip() for s in value.split(",") if s.strip())
+
+
+def cluster_refusal(spec: DerivedViewSpec, policy: TenancyPolicy,
+                    namespace: str | None) -> PolicyRefusal | None:
+    """The view's Kafka cluster, unless a rule of its namespace lists every server of it: the
+    operator and the job connect there with the view's Kafka Secret. `namespace` None (not
+    known to the caller): only rules for every namespace (`*`) apply, so unknown fails closed."""
+    rules = [r for r in policy.kafka_clusters
+             if ("*" in r.namespaces if namespace is None else matches(namespace, r.namespaces))]
+    servers = bootstrap_servers(spec.source.kafka.bootstrap_servers)
+    if not servers or not all(SERVER.fullmatch(s) for s in servers) or not any(
+            all(matches(s, r.bootstrap_servers) for s in servers) for r in rules):
+        where = f" for namespace {namespace}" if namespace is not None else ""
+        return _refuse(f"spec.source.kafka.bootstrapServers {spec.source.kafka.bootstrap_servers}"
+                       f" is not a Kafka cluster the platform lists{where}",
+                       "use one of its clusters (the job and the operator connect there with "
+                       "the Kafka Secret)", "kafka.clusters")
+    return None
+
+
+def kafka_refusal(spec: DerivedViewSpec, policy: TenancyPolicy,
+                  namespace: str | None) -> PolicyRefusal | None:
+    """The Kafka cluster or dead-letter topic the policy does not allow."""
+    refusal = cluster_refusal(spec, policy, namespace)
+    if refusal is not None:
+        return refusal
+    topic = spec.source.bad_records.dead_letter_topic
+    if topic is not None and not matches(topic, policy.dead_letter_topics):
+        allowed = ", ".join(policy.dead_letter_topics) or "none"
+        return _refuse(f"spec.source.badRecords.deadLetterTopic {topic}",
+                       f"name a topic matching {allowed}", "kafka.deadLetterTopics")
+    return None
+
+
 def spec_refusal(spec: DerivedViewSpec, policy: TenancyPolicy, *, operator_image: str,
-                 operator_main_file: str) -> PolicyRefusal | None:
+                 operator_main_file: str, namespace: str | None) -> PolicyRefusal | None:
     """The first thing `spec` sets that the policy does not allow (Secrets aside)."""
     spark = spec.spark
+    if spark.checkpoint_base is not None and not policy.checkpoint_override:
+        return _refuse(f"spec.spark.checkpointBase {spark.checkpoint_base}",
+                       "remove it to keep checkpoints under the operator base (the checkpoint "
+                       "store credentials go where it points)", "checkpoints.authorOverride")
+    refusal = kafka_refusal(spec, policy, namespace)
+    if refusal is not None:
+        return refusal
     if spark.image is not None and spark.image != operator_image and not matches(
             spark.image, policy.images):
         return _refuse(f"spec.spark.image {spark.image}",
@@ -134,11 +214,22 @@ def secrets_of(spec: DerivedViewSpec) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+SECRET_MISSING = "SecretMissing"
+"""The reason the sink reading already gives a missing Secret: one reason, whichever says it."""
+
+
 def secret_refusal(namespace: str, name: str, labels: Mapping[str, str] | None,
                    policy: TenancyPolicy) -> PolicyRefusal | None:
-    """A Secret the view may not use: present but not labelled for views. None for a missing
-    Secret (its own reason, SecretMissing, says so) or when the policy needs no label."""
-    if policy.secret_label is None or labels is None:
+    """A Secret the view may not use: missing (`labels` None), or present but not labelled for
+    views. A job is created only after this said None in the same pass: with the Secret
+    missing, the job would start with whatever Secret of that name appeared later."""
+    if labels is None:
+        return PolicyRefusal(
+            SECRET_MISSING,
+            f"secret {namespace}/{name} not found: a view's jobs use only Secrets that exist "
+            f"(and are labelled for views) when the job is created; create it in namespace "
+            f"{namespace} or fix the view's secretRef")
+    if policy.secret_label is None:
         return None
     if labels.get(policy.secret_label) == "true":
         return None
@@ -168,8 +259,10 @@ def parse_policy(raw: str | None) -> TenancyPolicy:
     conf = _object(doc, "sparkConf")
     python = _object(doc, "python")
     secrets = _object(doc, "secrets")
+    kafka = _object(doc, "kafka")
+    checkpoints = _object(doc, "checkpoints")
     known = {"images", "mainApplicationFiles", "serviceAccountOverride", "sparkConf", "python",
-             "secrets", "admissionPolicy"}
+             "secrets", "admissionPolicy", "kafka", "checkpoints"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise PolicyError(f"DV_TENANCY_POLICY has unknown keys {unknown}; known: {sorted(known)}")
@@ -185,7 +278,32 @@ def parse_policy(raw: str | None) -> TenancyPolicy:
                        for p in _patterns(python, "pyFilesPrefixes", (), "python.")),
         secret_label=(SECRET_LABEL if _flag(secrets, "requireLabel", True, "secrets.")
                       else None),
+        kafka_clusters=_clusters(kafka),
+        dead_letter_topics=_patterns(kafka, "deadLetterTopics", defaults.dead_letter_topics,
+                                     "kafka."),
+        checkpoint_override=_flag(checkpoints, "authorOverride", False, "checkpoints."),
     )
+
+
+def _clusters(kafka: Mapping[str, Any]) -> tuple[KafkaClusters, ...]:
+    value = kafka.get("clusters")
+    if value is None:
+        return DEFAULT_KAFKA_CLUSTERS
+    if not isinstance(value, list):
+        raise PolicyError("DV_TENANCY_POLICY: kafka.clusters must be a list of {namespaces, "
+                          "bootstrapServers}")
+    rules = []
+    for i, rule in enumerate(value):
+        where = f"kafka.clusters[{i}]."
+        if not isinstance(rule, dict) or set(rule) - {"namespaces", "bootstrapServers"}:
+            raise PolicyError(f"DV_TENANCY_POLICY: kafka.clusters[{i}] must be an object with "
+                              "keys namespaces and bootstrapServers")
+        servers = _patterns(rule, "bootstrapServers", (), where)
+        if not servers:
+            raise PolicyError(f"DV_TENANCY_POLICY: {where}bootstrapServers must list at least "
+                              "one host:port pattern")
+        rules.append(KafkaClusters(_patterns(rule, "namespaces", ("*",), where), servers))
+    return tuple(rules)
 
 
 def _object(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -46,6 +46,10 @@ KAFKA_ENV = (("DV_KAFKA_SASL_USERNAME", "username"), ("DV_KAFKA_SASL_PASSWORD", 
 """The job's variables from the Kafka Secret's keys (the contract of `core.kafka_client`, by
 which the operator reads the same Secret). All optional: `securityProtocol: SSL` needs no
 credentials, and the operator reports a Secret lacking what its protocol needs."""
+PLATFORM_SPARK_CONF = {"spark.sql.variable.substitute": "false"}
+"""Set after the template's and the author's keys, so neither can undo them: with substitution
+on, Spark replaces `${env:PGPASSWORD}` (or `${system:..}`, `${spark.x}`) in the SQL text with
+its value before any parser or guard sees the query."""
 KAFKA_SECRET_NAME_ENV = "DV_KAFKA_SECRET_NAME"
 """Tells the job a Secret is named, so it applies the same defaults (SASL_SSL) and names the
 Secret when a key is missing."""
@@ -127,7 +131,7 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
 
     config_doc = job_config(namespace=namespace, view=view, spec=spec, revision=revision,
                             checkpoint_location=checkpoint_location,
-                            ledger_table=config.ledger_table)
+                            ledger_table=config.ledger_table, uid=uid)
     spark = spec.spark
     body.update({
         "type": "Python",
@@ -137,7 +141,8 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
         "sparkVersion": spark.spark_version,
         "mainApplicationFile": spark.main_application_file or config.main_application_file,
         "arguments": ["--config-json", job_config_json(config_doc)],
-        "sparkConf": {**(body.get("sparkConf") or {}), **spark.spark_conf},
+        "sparkConf": {**(body.get("sparkConf") or {}), **spark.spark_conf,
+                      **PLATFORM_SPARK_CONF},
         "restartPolicy": restart_policy(spec),
     })
     deps: dict[str, Any] = dict(body.get("deps") or {})

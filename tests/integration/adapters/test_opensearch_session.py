@@ -54,9 +54,13 @@ def _session(stack: Any, ledger: str) -> OpenSearchSession:
     return OpenSearchSession.open({"url": stack.opensearch}, config, SinkPools(2))
 
 
-def _index(search: OpenSearch, name: str, view: str, docs: dict[str, int]) -> str:
+def _index(search: OpenSearch, name: str, view: str, docs: dict[str, int],
+           uid: str | None = None) -> str:
+    meta = {"view": view, "revision": name.rsplit("__", 1)[1]}
+    if uid is not None:  # as the job records it since owners are recorded
+        meta["uid"] = uid
     search.indices.create(index=name, body={"mappings": {
-        "_meta": {"derived_views": {"view": view, "revision": name.rsplit("__", 1)[1]}},
+        "_meta": {"derived_views": meta},
         "properties": {"k": {"type": "keyword"}, "v": {"type": "long"}}}})
     for key, value in docs.items():
         search.index(index=name, id=key, body={"k": key, "v": value})
@@ -104,10 +108,10 @@ def test_switch_is_one_atomic_step_that_checks_where_the_alias_was(
     with pytest.raises(AliasConflict, match="belongs to DerivedView shop/orders"):
         session.switch_alias("", base, c, b, owner="other/view")
     with pytest.raises(RuntimeError, match="alias's target"):
-        session.drop_index("", b, "bbbb")
-    session.drop_index("", a, "aaaa")
+        session.drop_index("", b, "bbbb", owner_uid="uid-a")
+    session.drop_index("", a, "aaaa", owner_uid="uid-a")
     assert not search.indices.exists(index=a)
-    session.drop_index("", a, "aaaa")  # gone already: nothing to do
+    session.drop_index("", a, "aaaa", owner_uid="uid-a")  # gone already: nothing to do
     session.drop_alias("", base)
     assert not search.indices.exists_alias(name=base)
     session.drop_alias("", base)
@@ -189,3 +193,37 @@ def test_checks_count_and_sample_both_indexes(stack: Any, search: OpenSearch, ba
     assert (sample.sampled_active, sample.missing_from_candidate) == (49, 2)  # 50, 51
     assert (sample.sampled_candidate, sample.missing_from_active) == (50, 3)  # 0, 1, 2
     assert set(sample.examples) <= {"0", "1", "2", "50", "51"}
+
+
+def test_observe_reads_each_index_s_owner_and_a_drop_refuses_another_view_s(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    from derived_views.core.observed import IndexOwner
+    from derived_views.core.revision import revision_of
+
+    spec = _spec(base)
+    revision = revision_of(spec)
+    index = f"{base}__{revision}"
+    _index(search, index, "billing/orders", {"x": 1}, uid="uid-billing")
+    _batch(search, ledger, revision, 0, T0, offset=1)
+    session = _session(stack, ledger)
+    seen = session.observe(spec, DerivedViewStatus(), dropping=True).observed
+    assert seen.index_owners == {index: IndexOwner("billing", "orders", "uid-billing")}
+    with pytest.raises(RuntimeError, match="belongs to DerivedView billing/orders"):
+        session.drop_index("", index, revision, owner_uid="uid-shop")
+    assert search.indices.exists(index=index)
+    search.indices.refresh(index=ledger)
+    assert search.count(index=ledger)["count"] == 1  # its ledger documents stay too
+    session.drop_index("", index, revision, owner_uid="uid-billing")
+    assert not search.indices.exists(index=index)
+
+
+def test_an_index_from_before_uids_is_owned_by_the_view_it_names(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    from derived_views.core.observed import IndexOwner
+    from derived_views.core.revision import revision_of
+
+    spec = _spec(base)
+    index = f"{base}__{revision_of(spec)}"
+    _index(search, index, "shop/orders", {"x": 1})
+    seen = _session(stack, ledger).observe(spec, DerivedViewStatus(), dropping=False).observed
+    assert seen.index_owners == {index: IndexOwner("shop", "orders", "")}

@@ -4,6 +4,7 @@ and what people attach to the alias (grants, owner, dependents) across cutovers.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import secrets
 import threading
 import time
@@ -74,8 +75,8 @@ def test_switch_alias_is_guarded_and_idempotent(conn: Any, schema: str) -> None:
     pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner="ns/a")  # already there: no-op
     assert conn.execute(f'SELECT n, extra FROM "{schema}".v').fetchall() == [(2, "x")]
     with pytest.raises(RuntimeError, match="served by view"):
-        pg.drop_index(conn, schema, "v__r2", "r2")
-    pg.drop_index(conn, schema, "v__r1", "r1")
+        pg.drop_index(conn, schema, "v__r2", "r2", owner_uid="uid-a")
+    pg.drop_index(conn, schema, "v__r1", "r1", owner_uid="uid-a")
     assert set(pg.existing_tables(conn, schema, ["v__r1", "v__r2"])) == {"v__r2"}
 
 
@@ -474,3 +475,47 @@ def _secret_data(stack: Any) -> dict[str, str]:
     return {k: str(info[v]) for k, v in (("host", "host"), ("port", "port"),
                                          ("database", "dbname"), ("user", "user"),
                                          ("password", "password")) if v in info}
+
+
+def _owned(conn: Any, schema: str, table: str, namespace: str, name: str, uid: str) -> None:
+    """A table as the job creates it: its owner in the table's comment (spark_templates/README)."""
+    conn.execute(sql.SQL("CREATE TABLE {} (k text PRIMARY KEY)").format(
+        sql.Identifier(schema, table)))
+    comment = json.dumps({"derivedviews.io/owner": {"name": name, "namespace": namespace,
+                                                    "uid": uid}})
+    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(
+        sql.Identifier(schema, table), sql.Literal(comment)))
+
+
+def test_index_owners_are_read_back_from_the_tables(conn: Any, schema: str) -> None:
+    from derived_views.core.observed import IndexOwner
+    _owned(conn, schema, "v__r1", "shop", "orders", "uid-shop")
+    conn.execute(f'CREATE TABLE "{schema}".v__r2 (k text)')  # from before owners: none
+    conn.execute(f'CREATE TABLE "{schema}".v__r3 (k text)')
+    conn.execute(f"COMMENT ON TABLE \"{schema}\".v__r3 IS 'a note from the DBA'")
+    assert pg.index_owners(conn, schema, ["v__r1", "v__r2", "v__r3", "v__gone"]) == {
+        "v__r1": IndexOwner("shop", "orders", "uid-shop")}
+
+
+def test_a_drop_refuses_another_view_s_index_and_keeps_its_ledger_rows(
+        conn: Any, schema: str) -> None:
+    _ledger(conn, schema)
+    _owned(conn, schema, "v__r1", "shop", "orders", "uid-shop")
+    conn.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets) '
+                 "VALUES ('r1', 0, '{}')")
+    with pytest.raises(pg.IndexOwnedElsewhere, match="belongs to DerivedView shop/orders "
+                                                     r"\(uid uid-shop\)"):
+        pg.drop_index(conn, schema, "v__r1", "r1", owner_uid="uid-billing")
+    with pytest.raises(pg.IndexOwnedElsewhere):
+        pg.drop_index(conn, schema, "v__r1", "r1", owner_uid="")  # no claim: no drop
+    assert set(pg.existing_tables(conn, schema, ["v__r1"])) == {"v__r1"}
+    assert conn.execute(f'SELECT count(*) FROM "{schema}".dv_ledger').fetchone() == (1,)
+    pg.drop_index(conn, schema, "v__r1", "r1", owner_uid="uid-shop")
+    assert pg.existing_tables(conn, schema, ["v__r1"]) == {}
+    assert conn.execute(f'SELECT count(*) FROM "{schema}".dv_ledger').fetchone() == (0,)
+
+
+def test_an_index_with_no_recorded_owner_is_dropped_as_before(conn: Any, schema: str) -> None:
+    conn.execute(f'CREATE TABLE "{schema}".v__r1 (k text)')
+    pg.drop_index(conn, schema, "v__r1", "r1", owner_uid="uid-shop")
+    assert pg.existing_tables(conn, schema, ["v__r1"]) == {}

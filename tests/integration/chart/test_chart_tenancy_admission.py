@@ -117,3 +117,37 @@ def test_a_platform_that_trusts_python_limits_where_its_files_come_from(
                                          {"image": "registry.example/teams/spark:1"})) is None
     assert _create(custom, team, Attempt("other image",
                                          {"image": "registry.example/other:1"})) is not None
+
+
+def test_kafka_clusters_are_listed_per_namespace_and_every_server_counts(
+        kube_api_client: Any, make_namespace: Callable[[str], str],
+        install: Callable[..., Release]) -> None:
+    ns = make_namespace("op")
+    shop, billing = make_namespace("shop"), make_namespace("billing")
+    install(ns, {"watch": {"mode": "namespaces", "namespaces": [shop, billing]},
+                 "tenancy": {"kafka": {"clusters": [
+                     {"namespaces": [shop], "bootstrapServers": ["kafka.shop.svc:9093"]},
+                     {"bootstrapServers": ["kafka.platform.svc:*"]}],
+                     "deadLetterTopics": ["orders-dead"]},
+                     "checkpoints": {"authorOverride": True}}})
+    custom = client.CustomObjectsApi(kube_api_client)
+    wait_for(lambda: all(_policy_active(custom, team) for team in (shop, billing)),
+             timeout=TIMEOUT, what="the tenancy policy to refuse views in both namespaces")
+
+    def kafka(servers: str) -> Attempt:
+        return Attempt("k", source={"kafka": {"bootstrapServers": servers}})
+
+    assert _create(custom, shop, kafka("kafka.shop.svc:9093")) is None
+    assert _create(custom, billing, kafka("kafka.platform.svc:9092")) is None
+    refused = _create(custom, billing, kafka("kafka.shop.svc:9093"))
+    assert refused is not None and (
+        f"kafka.shop.svc:9093 is not a Kafka cluster the platform lists for namespace {billing}"
+        in " ".join(refused.split())), refused
+    # every server of the list must be listed by one rule
+    assert _create(custom, shop, kafka("kafka.shop.svc:9093, kafka.attacker.example:9092"))
+    assert _create(custom, shop, kafka("127.0.0.1:9092")) is not None  # the default is replaced
+    dead = {"badRecords": {"policy": "deadLetter", "deadLetterTopic": "orders-dead"}}
+    assert _create(custom, shop, Attempt("d", source={
+        "kafka": {"bootstrapServers": "kafka.shop.svc:9093"}, **dead})) is None
+    assert _create(custom, shop, Attempt("c", {"checkpointBase": "s3a://team/ck"}, source={
+        "kafka": {"bootstrapServers": "kafka.shop.svc:9093"}})) is None

@@ -91,12 +91,18 @@ CASES: list[Case] = [
     Case("neither `transform.sql` nor `transform.python`", _spec("transform", {}),
          "set exactly one of transform.sql or transform.python"),
     Case("empty `transform.sql`", _spec("transform.sql", ""), "spec.transform.sql"),
+    Case("`transform.sql` over 65536 characters",
+         _spec("transform.sql", "SELECT * FROM events -- " + "x" * 65536),
+         "spec.transform.sql: Too long"),
     Case("`transform.python.function` without `module:function`",
          _spec("transform", {"python": {"function": "build"}}),
          "spec.transform.python.function"),
     Case("empty `source.schema`", _spec("source.schema", ""), "spec.source.schema"),
     Case("no `source.schema`", _spec("source.schema", None),
          "spec.source.schema: Required value"),
+    Case("`source.schema` over 32768 characters",
+         _spec("source.schema", "order_id STRING, " + "amount DOUBLE, " * 2200 + "x INT"),
+         "spec.source.schema: Too long"),
     Case("no topics", _spec("source.topics", []), "spec.source.topics"),
     Case("a topic name Kafka refuses", _spec("source.topics", ["bad topic!"]),
          "spec.source.topics[0]"),
@@ -165,6 +171,14 @@ CASES: list[Case] = [
          "cutover.stableForSeconds must be less than cutover.progressDeadlineSeconds"),
     Case("a row-count check without a tolerance", _spec("cutover", {"checks": {"rowCount": {}}}),
          "cutover.checks.rowCount needs maxDifference (rows) and/or maxRelativeDifference"),
+    Case("an assertion's `sql` over 16384 characters",
+         _spec("cutover", {"checks": {"assertions": [
+             {"name": "big", "sql": "SELECT 1 FROM {index} WHERE " + "true AND " * 1900
+              + "true"}]}}),
+         "spec.cutover.checks.assertions[0].sql: Too long"),
+    Case("`retainPreviousSeconds` over 30 days",
+         _spec("cutover.retainPreviousSeconds", 31 * 86400),
+         "spec.cutover.retainPreviousSeconds"),
     Case("an assertion that does not read `{index}`",
          _spec("cutover", {"checks": {"assertions": [
              {"name": "neg", "sql": "SELECT 1 FROM orders__abc WHERE false"}]}}),
@@ -202,6 +216,14 @@ CASES: list[Case] = [
          "use spec.spark.driver"),
     Case("`sparkConf` setting executor instances", _conf("spark.executor.instances", "9"),
          "use spec.spark.executor"),
+    Case("`sparkConf` with more than 256 entries",
+         _spec("spark.sparkConf", {f"spark.sql.x{i}": "1" for i in range(257)}),
+         "spec.spark.sparkConf: Too many"),
+    Case("a `sparkConf` value over 4096 characters",
+         _spec("spark.sparkConf", {"spark.executor.extraJavaOptions": "-D" + "x" * 4096}),
+         "spec.spark.sparkConf.spark.executor.extraJavaOptions: Too long"),
+    Case("a `sparkConf` key over 256 characters",
+         _conf("spark." + "k" * 256), "keys must be at most 256 characters"),
     Case("an unknown `deletionPolicy`", _spec("deletionPolicy", "Orphan"),
          'spec.deletionPolicy: Unsupported value: "Orphan"'),
     Case("a view name over 63 characters", _name("v" * 64),
@@ -259,6 +281,13 @@ STALLS: list[Stall] = [
     Stall("another view owns the alias (sink table or OpenSearch alias)", "SinkTableClaimed",
           "<schema>.<table> (OpenSearch: <index>) belongs to DerivedView <ns>/<name>; two views "
           "cannot share an alias"),
+    Stall("judging the spec raised (a parser's RecursionError on a few hundred nested "
+          "parentheses, anything unforeseen)", "SpecNotJudged",
+          "<step> failed on this spec (<exception type>: <its first line>): fix the spec (for "
+          "example, less deeply nested SQL) or report this to the platform team; until then "
+          "nothing changes for this view (...) and deleting it still works"),
+    Stall("a view stored before a limit was tightened no longer validates", "InvalidSpec",
+          "spec.<field>: <what pydantic refused> (deleting it still works)"),
     Stall("a mistake only Spark finds (an unknown function, a type error, a Python transform)",
           "JobFailed (Degraded)", "the job's own first line, e.g. [UNRESOLVED_ROUTINE] ..."),
 ]

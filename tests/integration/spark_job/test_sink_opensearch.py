@@ -43,6 +43,7 @@ from dvjob.sink_opensearch import (  # noqa: E402
     BulkRefusedError,
     ForeignIndexError,
     IndexMappingMismatchError,
+    IndexOwnedElsewhereError,
     LedgerMismatchError,
     OpenSearchSink,
 )
@@ -179,6 +180,26 @@ def test_start_up_is_idempotent_but_refuses_another_revision_s_index(
     client.indices.create(index=other, body={"mappings": {"properties": {"x": {"type": "long"}}}})
     with pytest.raises(ForeignIndexError, match=r"was not created by derived views"):
         make_sink(client, names, index=other)
+
+
+def test_the_index_records_its_view_s_uid_and_another_view_s_job_writes_nothing(
+        client: OpenSearch, names: Names) -> None:
+    mine = OpenSearchSink(client=client, url="http://opensearch.test:9200", index=names.index,
+                          ledger_index=names.ledger, view=VIEW, revision=REVISION,
+                          layout=ORDERS, uid="uid-shop")
+    mine.prepare()
+    meta = client.indices.get_mapping(index=names.index)[names.index]["mappings"]["_meta"]
+    assert meta == {"derived_views": {"view": VIEW, "revision": REVISION, "uid": "uid-shop"}}
+    mine.write_batch(0, [("o1", "c1", Decimal("2.00"), False)], {"orders": {"0": 1}})
+    mine.prepare()  # its own restart
+    for uid, said in (("uid-again", "uid uid-again"), (None, "names no owner")):
+        again = OpenSearchSink(client=client, url="http://opensearch.test:9200",
+                               index=names.index, ledger_index=names.ledger, view=VIEW,
+                               revision=REVISION, layout=ORDERS, uid=uid)
+        with pytest.raises(IndexOwnedElsewhereError, match=rf"belongs to view {VIEW} \(uid "
+                           rf"uid-shop\), but .*{said}.*nothing was written"):
+            again.prepare()
+    assert list(documents(client, names.index)) == ["o1"]
 
 
 def test_start_up_refuses_the_revision_s_index_with_other_fields(

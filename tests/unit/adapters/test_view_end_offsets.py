@@ -23,8 +23,9 @@ from derived_views.reconcile import Deps, _end_offsets
 BODY = {"metadata": {"namespace": "shop", "name": "orders"}}
 
 
-def spec(topics: list[str], secret: str | None = None) -> DerivedViewSpec:
-    kafka: dict[str, Any] = {"bootstrapServers": "k:9092"}
+def spec(topics: list[str], secret: str | None = None,
+         bootstrap: str = "127.0.0.1:9092") -> DerivedViewSpec:
+    kafka: dict[str, Any] = {"bootstrapServers": bootstrap}  # loopback: the default policy's
     if secret:
         kafka["secretRef"] = {"name": secret}
     return DerivedViewSpec.model_validate({
@@ -53,6 +54,22 @@ def test_credentials_from_the_secret_reach_the_fetch_and_ends_are_the_views_topi
     assert dict(seen[0].settings) == {"security.protocol": "SASL_PLAINTEXT",
                                       "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u",
                                       "sasl.password": "p"}
+
+
+def test_a_cluster_the_policy_does_not_list_is_never_connected_to() -> None:
+    """The operator would hand the Kafka Secret to the author's host: refused before reading
+    the Secret or connecting (tenancy.kafka.clusters)."""
+    seen: list[KafkaCluster] = []
+
+    def fetch(cluster: KafkaCluster, topics: Iterable[str]) -> Fetched:
+        seen.append(cluster)
+        return Fetched({("a", 0): 4})
+
+    d = deps({"kafka": {"username": "u", "password": "p"}}, fetch)
+    got = _end_offsets(spec(["a"], "kafka", bootstrap="kafka.attacker.example:9092"),
+                       DerivedViewStatus(), BODY, d)
+    assert (got.ends, got.reason, seen) == (None, "PolicyViolation", [])
+    assert "tenancy.kafka.clusters" in (got.message or "")
 
 
 def test_a_missing_secret_is_its_own_reason() -> None:
@@ -84,4 +101,4 @@ def test_missing_topics_are_named_and_the_present_ones_resolve() -> None:
                        deps({}, lambda c, t: Fetched({("a", 0): 1}, frozenset({"typo"}))))
     assert got.ends == {("a", 0): 1}
     assert (got.missing, got.reason) == (frozenset({"typo"}), "TopicsMissing")
-    assert got.message == "topics not found on k:9092 (PLAINTEXT): typo"
+    assert got.message == "topics not found on 127.0.0.1:9092 (PLAINTEXT): typo"

@@ -118,6 +118,7 @@ def test_cel_rules_are_where_they_belong() -> None:
                           "self.stableForSeconds < self.deadlineSeconds",
                           "self.stableForSeconds < self.progressDeadlineSeconds"],
         ".spec.spark.sparkConf": [
+            "self.all(k, k.size() <= 256)",
             "!self.exists(k, k in ['spark.kubernetes.authenticate.driver.serviceAccountName', "
             "'spark.kubernetes.authenticate.executor.serviceAccountName'])",
             "!self.exists(k, k in ['spark.kubernetes.container.image', "

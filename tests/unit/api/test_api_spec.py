@@ -70,7 +70,7 @@ def mutated(path: list[str], value: Any, drop: bool = False) -> dict[str, Any]:
     (mutated(["source", "topics"], ["bad topic"]), "pattern"),
     (mutated(["source", "format"], "avro"), "'json' or 'debezium'"),
     (mutated(["sink", "postgres", "table"], "Orders"), "pattern"),
-    (mutated(["sink", "postgres", "table"], "t" * 41), "pattern"),
+    (mutated(["sink", "postgres", "table"], "t" * 41), "at most 40 characters"),
     (mutated(["transform", "sql"], None, drop=True) | {"transform": {"python": {
         "function": "not a function"}}}, "pattern"),
     (mutated(["spark"], {"driver": {"memory": "1 GB"}}), "pattern"),

@@ -76,7 +76,7 @@ def test_a_postgres_revision_is_unchanged_by_the_second_sink() -> None:
 def test_the_job_hears_of_the_index_and_the_secret_keys() -> None:
     spec = DerivedViewSpec.model_validate(OPENSEARCH)
     revision = revision_of(spec)
-    sink = job_config(spec=spec, namespace="shop", view="orders", revision=revision,
+    sink = job_config(uid="u-1", spec=spec, namespace="shop", view="orders", revision=revision,
                       checkpoint_location="/c", ledger_table="dv_ledger")["sink"]
     assert sink == {"kind": "opensearch", "table": f"orders__{revision}",
                     "primaryKey": ["order_id"], "ledgerTable": "dv_ledger"}

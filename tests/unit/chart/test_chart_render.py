@@ -468,3 +468,30 @@ def test_the_tenancy_values_reach_the_operator_and_the_admission_policy(render: 
         "values"] == ["team-a", "team-b"]
     off = render({"tenancy": {"admissionPolicy": {"enabled": False}}})
     assert not kinds(off, "ValidatingAdmissionPolicy")
+
+
+def test_the_kafka_and_checkpoint_rules_reach_the_admission_policy(render: Any) -> None:
+    """Each kafka.clusters rule is one term (its namespaces, then every server of the list); the
+    dead-letter patterns and the checkpoint rule follow the values."""
+    default = " ".join(v["expression"] for v in one(
+        render({}), "ValidatingAdmissionPolicy")["spec"]["validations"])
+    assert ("bootstrapServers.split(',').all(s, (s.trim().startsWith('127.0.0.1:') "
+            "|| s.trim().startsWith('localhost:')) && s.trim().matches(") in default
+    assert "deadLetterTopic.startsWith('dlq.')" in default
+    assert "!has(object.spec.spark.checkpointBase)" in default
+    values = {"tenancy": {"kafka": {"clusters": [
+        {"namespaces": ["shop-*"], "bootstrapServers": ["kafka.shop:9093"]},
+        {"bootstrapServers": ["kafka.platform:*"]}], "deadLetterTopics": []},
+        "checkpoints": {"authorOverride": True}}}
+    vap = one(render(values), "ValidatingAdmissionPolicy")
+    rules = " ".join(v["expression"] for v in vap["spec"]["validations"])
+    assert ("(request.namespace.startsWith('shop-')) && object.spec.source.kafka."
+            "bootstrapServers.split(',').all(s, (s.trim() == 'kafka.shop:9093') && ") in rules
+    assert "(request.namespace.startsWith('')) && " in rules  # no namespaces: every namespace
+    assert "127.0.0.1" not in rules
+    assert "|| false" in rules  # no dead-letter topic allowed
+    assert "checkpointBase" not in rules
+    none = render({"tenancy": {"kafka": {"clusters": []}}})
+    kafka_rule = next(v for v in one(none, "ValidatingAdmissionPolicy")["spec"]["validations"]
+                      if "tenancy.kafka.clusters" in v.get("messageExpression", ""))
+    assert kafka_rule["expression"] == "false"

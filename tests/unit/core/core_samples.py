@@ -8,6 +8,7 @@ from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.config import OperatorConfig
+from derived_views.core.tenancy import SECRET_LABEL, KafkaClusters, TenancyPolicy
 from derived_views.render.sparkapplication import load_template
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -53,9 +54,16 @@ def make_spec(sql: str = SQL_V1, **overrides: Any) -> DerivedViewSpec:
     return DerivedViewSpec.model_validate(spec_body(sql, **overrides))
 
 
+SAMPLE_TENANCY = TenancyPolicy(kafka_clusters=(KafkaClusters(("*",), ("kafka:9092",)),))
+"""The default policy, with the samples' cluster listed (the default allows loopback only)."""
+SECRET_LABELS = {name: {SECRET_LABEL: "true"} for name in ("views-db", "kafka-creds")}
+"""The samples' Secrets exist and are labelled for views (Observed.secret_labels)."""
+
+
 def make_config(**changes: Any) -> OperatorConfig:
     values: dict[str, Any] = dict(
         spark_template=load_template(), spark_image="registry.example/dv-job:1.0",
-        checkpoint_base="s3a://checkpoints/dv", spark_jars=("local:///opt/jars/kafka.jar",))
+        checkpoint_base="s3a://checkpoints/dv", spark_jars=("local:///opt/jars/kafka.jar",),
+        tenancy=SAMPLE_TENANCY)
     values.update(changes)
     return OperatorConfig(**values)

@@ -25,6 +25,7 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
 from derived_views.core.observed import (
+    IndexOwner,
     LedgerPosition,
     Observed,
     SinkObserved,
@@ -36,6 +37,7 @@ from derived_views.core.observed import (
 )
 from derived_views.core.patch import apply_merge_patch
 from derived_views.core.plan import plan
+from derived_views.core.tenancy import SECRET_LABEL, secrets_of
 
 SECRET_VALUES = ("pg-password-value", "kafka-password-value")
 PARTITIONS = {("orders", 0): 0, ("orders", 1): 0, ("payments", 0): 0}
@@ -118,6 +120,11 @@ class World:
     spent_checkpoints: set[str] = field(default_factory=set)
     alias: str | None = None
     alias_owner: str | None = None
+    owners: dict[str, IndexOwner] = field(default_factory=dict)
+    """Owner each index records (the job records its view's when it creates the table)."""
+    namespace: str = NAMESPACE
+    name: str = VIEW
+    uid: str = UID
     drop_blockers: tuple[str, ...] = ()
     """Others' objects depending on the alias or an index, as the sink reports them."""
     held_secrets: set[str] = field(default_factory=set)
@@ -193,6 +200,14 @@ class World:
                 self.violations.append(f"{app.name} started a fresh checkpoint over a ledger")
                 return
             app.position = {tp: 0 for tp in self.ends if tp[0] in cfg["source"]["topics"]}
+        owner = cfg["owner"]
+        recorded = self.owners.get(table)
+        if recorded is not None and recorded.uid != owner["uid"]:
+            # the real job refuses at start, before it writes anything
+            app.state, app.error = "FAILED", f"ConfigError: {table} belongs to another view"
+            return
+        if table not in self.tables:
+            self.owners[table] = IndexOwner(owner["namespace"], owner["name"], owner["uid"])
         self.tables.add(table)
         app.started = True
 
@@ -238,6 +253,7 @@ class World:
                 ledger={rev: LedgerPosition(dict(pos), at, earlier=self.earlier_batch(rev))
                         for rev, (pos, at) in self.ledger.items()},
                 alias_owner=self.alias_owner,
+                index_owners={t: o for t, o in self.owners.items() if t in self.tables},
                 drop_blockers=self.drop_blockers if self.deletion_timestamp else ())
         apps = {}
         for app in self.apps.values():
@@ -245,11 +261,12 @@ class World:
             assert seen is not None
             apps[seen.revision] = seen
         drivers = drivers_by_revision(
-            self.pods.values(), VIEW, apps,
+            self.pods.values(), self.name, apps,
             revisions_to_observe(self.spec, DerivedViewStatus.model_validate(self.status)))
         apps = with_drivers(apps, drivers)
         return Observed(
-            view=ViewObserved(namespace=NAMESPACE, name=VIEW, uid=UID, generation=self.generation,
+            view=ViewObserved(namespace=self.namespace, name=self.name, uid=self.uid,
+                              generation=self.generation,
                               annotations=dict(self.annotations),
                               finalizers=tuple(self.finalizers),
                               deletion_timestamp=self.deletion_timestamp),
@@ -259,6 +276,7 @@ class World:
                           if tp[0] not in self.missing_topics} if self.kafka_up else None),
             missing_topics=frozenset(self.missing_topics),
             sink_problem=None if self.sink_up else self.sink_problem,
+            secret_labels={n: {SECRET_LABEL: "true"} for n in secrets_of(self.spec)},
             driver_pods=drivers)
 
     def earlier_batch(self, revision: str) -> LedgerPosition | None:
@@ -312,6 +330,7 @@ class World:
                 if to not in self.tables:
                     raise ActionFailed(f"{to} does not exist")
                 self.alias = to
+                self.alias_owner = f"{self.namespace}/{self.name}"
                 self.ever_served = True
             case A.DropAlias():
                 self.alias = None
@@ -320,8 +339,14 @@ class World:
                     raise ActionFailed(f"{index} is served by the alias")
                 if any(a.config["sink"]["table"] == index for a in self.apps.values()):
                     self.violations.append(f"dropped {index} while a job object for it exists")
+                recorded = self.owners.get(index)
+                if recorded is not None and recorded.uid != self.uid:
+                    self.violations.append(f"dropped {index} of {recorded.namespace}/"
+                                           f"{recorded.name}")
+                    raise ActionFailed(f"{index} belongs to another view")  # as the adapter
                 if index in self.tables:
                     self.tables.discard(index)
+                    self.owners.pop(index, None)
                     self.ledger.pop(revision, None)
                     self.ledger_history.pop(revision, None)
                     for app_location, _ in list(self.checkpoints.items()):

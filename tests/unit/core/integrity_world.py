@@ -84,7 +84,8 @@ class IntegrityWorld(World):
         return Observed(view=seen.view, status=seen.status, config=seen.config,
                         spark_applications=seen.spark_applications, sink=sink,
                         end_offsets=seen.end_offsets, missing_topics=seen.missing_topics,
-                        sink_problem=seen.sink_problem, driver_pods=seen.driver_pods)
+                        sink_problem=seen.sink_problem, secret_labels=seen.secret_labels,
+                        driver_pods=seen.driver_pods)
 
     def apply(self, action: A.Action) -> None:
         match action:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from core_samples import NAMESPACE, SQL_V1, T0, UID, VIEW, make_config, make_spec, spec_body
+from core_samples import (
+    NAMESPACE,
+    SECRET_LABELS,
+    SQL_V1,
+    T0,
+    UID,
+    VIEW,
+    make_config,
+    make_spec,
+    spec_body,
+)
 from pydantic import ValidationError
 
 from derived_views.api.crd import crd
@@ -64,11 +74,12 @@ def test_the_policy_is_a_job_setting_not_content() -> None:
 
 def test_the_job_gets_the_policy() -> None:
     spec = with_policy({"policy": "deadLetter", "deadLetterTopic": "orders-dead"})
-    config = job_config(namespace=NAMESPACE, view=VIEW, spec=spec, revision=revision_of(spec),
+    config = job_config(uid="u-1", namespace=NAMESPACE, view=VIEW, spec=spec,
+                        revision=revision_of(spec),
                         checkpoint_location="s3a://c/x")
     assert config["source"]["badRecords"] == {"policy": "deadLetter",
                                               "deadLetterTopic": "orders-dead"}
-    plain = job_config(namespace=NAMESPACE, view=VIEW, spec=make_spec(SQL_V1),
+    plain = job_config(uid="u-1", namespace=NAMESPACE, view=VIEW, spec=make_spec(SQL_V1),
                        revision=revision_of(make_spec(SQL_V1)), checkpoint_location="s3a://c/x")
     assert plain["source"]["badRecords"] == {"policy": "fail"}
 
@@ -90,7 +101,7 @@ def observed(bad: dict[str, int]) -> Observed:
         sink=SinkObserved(frozenset({f"orders_by_customer__{R1}"}),
                           f"orders_by_customer__{R1}", {R1: LedgerPosition(ENDS, T0)},
                           bad_records=bad),
-        end_offsets=ENDS)
+        end_offsets=ENDS, secret_labels=SECRET_LABELS)
 
 
 def status_after(bad: dict[str, int]) -> DerivedViewStatus:

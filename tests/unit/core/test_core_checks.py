@@ -8,7 +8,17 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from core_samples import NAMESPACE, SQL_V1, SQL_V2, T0, UID, VIEW, make_config, make_spec
+from core_samples import (
+    NAMESPACE,
+    SECRET_LABELS,
+    SQL_V1,
+    SQL_V2,
+    T0,
+    UID,
+    VIEW,
+    make_config,
+    make_spec,
+)
 from pydantic import ValidationError
 
 from derived_views.api.spec import DerivedViewSpec
@@ -76,7 +86,8 @@ def observed(status: DerivedViewStatus, run: CheckRun | None = None) -> Observed
         spark_applications={r: SparkApplicationObserved(f"{VIEW}-{r}", r, "RUNNING")
                             for r in (V1, V2)},
         sink=SinkObserved(frozenset({I1, I2}), I1, {r: LedgerPosition(ENDS, T0) for r in (V1, V2)}),
-        end_offsets=ENDS, checks_run=None if run is None else (V2, run))
+        end_offsets=ENDS, checks_run=None if run is None else (V2, run),
+        secret_labels=SECRET_LABELS)
 
 
 def passing_run(at: dt.datetime = T0) -> dict[str, Any]:
@@ -231,17 +242,20 @@ def test_placeholders_become_the_quoted_tables() -> None:
                    f'(SELECT count(*) FROM "public"."{I1}")')
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT * FROM {index} WHERE pg_read_file('/etc/passwd') IS NOT NULL",
-    "SELECT * FROM {index} JOIN pg_authid ON true",
-    "SELECT * FROM {index} JOIN public.orders_by_customer__0000000000 o ON true",
-    "DELETE FROM {index}",
+@pytest.mark.parametrize(("sql", "why"), [
+    ("SELECT * FROM {index} WHERE pg_read_file('/etc/passwd') IS NOT NULL",
+     "function pg_read_file() is not on the allowlist of check functions"),
+    ("SELECT * FROM {index} JOIN pg_authid ON true",
+     "table pg_authid is not allowed: a check may only read {index} and {active}"),
+    ("SELECT * FROM {index} JOIN public.orders_by_customer__0000000000 o ON true",
+     "table public.orders_by_customer__0000000000 is not allowed"),
+    ("DELETE FROM {index}", "DELETE is not a SELECT; a check only reads"),
 ])
-def test_the_sql_policy_refuses_more_than_a_query_of_the_indexes(sql: str) -> None:
+def test_the_sql_policy_refuses_more_than_a_query_of_the_indexes(sql: str, why: str) -> None:
     spec = spec_with({"assertions": [{"name": "sneaky", "sql": sql}]})
     refused = checks.refused_assertion(spec, I2, I1)
     assert refused is not None and refused[0] == "sneaky"
-    assert "a check's SQL may only query {index} and {active}" in refused[1]
+    assert why in refused[1]
     assert checks.due(spec, migrating(), view(), T0) is None  # never run
 
 
@@ -315,8 +329,8 @@ def test_a_refused_check_is_reported_before_the_gate_and_never_promotes() -> Non
     actions = plan(spec, observed(migrating()), T0)
     degraded = _status(actions).condition("Degraded")
     assert degraded is not None and degraded.reason == "PolicyViolation"
-    assert degraded.message.startswith("cutover.checks.assertions sneaky: pg_sleep() reaches "
-                                       "beyond the query")
+    assert degraded.message.startswith("cutover.checks.assertions sneaky: function pg_sleep() "
+                                       "is not on the allowlist of check functions")
     assert _switches(actions) == []
 
 

@@ -15,10 +15,11 @@ R1 = "71250ff800"
 
 
 def test_sql_view_config() -> None:
-    config = job_config(namespace="shop", view="orders-by-customer", spec=make_spec(SQL_V1),
-                        revision=R1, checkpoint_location=f"s3a://c/shop/orders-by-customer/{R1}")
+    config = job_config(uid="u-1", namespace="shop", view="orders-by-customer",
+                        spec=make_spec(SQL_V1), revision=R1, checkpoint_location=f"s3a://c/shop/orders-by-customer/{R1}")
     assert config == {
         "view": "shop/orders-by-customer",
+        "owner": {"namespace": "shop", "name": "orders-by-customer", "uid": "u-1"},
         "revision": R1,
         "source": {"bootstrapServers": "kafka:9092", "topics": ["orders"], "format": "json",
                    "schema": "order_id STRING, customer_id STRING, amount DOUBLE",
@@ -36,6 +37,7 @@ def test_sql_view_config() -> None:
     parsed = parse_config(text)  # the job's own, strict validation
     assert parsed.sink.table == f"orders_by_customer__{R1}"
     assert parsed.trigger.processing_time_seconds == 1
+    assert parsed.owner is not None and parsed.owner.uid == "u-1"
 
 
 def test_python_view_config_passes_the_function_reference() -> None:
@@ -45,7 +47,7 @@ def test_python_view_config_passes_the_function_reference() -> None:
     spec = DerivedViewSpec.model_validate(body)
     from derived_views.core.revision import revision_of
     revision = revision_of(spec)
-    config = job_config(namespace="shop", view="v", spec=spec, revision=revision,
+    config = job_config(uid="u-1", namespace="shop", view="v", spec=spec, revision=revision,
                         checkpoint_location="/ckpt")
     assert config["transform"] == {"python": "views.orders:by_customer"}
     assert config["source"]["maxOffsetsPerTrigger"] == 5000
@@ -54,5 +56,12 @@ def test_python_view_config_passes_the_function_reference() -> None:
 
 def test_a_config_for_the_wrong_revision_is_refused() -> None:
     with pytest.raises(ValueError, match="not 71250ff800"):
-        job_config(namespace="shop", view="v", spec=make_spec(SQL_V2), revision=R1,
+        job_config(uid="u-1", namespace="shop", view="v", spec=make_spec(SQL_V2), revision=R1,
+                   checkpoint_location="/ckpt")
+
+
+def test_a_config_without_the_views_uid_is_refused() -> None:
+    """The job records the UID as the index's owner: a config without one could not."""
+    with pytest.raises(ValueError, match="uid"):
+        job_config(uid="", namespace="shop", view="v", spec=make_spec(SQL_V1), revision=R1,
                    checkpoint_location="/ckpt")

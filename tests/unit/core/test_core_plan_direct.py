@@ -5,7 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from core_samples import NAMESPACE, SQL_V1, SQL_V2, T0, UID, VIEW, make_config, make_spec
+from core_samples import (
+    NAMESPACE,
+    SECRET_LABELS,
+    SQL_V1,
+    SQL_V2,
+    T0,
+    UID,
+    VIEW,
+    make_config,
+    make_spec,
+)
 
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
@@ -46,7 +56,7 @@ def observed(status: dict[str, Any], *, indexes: set[str], alias: str | None,
                             for r, state in apps.items()},
         sink=SinkObserved(frozenset(indexes), alias,
                           {r: LedgerPosition(p, T0) for r, p in ledger.items()}),
-        end_offsets=ends)
+        end_offsets=ends, secret_labels=SECRET_LABELS)
 
 
 def test_no_promotion_while_the_index_table_is_missing() -> None:

@@ -20,6 +20,7 @@ from derived_views.core.sql_check import (
     aggregate_functions,
     check_spec,
     check_sql,
+    unsafe_sql,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -84,7 +85,8 @@ VALID: list[tuple[str, str]] = [
                  "FROM events"),
     ("order_id", "SELECT order_id FROM events WHERE ts > now() - INTERVAL 1 DAY "
                  "AND order_id RLIKE '^a' AND amount <=> NULL"),
-    ("order_id", "SELECT order_id, v:price::double AS p FROM events"),  # variant path
+    ("order_id", "SELECT order_id, variant_get(parse_json(order_id), '$.price', 'double') AS p "
+                 "FROM events"),
     ("order_id", "SELECT order_id, amount FROM events LEFT ANTI JOIN events e2 USING (order_id)"),
     ("order_id", "SELECT order_id, percentile_cont(0.5) WITHIN GROUP (ORDER BY amount) AS p "
                  "FROM events GROUP BY order_id"),
@@ -141,6 +143,14 @@ INVALID: list[tuple[str, str, str]] = [
 @pytest.mark.parametrize(("key", "sql"), VALID)
 def test_valid_spark_sql_is_never_refused(key: str, sql: str) -> None:
     assert check_sql(sql, FIELDS, "json", (key,)) is None
+    assert unsafe_sql(sql) is None  # every function it calls is on the allowlist
+
+
+def test_the_variant_path_sqlglot_cannot_read_is_refused_with_the_spelling_it_can() -> None:
+    spec = _spec("order_id STRING, v VARIANT", "SELECT order_id, v:price::double AS p FROM events")
+    refusal = check_spec(spec)
+    assert refusal is not None and refusal.reason == "InvalidTransform"
+    assert "variant_get(v, '$.a.b', 'string')" in refusal.message
 
 
 @pytest.mark.parametrize(("key", "sql", "expected"), INVALID)
@@ -233,7 +243,7 @@ def _documents() -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-DELIBERATELY_INVALID = {"admission_catalogue.py"}
+DELIBERATELY_INVALID = {"admission_catalogue.py", "hostile_transforms.py"}
 """Sources whose SQL examples are wrong on purpose (the catalogue of refusals)."""
 
 

@@ -83,10 +83,26 @@ def test_contract_fields() -> None:
 def test_user_spark_conf_is_merged_over_the_template_defaults() -> None:
     conf = render()["spec"]["sparkConf"]
     assert conf == {"spark.sql.shuffle.partitions": "8", "spark.sql.session.timeZone": "UTC",
-                    "spark.ui.enabled": "false"}
+                    "spark.ui.enabled": "false", "spark.sql.variable.substitute": "false"}
     body = copy.deepcopy(BODY)
     del body["spark"]["sparkConf"]
     assert render(body)["spec"]["sparkConf"]["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_variable_substitution_is_off_whatever_the_author_or_template_says() -> None:
+    """`${env:PGPASSWORD}` in SQL stays text: the platform's setting is rendered last."""
+    body = copy.deepcopy(BODY)
+    body["spark"]["sparkConf"] = {"spark.sql.variable.substitute": "true"}
+    assert render(body)["spec"]["sparkConf"]["spark.sql.variable.substitute"] == "false"
+    template = load_template().replace(
+        "spark.sql.session.timeZone: UTC", "spark.sql.session.timeZone: UTC\n    "
+        "spark.sql.variable.substitute: \"true\"")
+    assert "substitute" in template
+    manifest = render_spark_application(
+        template, config=CONFIG, namespace="shop", view="v", uid="u",
+        spec=DerivedViewSpec.model_validate(BODY), revision=REVISION,
+        checkpoint_location="s3a://checkpoints/dv/x")
+    assert manifest["spec"]["sparkConf"]["spark.sql.variable.substitute"] == "false"
 
 
 def test_arguments_carry_the_job_config_the_job_accepts() -> None:

@@ -1,0 +1,57 @@
+"""Which of a sink's indexes belong to this view: decided by the owner each index records.
+
+Index names hash the content, so two views of the same content and sink table (in two
+namespaces, or a view deleted and re-created under its name) name the same index. The
+name proves nothing: each index records the view (namespace, name, UID) whose job created
+it, and a view never resumes into, switches to or drops an index recorded for another.
+
+An index with no recorded owner predates the record. It is judged the way the operator
+judged it before: the alias's owner when the alias serves it (a foreign alias is refused
+as `SinkTableClaimed` already), else this view's by name. Refusing them instead would
+stall every view on upgrade; the next job started for such an index records its owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from derived_views.core.observed import IndexOwner, SinkObserved, ViewObserved
+
+INDEX_OWNED_BY_ANOTHER_VIEW = "IndexOwnedByAnotherView"
+
+
+def is_owner(owner: IndexOwner, view: ViewObserved) -> bool:
+    """The same view: same UID (a view re-created under its name is another view); an owner
+    recorded without a UID by namespace/name."""
+    if owner.uid:
+        return owner.uid == view.uid
+    return (owner.namespace, owner.name) == (view.namespace, view.name)
+
+
+def foreign_indexes(sink: SinkObserved | None, view: ViewObserved) -> dict[str, IndexOwner]:
+    """Index -> its owner, for the observed indexes recorded as another view's."""
+    if sink is None:
+        return {}
+    owners: Mapping[str, IndexOwner] = sink.index_owners
+    return {index: owner for index, owner in owners.items()
+            if index in sink.indexes and not is_owner(owner, view)}
+
+
+def first_refused(indexes: Iterable[str | None], foreign: Mapping[str, IndexOwner]
+                  ) -> tuple[str, IndexOwner] | None:
+    """The first of `indexes` (in order) that is another view's."""
+    for index in indexes:
+        if index is not None and index in foreign:
+            return index, foreign[index]
+    return None
+
+
+def refusal_message(index: str, owner: IndexOwner, view: ViewObserved, where: str,
+                    base_field: str, active: str | None) -> str:
+    """Why nothing of this view touches `index`, and what to do."""
+    serving = (f"; revision {active} keeps serving {where}" if active
+               else f"; {where} is left as it is")
+    return (f"index {index} belongs to {owner.describe()}, not to this view "
+            f"({view.namespace}/{view.name}, uid {view.uid}): no job of this view writes into "
+            f"it and it is never switched to or dropped by this view{serving}; choose another "
+            f"{base_field}, or delete the other view (or, if it is gone, drop that index)")

@@ -1,0 +1,193 @@
+"""Two namespaces, one database: a view never takes over another view's index.
+
+Two views with the same SQL and the same sink table in two namespaces name the same index
+(`<table>__<revision>`: the revision hashes the content). The first view's job records its
+view (namespace, name, UID) on the index it creates; the second view is refused (Stalled,
+no job), and deleting it with deletionPolicy Delete leaves the first's index, alias, owner
+record and ledger rows exactly as they were, while a producer writes throughout and the
+alias is compared with the test's own recomputation of every record.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from test_day_one import orders_backlog, view_body
+
+from dvstack import replay
+from dvstack.waiting import wait_for
+
+REFUSALS = ("IndexOwnedByAnotherView", "SinkTableClaimed")
+"""The second view's Stalled reason: the index's recorded owner, or (once the first serves)
+the alias's."""
+
+
+def _owner(dsn: str, table: str) -> dict[str, str] | None:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')",
+                           (f'public."{table}"',)).fetchone()
+    if row is None or row[0] is None:
+        return None
+    owner: dict[str, str] = json.loads(row[0])["derivedviews.io/owner"]
+    return owner
+
+
+def _relations(dsn: str, table: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT relname FROM pg_class c JOIN pg_namespace n "
+                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
+                            "AND c.relkind IN ('r', 'p', 'v') "
+                            "AND (relname = %s OR relname LIKE %s) ORDER BY 1",
+                            (table, f"{table}\\_\\_%")).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _ledger_rows(dsn: str, revision: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM dv_ledger WHERE revision = %s",
+                           (revision,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _apps(custom: Any, namespace: str) -> list[str]:
+    found = custom.list_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
+                                                 "sparkapplications")
+    return [str(item["metadata"]["name"]) for item in found.get("items", [])]
+
+
+def _delete(custom: Any, handle: ViewHandle) -> None:
+    try:
+        custom.delete_namespaced_custom_object(G, V, handle.namespace, P, handle.name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_drops_nothing(
+        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
+    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    topic, backlog = orders_backlog(stack, core, namespace, 3_000, seed=83)
+    other_ns = f"t-{uuid.uuid4().hex[:10]}"
+    replay.ensure_namespace_and_sink_secret(core, other_ns, "views-db", stack.pg)
+    replay.ensure_checkpoint_secret(core, other_ns, stack.s3)
+    table = f"twins_{uuid.uuid4().hex[:8]}"
+    first = ViewHandle(custom, namespace, "orders")
+    second = ViewHandle(custom, other_ns, "orders")
+    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=20, seed=89).start()
+    try:
+        custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
+            namespace, "orders", stack.kafka_bootstrap, topic, table))
+        wait_for(lambda: bool(first.status().get("revision")), timeout=120, interval=0.5,
+                 what="the first view's revision")
+        revision = str(first.status()["revision"])
+        index = f"{table}__{revision}"
+        first_uid = str(first.get()["metadata"]["uid"])
+        # Its job has created the index and recorded its owner: the same content in another
+        # namespace now names an index that is not its own.
+        wait_for(lambda: _owner(stack.pg_dsn, index) is not None, timeout=600, interval=1,
+                 what="the first view's job to create its index")
+        assert _owner(stack.pg_dsn, index) == {"namespace": namespace, "name": "orders",
+                                               "uid": first_uid}
+        custom.create_namespaced_custom_object(G, V, other_ns, P, view_body(
+            other_ns, "orders", stack.kafka_bootstrap, topic, table))
+        wait_for(lambda: second.condition("Stalled").get("reason") in REFUSALS, timeout=120,
+                 interval=0.5, what="the second view to be refused")
+        refusal = second.condition("Stalled")
+        message = str(refusal.get("message"))
+        assert f"{namespace}/orders" in message
+        if refusal.get("reason") == "IndexOwnedByAnotherView":  # before the first served
+            assert index in message and first_uid in message
+        assert second.status().get("revision") == revision  # same content, same index name
+        assert _apps(custom, other_ns) == []
+
+        first.wait_serving_new(None, "the first view to serve", timeout=900)
+        assert first.active() == revision
+        assert second.condition("Stalled").get("reason") in REFUSALS
+        assert _apps(custom, other_ns) == []
+
+        # Deleting the refused view (deletionPolicy Delete) drops nothing of the first's.
+        relations = _relations(stack.pg_dsn, table)
+        assert relations == sorted([table, index])
+        ledger_before = _ledger_rows(stack.pg_dsn, revision)
+        assert ledger_before > 0
+        _delete(custom, second)
+        wait_for(second.gone, timeout=120, interval=0.5, what="the second view to be deleted")
+        assert _relations(stack.pg_dsn, table) == relations
+        assert _owner(stack.pg_dsn, index) == {"namespace": namespace, "name": "orders",
+                                               "uid": first_uid}
+        assert _ledger_rows(stack.pg_dsn, revision) >= ledger_before  # the job still commits
+        assert first.ready() and first.active() == revision
+
+        live = producer.stop()
+        assert producer.failures == []
+        wait_alias_equals(stack.pg_dsn, table, backlog + live, ["orders", "revenue"],
+                          "the first view's alias to hold every record produced")
+    finally:
+        producer.stop()
+        for handle in (second, first):  # before the operator stops: it releases them
+            _delete(custom, handle)
+        wait_for(lambda: second.gone() and first.gone(), timeout=180, interval=0.5,
+                 what="both views to be deleted")
+        try:
+            core.delete_namespace(other_ns)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+    assert _relations(stack.pg_dsn, table) == []
+    assert _ledger_rows(stack.pg_dsn, revision) == 0
+
+
+def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion_spares_the_other(
+        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
+    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    topic, backlog = orders_backlog(stack, core, namespace, 2_000, seed=97)
+    other_ns = f"t-{uuid.uuid4().hex[:10]}"
+    replay.ensure_namespace_and_sink_secret(core, other_ns, "views-db", stack.pg)
+    replay.ensure_checkpoint_secret(core, other_ns, stack.s3)
+    kept_table, gone_table = (f"same_{uuid.uuid4().hex[:8]}" for _ in range(2))
+    kept = ViewHandle(custom, namespace, "orders")
+    gone = ViewHandle(custom, other_ns, "orders")
+    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=20, seed=101).start()
+    kept_revision = ""
+    try:
+        custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
+            namespace, "orders", stack.kafka_bootstrap, topic, kept_table))
+        custom.create_namespaced_custom_object(G, V, other_ns, P, view_body(
+            other_ns, "orders", stack.kafka_bootstrap, topic, gone_table))
+        kept_revision = kept.wait_serving_new(None, "the first view to serve", timeout=900)
+        gone_revision = gone.wait_serving_new(None, "the second view to serve", timeout=900)
+        assert kept_revision != gone_revision  # the table is content: no shared index name
+        kept_index = f"{kept_table}__{kept_revision}"
+        assert _owner(stack.pg_dsn, kept_index) == {
+            "namespace": namespace, "name": "orders", "uid": str(kept.get()["metadata"]["uid"])}
+        assert _owner(stack.pg_dsn, f"{gone_table}__{gone_revision}") == {
+            "namespace": other_ns, "name": "orders", "uid": str(gone.get()["metadata"]["uid"])}
+        _delete(custom, gone)
+        wait_for(gone.gone, timeout=180, interval=0.5, what="the second view to be deleted")
+        assert _relations(stack.pg_dsn, gone_table) == []
+        assert _ledger_rows(stack.pg_dsn, gone_revision) == 0
+        assert _relations(stack.pg_dsn, kept_table) == sorted([kept_table, kept_index])
+        assert kept.ready() and kept.active() == kept_revision
+        live = producer.stop()
+        assert producer.failures == []
+        wait_alias_equals(stack.pg_dsn, kept_table, backlog + live, ["orders", "revenue"],
+                          "the remaining view's alias to hold every record produced")
+    finally:
+        producer.stop()
+        for handle in (gone, kept):  # before the operator stops: it releases them
+            _delete(custom, handle)
+        wait_for(lambda: gone.gone() and kept.gone(), timeout=180, interval=0.5,
+                 what="both views to be deleted")
+        try:
+            core.delete_namespace(other_ns)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+    assert _relations(stack.pg_dsn, kept_table) == []
