@@ -4,15 +4,14 @@ A view's author is not trusted with the job's credentials: its driver holds the
 sink's password in the environment and may reach the cluster's network. Spark
 SQL has ways out of a query (`reflect('java.lang.System', 'getenv', ...)`,
 `java_method`, `SELECT TRANSFORM(...) USING 'cmd'`, `ADD JAR`, `INSERT
-OVERWRITE DIRECTORY`, `parquet.\\`path\\`` relations), and so has PostgreSQL
-(`pg_read_file`, `COPY ... PROGRAM`, `query_to_xml` running a string as SQL).
-This is the operator's check, made before any job starts or any check query
-runs; the job repeats it with Spark's own parser (spark_templates/dvjob), which
-is the authority when sqlglot cannot read a query.
+OVERWRITE DIRECTORY`, `parquet.\\`path\\`` relations, `EXECUTE IMMEDIATE`).
+This is the operator's check, made before any job starts, for fast feedback;
+the job's guard (spark_templates/dvjob/sql_guard.py) decides with Spark's own
+parser and analyzer, on the same allowlists. Check SQL for PostgreSQL is judged
+by PostgreSQL's own parser instead (core/check_sql.py).
 
-Refusal is positive where it can be: the statement must be a query, the
-relations it reads must be the ones it is given (or its own CTEs), and in Spark
-every function must be a built-in on the job's own allowlist
+Refusal is positive where it can be: the statement must be a query, it reads no
+file or catalog relation, and every function must be a built-in on the job's allowlist
 (core/spark_allowlist.py). Spark SQL is first read by a lexer that follows
 Spark's (core/spark_lexer.py), so comment, string and `${...}` tricks where
 Spark and sqlglot would read different queries are refused, and it fails closed:
@@ -32,25 +31,6 @@ from sqlglot.errors import ParseError, SqlglotError
 from derived_views.core.spark_allowlist import FUNCTIONS, REFUSED_FUNCTIONS, TABLE_FUNCTIONS
 from derived_views.core.spark_lexer import SqlTextError, lex
 
-SPARK_JVM_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
-"""Spark 4.0 functions that call an arbitrary Java method (FunctionRegistry: CallMethodViaReflection
-under three names): `reflect('java.lang.System', 'getenv', 'PGPASSWORD')` reads the sink's password."""
-POSTGRES_UNSAFE_FUNCTIONS = frozenset({
-    "pg_read_file", "pg_read_binary_file", "pg_ls_dir", "pg_stat_file", "pg_ls_logdir",
-    "pg_ls_waldir", "pg_ls_tmpdir", "pg_ls_archive_statusdir", "lo_import", "lo_export",
-    "lo_get", "lo_put", "lo_from_bytea",
-    "dblink", "dblink_exec", "dblink_connect", "dblink_connect_u", "dblink_send_query",
-    "query_to_xml", "query_to_xml_and_xmlschema", "query_to_xmlschema", "cursor_to_xml",
-    "table_to_xml", "database_to_xml", "schema_to_xml",
-    "set_config", "pg_terminate_backend", "pg_cancel_backend", "pg_reload_conf",
-    "pg_rotate_logfile", "pg_advisory_lock", "pg_advisory_xact_lock", "pg_sleep",
-    "pg_sleep_for", "pg_sleep_until", "pg_notify", "nextval", "setval",
-})
-"""PostgreSQL functions that read server files, reach other servers, run a string as SQL
-(escaping this check), change settings, signal other sessions, or write sequences/large
-objects or hold locks (a read-only transaction refuses only some of these)."""
-
-UNSAFE_FUNCTIONS = {"spark": SPARK_JVM_FUNCTIONS, "postgres": POSTGRES_UNSAFE_FUNCTIONS}
 SPARK_SYNTAX = frozenset({"try_cast"})
 """Calls Spark parses as syntax, not through its function registry."""
 MAX_SQL_CHARS = 65536
@@ -68,78 +48,43 @@ ONLY_QUERIES = ("a view's SQL may only query {tables}: a SELECT (or WITH ... SEL
                 "environment or files")
 
 
-def unsafe_sql(sql: str, *, dialect: str = "spark",
-               tables: Iterable[str] = ("events",), shown: str | None = None) -> str | None:
-    """Why `sql` is more than a query over `tables` (a message), or None.
+def unsafe_sql(sql: str, *, tables: Iterable[str] = ("events",),
+               shown: str | None = None) -> str | None:
+    """Why Spark SQL `sql` is more than a query over `tables` (a message), or None.
 
-    In PostgreSQL a table may be named `schema.table`, as PostgreSQL folds it. `shown`
-    names the tables in the message instead (e.g. placeholders the caller substituted).
-    Spark SQL that cannot be read (too long, ambiguous text, not parsed by sqlglot, or
-    anything failing while judged) is refused. In PostgreSQL, None when sqlglot cannot
-    parse the SQL: the caller's syntax check reports that.
+    `shown` names the tables in the message instead. SQL that cannot be read (too long,
+    ambiguous text, too deep, not parsed by sqlglot, or anything failing while judged) is
+    refused. Check SQL for PostgreSQL is judged by PostgreSQL's own parser (core.check_sql).
     """
-    allowed = set(tables) if dialect != "spark" else {t.lower() for t in tables}
+    allowed = {t.lower() for t in tables}
     shown = shown or ", ".join(f"`{t}`" for t in sorted(allowed))
-    if dialect == "spark":
-        return _unsafe_spark(sql, frozenset(allowed), shown)
-    try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
-    except SqlglotError:
-        return None
-    for statement in statements:
-        problem = _statement_problem(statement, dialect, allowed)
-        if problem is not None:
-            return f"{problem}; {ONLY_QUERIES.format(tables=shown)}"
-    return None
+    return _unsafe_spark(sql, shown)
 
 
-def _statement_problem(statement: exp.Expr, dialect: str, allowed: set[str]) -> str | None:
+def _statement_problem(statement: exp.Expr) -> str | None:
     if not isinstance(statement, exp.Query):
-        words = (statement.sql(dialect=dialect).split() or [statement.key])[:2]
+        words = (statement.sql(dialect="spark").split() or [statement.key])[:2]
         return f"{' '.join([words[0].upper(), *words[1:]])} is a command, not a query"
     for node in statement.walk():
-        problem = _node_problem(node, dialect)
+        problem = _node_problem(node)
         if problem is not None:
             return problem
-    own = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
     for table in statement.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             continue  # a table-valued function (range, explode, ...): judged by its name above
-        qualified = table.args.get("db") or table.args.get("catalog")
-        spelt = table.sql(dialect=dialect)
-        if dialect == "spark" and qualified:
-            return f"{spelt} reads a file or a catalog table"
+        if table.args.get("db") or table.args.get("catalog"):
+            return f"{table.sql(dialect='spark')} reads a file or a catalog table"
         # Spark's catalog holds nothing but `events`: another plain name is a mistake the
-        # SQL check reports in Spark's words. PostgreSQL resolves one through search_path
-        # (pg_catalog first), so there it is refused here unless named with its schema.
-        if dialect != "spark" and _pg_name(table) not in allowed | (set() if qualified else own):
-            return f"{spelt} is not a relation this SQL may read"
+        # SQL check reports in Spark's words.
     return None
 
 
-def _pg_name(table: exp.Table) -> str:
-    """`schema.table` (or `table`) as PostgreSQL folds it; a catalog never matches."""
-    if table.args.get("catalog"):
-        return ""
-    db = table.args.get("db")
-    name = table.name if table.this.quoted else table.name.lower()
-    if db is None:
-        return name
-    schema = db.name if db.quoted else db.name.lower()
-    return f"{schema}.{name}"
-
-
-def _node_problem(node: exp.Expr, dialect: str) -> str | None:
+def _node_problem(node: exp.Expr) -> str | None:
     if isinstance(node, exp.QueryTransform):
         return "TRANSFORM ... USING runs a command on the job's pods"
     if isinstance(node, (exp.Into, exp.Lock)):
         return f"{node.key.upper()} is not a read"
-    if dialect == "spark":
-        return _spark_function_problem(node)
-    name = _function_name(node)
-    if name is not None and name in UNSAFE_FUNCTIONS.get(dialect, frozenset()):
-        return f"{name}() reaches beyond the query"
-    return None
+    return _spark_function_problem(node)
 
 
 def _spark_function_problem(node: exp.Expr) -> str | None:
@@ -172,10 +117,13 @@ def _shown(name: str) -> str:
     return name if len(name) <= SHOWN_NAME else f"{name[:SHOWN_NAME]}..."
 
 
-def _unsafe_spark(sql: str, allowed: frozenset[str], shown: str) -> str | None:
+def _unsafe_spark(sql: str, shown: str) -> str | None:
     rule = ONLY_QUERIES.format(tables=shown)
     if len(sql) > MAX_SQL_CHARS:
         return (f"{len(sql)} characters, more than the {MAX_SQL_CHARS} a view's SQL may have; "
+                f"{rule}")
+    if _paren_depth(sql) > MAX_DEPTH:  # before any parser recurses (the job's own rule)
+        return (f"the query nests deeper than {MAX_DEPTH} levels of parentheses: simplify it; "
                 f"{rule}")
     try:
         statements = parse_spark(sql)
@@ -190,12 +138,22 @@ def _unsafe_spark(sql: str, allowed: frozenset[str], shown: str) -> str | None:
             if _deeper_than(statement, MAX_DEPTH):
                 return (f"the query nests deeper than {MAX_DEPTH} levels: simplify it "
                         f"(the job refuses the same); {rule}")
-            problem = _statement_problem(statement, "spark", set(allowed))
+            problem = _statement_problem(statement)
             if problem is not None:
                 return f"{problem}; {rule}"
     except (RecursionError, MemoryError):
         return f"the query nests too deeply to be checked: simplify it; {rule}"
     return None
+
+
+def _paren_depth(sql: str) -> int:
+    """The deepest parenthesis nesting, counting those in strings too, as the job does: it
+    can only refuse more, and it costs one scan instead of a recursion per level."""
+    depth = deepest = 0
+    for ch in sql:
+        depth += (ch == "(") - (ch == ")")
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _deeper_than(tree: exp.Expr, limit: int) -> bool:
@@ -226,10 +184,3 @@ def parse_spark(sql: str) -> tuple[exp.Expr, ...]:
             raise first from None
     return tuple(s for s in parsed if s is not None)
 
-
-def _function_name(node: exp.Expr) -> str | None:
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return None
