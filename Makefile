@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo demo-cdc test test-fast faults stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
+.PHONY: setup demo demo-cdc test test-fast faults security-doc stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
 
 $(STAMP): pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -61,6 +61,10 @@ rbac-doc: stack-up
 ## admission-doc: regenerate docs/admission.md from the local API server's refusals
 admission-doc: stack-up
 	DV_WRITE_DOCS=1 $(PY) -m dvstack test -- tests/integration/resource/test_admission_catalogue.py -q
+
+## security-doc: docs/security.md's generated part, from the hostile corpora's last results
+security-doc:
+	$(PY) stack/security-doc.py $${DV_STATE_DIR:-.stack}/results docs/security.md
 
 ## bench: replay rates against same-run baselines, linearity, VIEWS views on one operator; writes docs/performance.md
 VIEWS ?= 1000

@@ -131,15 +131,7 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
                           "the first view's alias to hold every record produced")
     finally:
         producer.stop()
-        for handle in (second, first):  # before the operator stops: it releases them
-            _delete(custom, handle)
-        wait_for(lambda: second.gone() and first.gone(), timeout=180, interval=0.5,
-                 what="both views to be deleted")
-        try:
-            core.delete_namespace(other_ns)
-        except ApiException as exc:
-            if exc.status not in (404, 409):
-                raise
+        _delete_views_and_namespace(core, custom, (second, first), other_ns)
     assert _relations(stack.pg_dsn, table) == []
     assert _ledger_rows(stack.pg_dsn, revision) == 0
 
@@ -181,13 +173,20 @@ def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion
                           "the remaining view's alias to hold every record produced")
     finally:
         producer.stop()
-        for handle in (gone, kept):  # before the operator stops: it releases them
-            _delete(custom, handle)
-        wait_for(lambda: gone.gone() and kept.gone(), timeout=180, interval=0.5,
-                 what="both views to be deleted")
-        try:
-            core.delete_namespace(other_ns)
-        except ApiException as exc:
-            if exc.status not in (404, 409):
-                raise
+        _delete_views_and_namespace(core, custom, (gone, kept), other_ns)
     assert _relations(stack.pg_dsn, kept_table) == []
+
+
+def _delete_views_and_namespace(core: Any, custom: Any, handles: tuple[ViewHandle, ...],
+                                other_ns: str) -> None:
+    """Delete the views (before the operator stops: it releases them), then the second
+    namespace the test made."""
+    for handle in handles:
+        _delete(custom, handle)
+    wait_for(lambda: all(h.gone() for h in handles), timeout=180, interval=0.5,
+             what="both views to be deleted")
+    try:
+        core.delete_namespace(other_ns)
+    except ApiException as exc:
+        if exc.status not in (404, 409):
+            raise
