@@ -98,16 +98,11 @@ class PassRecord:
     source: SourceOffsets | None = None
 
 
-def _invalid_spec_status(body: dict[str, Any], message: str, now: dt.datetime,
-                         reason: str = unjudged.INVALID_SPEC) -> dict[str, Any] | None:
-    """The Stalled status of a spec that cannot run (core.unjudged); None when the stored
-    status already says so, so an unjudged view is not written to on every poll."""
-    return unjudged.stalled_status(body, reason, message, now)
-
-
 def _stall(body: dict[str, Any], deps: Deps, now: dt.datetime, reason: str, message: str
            ) -> None:
-    patch = _invalid_spec_status(body, message, now, reason)
+    """Write the Stalled status of a spec that cannot run (core.unjudged); nothing when the
+    stored status already says so, so an unjudged view is not written to on every poll."""
+    patch = unjudged.stalled_status(body, reason, message, now)
     if patch is not None:
         deps.kube.patch_view_status(body["metadata"]["namespace"], body["metadata"]["name"],
                                     patch)

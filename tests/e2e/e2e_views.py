@@ -43,6 +43,24 @@ def alias_rows(dsn: str, table: str, columns: list[str]) -> dict[str, tuple[Any,
     return {r[0]: tuple(round(float(x), 6) for x in r[1:]) for r in rows}
 
 
+def sink_relations(dsn: str, table: str) -> list[str]:
+    """The alias and every index table of `table` left in schema public."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT relname FROM pg_class c JOIN pg_namespace n "
+                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
+                            "AND c.relkind IN ('r', 'p', 'v', 'm') "  # not the tables' indexes
+                            "AND (relname = %s OR relname LIKE %s) ORDER BY 1",
+                            (table, f"{table}\\_\\_%")).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def ledger_rows(dsn: str, revision: str) -> int:
+    """The ledger rows a revision's job committed (every view's ledger is dv_ledger)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM dv_ledger WHERE revision = %s",
+                           (revision,)).fetchone()
+    return int(row[0]) if row else 0
+
 def parse_time(value: str) -> dt.datetime:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 

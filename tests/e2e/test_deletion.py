@@ -12,9 +12,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from e2e_views import (
+    G,
+    LiveProducer,
+    P,
+    V,
+    ViewHandle,
+    ledger_rows,
+    sink_relations,
+    wait_alias_equals,
+)
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_day_one import view_body
@@ -25,22 +33,6 @@ from dvstack.waiting import wait_for
 SECRET_FINALIZER = "derivedviews.io/sink-secret"  # written out: the test's own expectation
 
 
-def _relations(dsn: str, table: str) -> list[str]:
-    """The alias and every index table of `table` left in schema public."""
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT relname FROM pg_class c JOIN pg_namespace n "
-                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
-                            "AND c.relkind IN ('r', 'p', 'v', 'm') "  # not the tables' indexes
-                            "AND (relname = %s OR relname LIKE %s) ORDER BY 1",
-                            (table, f"{table}\\_\\_%")).fetchall()
-    return [str(r[0]) for r in rows]
-
-
-def _ledger_rows(dsn: str, revision: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM dv_ledger WHERE revision = %s",
-                           (revision,)).fetchone()
-    return int(row[0]) if row else 0
 
 
 def test_a_view_whose_secret_is_gone_is_deleted_and_says_what_stayed(
@@ -91,8 +83,8 @@ def test_deleting_the_namespace_of_a_healthy_delete_view_drops_its_alias_and_ind
         assert producer.failures == []
         wait_alias_equals(stack.pg_dsn, table, backlog + live, ["orders", "revenue"],
                           "the alias to hold every record produced")
-        assert _relations(stack.pg_dsn, table) == sorted([table, f"{table}__{revision}"])
-        assert _ledger_rows(stack.pg_dsn, revision) > 0
+        assert sink_relations(stack.pg_dsn, table) == sorted([table, f"{table}__{revision}"])
+        assert ledger_rows(stack.pg_dsn, revision) > 0
 
         core.delete_namespace(doomed)
 
@@ -112,5 +104,5 @@ def test_deleting_the_namespace_of_a_healthy_delete_view_drops_its_alias_and_ind
         except ApiException as exc:
             if exc.status not in (404, 409):  # gone, or already terminating
                 raise
-    assert _relations(stack.pg_dsn, table) == []
-    assert _ledger_rows(stack.pg_dsn, revision) == 0
+    assert sink_relations(stack.pg_dsn, table) == []
+    assert ledger_rows(stack.pg_dsn, revision) == 0

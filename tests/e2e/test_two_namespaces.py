@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from e2e_views import (
+    G,
+    LiveProducer,
+    P,
+    V,
+    ViewHandle,
+    ledger_rows,
+    sink_relations,
+    wait_alias_equals,
+)
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from test_day_one import orders_backlog, view_body
@@ -39,21 +48,6 @@ def _owner(dsn: str, table: str) -> dict[str, str] | None:
     return owner
 
 
-def _relations(dsn: str, table: str) -> list[str]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT relname FROM pg_class c JOIN pg_namespace n "
-                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
-                            "AND c.relkind IN ('r', 'p', 'v') "
-                            "AND (relname = %s OR relname LIKE %s) ORDER BY 1",
-                            (table, f"{table}\\_\\_%")).fetchall()
-    return [str(r[0]) for r in rows]
-
-
-def _ledger_rows(dsn: str, revision: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM dv_ledger WHERE revision = %s",
-                           (revision,)).fetchone()
-    return int(row[0]) if row else 0
 
 
 def _apps(custom: Any, namespace: str) -> list[str]:
@@ -113,16 +107,16 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
         assert _apps(custom, other_ns) == []
 
         # Deleting the refused view (deletionPolicy Delete) drops nothing of the first's.
-        relations = _relations(stack.pg_dsn, table)
+        relations = sink_relations(stack.pg_dsn, table)
         assert relations == sorted([table, index])
-        ledger_before = _ledger_rows(stack.pg_dsn, revision)
+        ledger_before = ledger_rows(stack.pg_dsn, revision)
         assert ledger_before > 0
         _delete(custom, second)
         wait_for(second.gone, timeout=120, interval=0.5, what="the second view to be deleted")
-        assert _relations(stack.pg_dsn, table) == relations
+        assert sink_relations(stack.pg_dsn, table) == relations
         assert _owner(stack.pg_dsn, index) == {"namespace": namespace, "name": "orders",
                                                "uid": first_uid}
-        assert _ledger_rows(stack.pg_dsn, revision) >= ledger_before  # the job still commits
+        assert ledger_rows(stack.pg_dsn, revision) >= ledger_before  # the job still commits
         assert first.ready() and first.active() == revision
 
         live = producer.stop()
@@ -132,8 +126,8 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
     finally:
         producer.stop()
         _delete_views_and_namespace(core, custom, (second, first), other_ns)
-    assert _relations(stack.pg_dsn, table) == []
-    assert _ledger_rows(stack.pg_dsn, revision) == 0
+    assert sink_relations(stack.pg_dsn, table) == []
+    assert ledger_rows(stack.pg_dsn, revision) == 0
 
 
 def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion_spares_the_other(
@@ -163,9 +157,9 @@ def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion
             "namespace": other_ns, "name": "orders", "uid": str(gone.get()["metadata"]["uid"])}
         _delete(custom, gone)
         wait_for(gone.gone, timeout=180, interval=0.5, what="the second view to be deleted")
-        assert _relations(stack.pg_dsn, gone_table) == []
-        assert _ledger_rows(stack.pg_dsn, gone_revision) == 0
-        assert _relations(stack.pg_dsn, kept_table) == sorted([kept_table, kept_index])
+        assert sink_relations(stack.pg_dsn, gone_table) == []
+        assert ledger_rows(stack.pg_dsn, gone_revision) == 0
+        assert sink_relations(stack.pg_dsn, kept_table) == sorted([kept_table, kept_index])
         assert kept.ready() and kept.active() == kept_revision
         live = producer.stop()
         assert producer.failures == []
@@ -174,7 +168,7 @@ def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion
     finally:
         producer.stop()
         _delete_views_and_namespace(core, custom, (gone, kept), other_ns)
-    assert _relations(stack.pg_dsn, kept_table) == []
+    assert sink_relations(stack.pg_dsn, kept_table) == []
 
 
 def _delete_views_and_namespace(core: Any, custom: Any, handles: tuple[ViewHandle, ...],
