@@ -7,6 +7,7 @@ they fail with the command to run, rather than skipping silently.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,24 +17,68 @@ from typing import Any
 import pytest
 
 from dvstack.settings import load
+from dvstack.test_phases import FILE_SECONDS, PHASE_ENV
 
 TESTS = Path(__file__).resolve().parent
 pytest_plugins = ["suite_timing"]
 
 
+FOLDER_ORDER = ("faults", "e2e", "integration", "unit")
+"""Longest files first when no earlier run says how long each takes (a fresh clone)."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: minutes of work beyond the usual integration test "
                                        "(deselect with -m 'not slow')")
+    config.addinivalue_line("markers", "exclusive: needs the stack to itself (restarts a shared "
+                                       "component, replaces the CRD, or watches all namespaces); "
+                                       "`dvstack test` runs these after the parallel phase")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark tests by folder so `-m "not e2e"` and friends work without boilerplate."""
+    """Mark tests by folder so `-m "not e2e"` and friends work without boilerplate; keep
+    the phase's tests (see dvstack.test_phases), longest files first."""
     for item in items:
         path = Path(str(item.fspath))
         if TESTS / "integration" in path.parents:
             item.add_marker(pytest.mark.integration)
         if TESTS / "e2e" in path.parents:
             item.add_marker(pytest.mark.e2e)
+    phase = os.environ.get(PHASE_ENV, "")
+    if phase:
+        wanted = phase == "exclusive"
+        keep = [i for i in items if (i.get_closest_marker("exclusive") is not None) == wanted]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    items[:] = longest_files_first(items)
+
+
+def longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Whole files, the slowest first by the last run's table (else by folder), each file's
+    tests in their own order: parallel workers then end together instead of one running a
+    long e2e file alone at the end. Deterministic, as every xdist worker must collect alike."""
+    seconds = _last_file_seconds()
+    first_seen: dict[str, int] = {}
+    for item in items:
+        first_seen.setdefault(item.nodeid.split("::", 1)[0], len(first_seen))
+
+    def folder_rank(file: str) -> int:
+        parts = Path(file).parts
+        return next((n for n, f in enumerate(FOLDER_ORDER) if f in parts[:2]), len(FOLDER_ORDER))
+
+    def key(item: pytest.Item) -> tuple[float, int, int]:
+        file = item.nodeid.split("::", 1)[0]
+        return (-seconds.get(file, 0.0), folder_rank(file), first_seen[file])
+
+    return sorted(items, key=key)  # stable: a file's tests keep their order
+
+
+def _last_file_seconds() -> dict[str, float]:
+    try:
+        known = json.loads((load().state_dir / "results" / FILE_SECONDS).read_text())
+        return {str(name): float(value) for name, value in known.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
 
 
 @dataclass(frozen=True)

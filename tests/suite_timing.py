@@ -11,6 +11,7 @@ in the file whose test needed it first.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict
 from collections.abc import Generator
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from dvstack.settings import load
+from dvstack.test_phases import FILE_SECONDS, PHASE_ENV, timing_file
 
 SHOWN = 15
 """Rows of each table printed in the summary (the JSON holds them all; fixtures under 0.1 s,
@@ -53,6 +55,20 @@ def _table(rows: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     return [{"name": name, **{k: round(v, 2) for k, v in row.items()}} for name, row in ordered]
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its fixtures' times to the controller, which reports."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["dv_fixtures"] = json.dumps(_fixtures)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    for name, row in json.loads(getattr(node, "workeroutput", {}).get("dv_fixtures", "{}")).items():
+        for key, value in row.items():
+            _fixtures[name][key] += value
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _files:
         return
@@ -60,11 +76,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     wall = time.monotonic() - _started
     results = load().state_dir / "results"
     results.mkdir(parents=True, exist_ok=True)
-    (results / "test_times.json").write_text(json.dumps(
+    path = timing_file(results, os.environ.get(PHASE_ENV, ""))
+    path.write_text(json.dumps(
         {"wall_seconds": round(wall, 1), "files": files, "fixtures": fixtures}, indent=2))
+    _remember_file_seconds(results / FILE_SECONDS, files)
     write = terminalreporter.write_line
     terminalreporter.section("where the time went")
-    write(f"pytest wall time {wall:.0f} s; all rows in {Path('results') / 'test_times.json'} "
+    write(f"pytest wall time {wall:.0f} s; all rows in {Path('results') / path.name} "
           "under the stack's state directory")
     write(f"{'seconds':>8} {'tests':>5}  file (setup + call + teardown)")
     for row in files[:SHOWN]:
@@ -72,3 +90,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write(f"{'seconds':>8} {'setups':>6}  fixture (its own setup)")
     for row in [f for f in fixtures if f["seconds"] >= 0.1][:SHOWN]:
         write(f"{row['seconds']:8.1f} {int(row['setups']):6d}  {row['name']}")
+
+
+def _remember_file_seconds(path: Path, files: list[dict[str, Any]]) -> None:
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known.update({row["name"]: row["seconds"] for row in files})
+    path.write_text(json.dumps(known, indent=1, sort_keys=True))

@@ -29,6 +29,8 @@ from dvstack import (
     s3_store,
     sample,
     spark_crd,
+    spark_jvm,
+    test_phases,
 )
 from dvstack.helm import helm_binary
 from dvstack.settings import Settings, load
@@ -79,13 +81,18 @@ def apply_crds(api_client: Any, paths: list[Path]) -> None:
     wait_for(established, timeout=60, what=f"CRDs {', '.join(names)} to be established")
 
 
-def _start_executor(settings: Settings, jars: list[Path]) -> None:
-    if processes.running(settings, SPARK_EXECUTOR):
-        return
+def _spark_submit() -> Path:
     spark_submit = Path(sys.executable).parent / "spark-submit"
     if not spark_submit.is_file():
         raise SystemExit(f"spark-submit not found next to {sys.executable}: install the project "
                          "with its dev extras (make setup) so PySpark is present")
+    return spark_submit
+
+
+def _start_executor(settings: Settings, jars: list[Path], java_options: str) -> None:
+    if processes.running(settings, SPARK_EXECUTOR):
+        return
+    spark_submit = _spark_submit()
     processes.start(settings, SPARK_EXECUTOR, [
         sys.executable, "-m", "dvstack.spark_executor",
         "--kubeconfig", str(settings.kubeconfig),
@@ -95,7 +102,7 @@ def _start_executor(settings: Settings, jars: list[Path]) -> None:
         "--work-dir", str(settings.state_dir / "spark"),
         "--path-map", f"{IMAGE_APP_ROOT}={settings.repo}",
         "--python", sys.executable,
-    ], env={"PYTHONUNBUFFERED": "1"})
+    ], env={"PYTHONUNBUFFERED": "1", "SPARK_SUBMIT_OPTS": java_options})
     log = processes.log_file(settings, SPARK_EXECUTOR)
     wait_for(lambda: "executor (stand-in for the Spark Operator) started" in log.read_text(),
              timeout=60, what="the local SparkApplication executor to start",
@@ -139,6 +146,8 @@ def up(settings: Settings) -> dict[str, Any]:
     spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
     s3proxy_jar = artefacts.s3proxy_jar(settings)
     opensearch_home = artefacts.opensearch_home(settings)
+    java_options = spark_jvm.driver_java_options(
+        spark_jvm.ensure_archive(settings, _spark_submit(), spark_jars))
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
     _check_ports(settings)
@@ -150,7 +159,7 @@ def up(settings: Settings) -> dict[str, Any]:
     kafka_broker.start(settings, kafka_libs)
     kafka_connect.start(settings, connect_libs)
     s3_store.start(settings, s3proxy_jar)
-    _start_executor(settings, spark_jars)
+    _start_executor(settings, spark_jars, java_options)
     opensearch_server.wait_ready(settings)
     info: dict[str, Any] = {
         "kubeconfig": str(settings.kubeconfig),
@@ -166,6 +175,7 @@ def up(settings: Settings) -> dict[str, Any]:
         "opensearch": opensearch_server.url(settings),
         "spark_submit": str(Path(sys.executable).parent / "spark-submit"),
         "spark_jars": [str(j) for j in spark_jars],
+        "spark_java_options": java_options,
         "image_app_root": IMAGE_APP_ROOT,
         "repo": str(settings.repo),
         "state_dir": str(settings.state_dir),
@@ -208,8 +218,25 @@ def status(settings: Settings) -> int:
 def run_tests(settings: Settings, pytest_args: list[str]) -> int:
     was_down = not any_running(settings)
     try:
-        up(settings)  # inside: a start that fails half-way stops what it started
-        return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=settings.repo)
+        info = up(settings)  # inside: a start that fails half-way stops what it started
+        # the tests' own spark-submits and PySpark sessions start as the stand-in's drivers do
+        env = {"SPARK_SUBMIT_OPTS": info["spark_java_options"], **os.environ}
+        workers = int(os.environ.get(test_phases.WORKERS_ENV, test_phases.DEFAULT_WORKERS))
+        runs = test_phases.phases(pytest_args, workers)
+        statuses = []
+        for phase, args in runs:
+            if phase:
+                print(f"dvstack test: {phase} phase", flush=True)
+            statuses.append(subprocess.call(
+                [sys.executable, "-m", "pytest", *args], cwd=settings.repo,
+                env={**env, test_phases.PHASE_ENV: phase}))
+        if len(runs) > 1:
+            merged = test_phases.write_merged(settings.state_dir / "results",
+                                              [phase for phase, _ in runs])
+            if merged:
+                walls = ", ".join(f"{p} {s:.0f} s" for p, s in merged["phases"].items())
+                print(f"dvstack test: pytest wall time {merged['wall_seconds']:.0f} s ({walls})")
+        return test_phases.exit_status(statuses)
     finally:
         if was_down and os.environ.get("KEEP_STACK") != "1":
             down(settings)

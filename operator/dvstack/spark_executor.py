@@ -22,7 +22,7 @@ Honoured spec fields:
   (`local://` or a plain path; `--path-map PREFIX=DIR` maps image paths such as
   `/opt/derived-views` to a checkout), `arguments`, `sparkConf`, `hadoopConf`
   (as `spark.hadoop.*`), `deps.jars`, `deps.pyFiles`, `deps.files`,
-  `driver.memory`, `executor.instances` x `executor.cores` (the N of local[N],
+  `driver.memory`, `driver.javaOptions`, `executor.instances` x `executor.cores` (the N of local[N],
   capped at this machine's cores), `image`/`driver.image` (shown in the pod
   only; a missing image is not refused as Spark would), `driver.podName`,
   `driver.serviceAccount`, `driver.labels`/`annotations`, `driver.envVars`,

@@ -81,6 +81,10 @@ def command(app_name: str, namespace: str, spec: dict[str, Any], *, app_id: str,
     }
     conf.update({f"spark.hadoop.{k}": str(v) for k, v in (spec.get("hadoopConf") or {}).items()})
     conf.update({str(k): str(v) for k, v in (spec.get("sparkConf") or {}).items()})
+    if driver.get("javaOptions"):
+        # upstream passes it after sparkConf, so it wins over a sparkConf key of the same name;
+        # on the JVM's command line it follows the image's SPARK_SUBMIT_OPTS, and so wins too
+        conf["spark.driver.extraJavaOptions"] = str(driver["javaOptions"])
     conf["spark.app.id"] = app_id
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]

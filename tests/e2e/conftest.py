@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 from e2e_checkpoints import checkpoint_env
+from e2e_operator import watched
 
 from dvstack import replay
 from dvstack.cli import apply_crds
 
 REPO = Path(__file__).resolve().parents[2]
+
 
 
 @pytest.fixture()
@@ -32,14 +34,18 @@ def checkpoint_secret(stack: Any, kube_api_client: Any, namespace: str) -> str:
 
 
 @pytest.fixture()
-def operator_process(stack: Any, kube_api_client: Any, tmp_path: Path,
-                     checkpoint_secret: str) -> Iterator[Path]:
-    """`derived-views-operator -A` against the local stack; yields its log file."""
+def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client: Any,
+                     tmp_path: Path, namespace: str, checkpoint_secret: str) -> Iterator[Path]:
+    """`derived-views-operator` against the local stack, watching the test's namespaces
+    (`watched`); yields its log file."""
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
+    # a test that runs alone may watch every namespace, as the chart's default does
+    alone = request.node.get_closest_marker("exclusive") is not None
+    namespaces = ["--all-namespaces"] if alone else watched(namespace)
     log_path = Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log"
     log = open(log_path, "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "derived_views.main", "-A"], stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "derived_views.main", *namespaces], stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
              "DV_LAG_HISTORY_SECONDS": "1",
              **checkpoint_env(stack, f"e2e/{tmp_path.name}")})

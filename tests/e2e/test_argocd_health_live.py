@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from e2e_checkpoints import checkpoint_env
+from e2e_operator import watched
 from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
@@ -38,10 +39,11 @@ SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, "
 class Operator:
     """The operator as its own process, which the test can freeze (SIGSTOP) and thaw."""
 
-    def __init__(self, stack: Any, log_path: Path, prefix: str) -> None:
+    def __init__(self, stack: Any, namespace: str, log_path: Path, prefix: str) -> None:
         self.log = open(log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "derived_views.main", "-A"], stdout=self.log,
+            [sys.executable, "-m", "derived_views.main", *watched(namespace)],
+            stdout=self.log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
                  "DV_LAG_HISTORY_SECONDS": "1", **checkpoint_env(stack, prefix)})
@@ -60,10 +62,10 @@ class Operator:
 
 
 @pytest.fixture()
-def operator(stack: Any, kube_api_client: Any, tmp_path: Path,
+def operator(stack: Any, kube_api_client: Any, tmp_path: Path, namespace: str,
              checkpoint_secret: str) -> Iterator[Operator]:
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
-    op = Operator(stack, Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log",
+    op = Operator(stack, namespace, Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log",
                   f"e2e/{tmp_path.name}")
     yield op
     op.stop()

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from e2e_checkpoints import checkpoint_env
+from e2e_operator import watched
 from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 from test_day_one import orders_backlog, view_body
@@ -36,14 +37,14 @@ COLUMNS = ["orders", "revenue"]
 
 
 @pytest.fixture()
-def slow_settled_operator(stack: Any, kube_api_client: Any, tmp_path: Path,
+def slow_settled_operator(stack: Any, kube_api_client: Any, tmp_path: Path, namespace: str,
                           checkpoint_secret: str) -> Iterator[int]:
     """The operator with an hour-long settled-view timer; yields its metrics port."""
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
     port = free_port()
     with open(Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log", "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "derived_views.main", "-A"], stdout=log,
+            [sys.executable, "-m", "derived_views.main", *watched(namespace)], stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
                  "DV_SETTLED_POLL_SECONDS": "3600", "DV_METRICS_PORT": str(port),

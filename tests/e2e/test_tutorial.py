@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from e2e_checkpoints import checkpoint_env
 from e2e_views import ViewHandle, expected_rows, wait_alias_equals
@@ -29,6 +30,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from dvstack import replay
 from dvstack.processes import free_port
 from dvstack.waiting import wait_for
+
+# the tutorial's operator watches all namespaces, as the chart installs it: it would
+# reconcile the views of the tests running beside it
+pytestmark = pytest.mark.exclusive
 
 REPO = Path(__file__).resolve().parents[2]
 TUTORIAL = REPO / "docs" / "tutorial"

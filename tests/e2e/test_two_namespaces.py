@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from e2e_operator import second_namespace
 from e2e_views import (
     G,
     LiveProducer,
@@ -68,7 +69,7 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
     topic, backlog = orders_backlog(stack, core, namespace, 3_000, seed=83)
-    other_ns = f"t-{uuid.uuid4().hex[:10]}"
+    other_ns = second_namespace(namespace)
     replay.ensure_namespace_and_sink_secret(core, other_ns, "views-db", stack.pg)
     replay.ensure_checkpoint_secret(core, other_ns, stack.s3)
     table = f"twins_{uuid.uuid4().hex[:8]}"
@@ -134,7 +135,7 @@ def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
     topic, backlog = orders_backlog(stack, core, namespace, 2_000, seed=97)
-    other_ns = f"t-{uuid.uuid4().hex[:10]}"
+    other_ns = second_namespace(namespace)
     replay.ensure_namespace_and_sink_secret(core, other_ns, "views-db", stack.pg)
     replay.ensure_checkpoint_secret(core, other_ns, stack.s3)
     kept_table, gone_table = (f"same_{uuid.uuid4().hex[:8]}" for _ in range(2))

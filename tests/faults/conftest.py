@@ -46,7 +46,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _RAN:
+    if not _RAN or hasattr(session.config, "workerinput"):  # the xdist controller writes it
         return
     from dvstack.settings import load
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from faults_support import (
     BUILDING,
     OperatorProcess,
@@ -23,6 +24,9 @@ from faults_support import (
 from dvstack import restarts
 from dvstack.settings import load
 from dvstack.waiting import wait_for
+
+# Kafka, PostgreSQL and the API server go down under every other test's feet
+pytestmark = pytest.mark.exclusive
 
 OUTAGE_SECONDS = 3.0
 

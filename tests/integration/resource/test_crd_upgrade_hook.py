@@ -21,6 +21,9 @@ from kubernetes import client
 from derived_views.core.crd_upgrade import VERSION_ANNOTATION
 from dvstack.cli import apply_crds
 
+# replaces the CRD every other test's views are admitted by
+pytestmark = pytest.mark.exclusive
+
 REPO = Path(__file__).resolve().parents[3]
 CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 NAME = "derivedviews.derivedviews.io"

@@ -52,3 +52,15 @@ def test_memory_quantities(given: str, spark: str) -> None:
 def test_a_bad_memory_quantity_is_refused() -> None:
     with pytest.raises(SubmissionError, match="1 GB"):
         spark_memory("1 GB")
+
+
+def test_driver_java_options_win_over_the_same_spark_conf_key() -> None:
+    """`driver.javaOptions` is how an application asks for other JVM options than the
+    image's (the replay benchmark asks for both JIT tiers); upstream passes it after
+    sparkConf, so it replaces a sparkConf key of the same name."""
+    spec = {"type": "Python", "mainApplicationFile": "/job.py",
+            "sparkConf": {"spark.driver.extraJavaOptions": "-Dfrom=conf"},
+            "driver": {"javaOptions": "-XX:TieredStopAtLevel=4"}}
+    argv = command("a", "n", spec, app_id="i", spark=SPARK)
+    assert "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=4" in argv
+    assert "spark.driver.extraJavaOptions=-Dfrom=conf" not in argv

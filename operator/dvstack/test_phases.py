@@ -1,0 +1,84 @@
+"""`dvstack test` runs the suite in two phases: side by side where tests allow it, then alone.
+
+Most tests own what they touch (a namespace, a topic, a table, an operator that watches
+only their namespaces), so they run in parallel workers (pytest-xdist, a whole file per
+worker, the longest files first: `tests/conftest.py` orders them from the last run's
+times). A file marked `exclusive` needs the stack to itself: it restarts a component
+every test uses, replaces the CRD, or runs an operator over all namespaces. Those run
+after, one at a time, in a second pytest. The two phases' time tables are merged into the
+one `results/test_times.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PHASE_ENV = "DV_TEST_PHASE"
+"""Set by `dvstack test` for each pytest it runs: `shared` or `exclusive`."""
+WORKERS_ENV = "DV_TEST_WORKERS"
+DEFAULT_WORKERS = 3
+"""On 2 cores: most e2e time is waiting on the log, the operator and Spark's batches."""
+NO_TESTS = 5
+"""pytest's exit status when nothing was collected (or all was deselected)."""
+FILE_SECONDS = "file_seconds.json"
+"""Each file's seconds in the last run that ran it (results/): how the next run orders files."""
+_OWN_DISTRIBUTION = ("-n", "--numprocesses", "--dist", "-p")
+
+
+def phases(pytest_args: Sequence[str], workers: int) -> list[tuple[str, list[str]]]:
+    """The pytest runs, each as (phase, arguments). One plain run when parallelism is off
+    or the caller chose its own (`-n`, `--dist`, `-p no:xdist`)."""
+    args = list(pytest_args)
+    if workers <= 1 or any(a.split("=", 1)[0] in _OWN_DISTRIBUTION for a in args):
+        return [("", args)]
+    return [("shared", ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
+                        *args]),
+            ("exclusive", args)]
+
+
+def exit_status(statuses: Sequence[int]) -> int:
+    """The suite's status: the first failure; a phase with nothing to run is no failure
+    unless no phase ran anything."""
+    ran = [s for s in statuses if s != NO_TESTS]
+    if not ran:
+        return NO_TESTS
+    return next((s for s in ran if s != 0), 0)
+
+
+def timing_file(results: Path, phase: str) -> Path:
+    return results / (f"test_times-{phase}.json" if phase else "test_times.json")
+
+
+def merge_timings(tables: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The phases' time tables as one: walls add up (the phases run one after the other),
+    files are distinct, a fixture set up in both phases counts both setups."""
+    files = sorted((row for t in tables for row in t.get("files", [])),
+                   key=lambda row: -row["seconds"])
+    fixtures: dict[str, dict[str, float]] = {}
+    for table in tables:
+        for row in table.get("fixtures", []):
+            merged = fixtures.setdefault(row["name"], {"seconds": 0.0, "setups": 0.0})
+            merged["seconds"] = round(merged["seconds"] + row["seconds"], 2)
+            merged["setups"] += row.get("setups", 0)
+    return {"wall_seconds": round(sum(t.get("wall_seconds", 0.0) for t in tables), 1),
+            "phases": {t.get("phase", ""): t.get("wall_seconds", 0.0) for t in tables},
+            "files": files,
+            "fixtures": [{"name": name, **row} for name, row in
+                         sorted(fixtures.items(), key=lambda item: -item[1]["seconds"])]}
+
+
+def write_merged(results: Path, phase_names: Sequence[str]) -> dict[str, Any] | None:
+    """Merge what the phases wrote into `test_times.json`; None when a phase wrote nothing."""
+    tables = []
+    for phase in phase_names:
+        path = timing_file(results, phase)
+        if path.is_file():
+            tables.append({"phase": phase, **json.loads(path.read_text())})
+    if not tables:
+        return None
+    merged = merge_timings(tables)
+    timing_file(results, "").write_text(json.dumps(merged, indent=2))
+    return merged
