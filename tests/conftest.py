@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dvstack.settings import load
-from dvstack.test_phases import FILE_SECONDS, PHASE_ENV
+from dvstack.test_phases import FILE_SECONDS, PHASE_ENV, in_phase
 
 TESTS = Path(__file__).resolve().parent
 pytest_plugins = ["suite_timing"]
@@ -46,9 +46,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
     phase = os.environ.get(PHASE_ENV, "")
     if phase:
-        wanted = phase == "exclusive"
-        keep = [i for i in items if (i.get_closest_marker("exclusive") is not None) == wanted]
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        keep = [i for i in items if in_phase(
+            phase, exclusive=i.get_closest_marker("exclusive") is not None,
+            unit=TESTS / "unit" in Path(str(i.fspath)).parents)]
+        kept = set(keep)
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = keep
     items[:] = longest_files_first(items)
 

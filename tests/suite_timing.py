@@ -2,7 +2,9 @@
 
 CI allows 90 minutes, and the next issues each add end-to-end tests, so the slow parts
 must be named before they are cut. Each run writes `<state dir>/results/test_times.json`
-and prints the slowest files and fixtures in pytest's summary. A fixture's time is its
+(`test_times-<phase>.json` for the phases of `dvstack test`, which merges them) and prints
+the slowest files and fixtures in pytest's summary; under pytest-xdist the workers hand
+their fixtures' times to the controller. A fixture's time is its
 own setup (the stack start, a Spark job, an operator), counted once per setup; a file's
 time is the setup, call and teardown of its tests, so a session fixture's setup counts
 in the file whose test needed it first.
@@ -98,4 +100,6 @@ def _remember_file_seconds(path: Path, files: list[dict[str, Any]]) -> None:
     except (OSError, ValueError):
         known = {}
     known.update({row["name"]: row["seconds"] for row in files})
-    path.write_text(json.dumps(known, indent=1, sort_keys=True))
+    partial = path.with_name(f"{path.name}.{os.getpid()}")  # two phases may end together
+    partial.write_text(json.dumps(known, indent=1, sort_keys=True))
+    partial.replace(path)

@@ -222,17 +222,13 @@ def run_tests(settings: Settings, pytest_args: list[str]) -> int:
         # the tests' own spark-submits and PySpark sessions start as the stand-in's drivers do
         env = {"SPARK_SUBMIT_OPTS": info["spark_java_options"], **os.environ}
         workers = int(os.environ.get(test_phases.WORKERS_ENV, test_phases.DEFAULT_WORKERS))
-        runs = test_phases.phases(pytest_args, workers)
-        statuses = []
-        for phase, args in runs:
-            if phase:
-                print(f"dvstack test: {phase} phase", flush=True)
-            statuses.append(subprocess.call(
-                [sys.executable, "-m", "pytest", *args], cwd=settings.repo,
-                env={**env, test_phases.PHASE_ENV: phase}))
-        if len(runs) > 1:
+        steps = test_phases.phases(pytest_args, workers)
+        statuses: list[int] = []
+        for step in steps:
+            statuses += _run_step(settings, step, env)
+        if len(steps) > 1:
             merged = test_phases.write_merged(settings.state_dir / "results",
-                                              [phase for phase, _ in runs])
+                                              [[phase for phase, _ in step] for step in steps])
             if merged:
                 walls = ", ".join(f"{p} {s:.0f} s" for p, s in merged["phases"].items())
                 print(f"dvstack test: pytest wall time {merged['wall_seconds']:.0f} s ({walls})")
@@ -240,6 +236,32 @@ def run_tests(settings: Settings, pytest_args: list[str]) -> int:
     finally:
         if was_down and os.environ.get("KEEP_STACK") != "1":
             down(settings)
+
+
+def _run_step(settings: Settings, step: list[tuple[str, list[str]]],
+              env: dict[str, str]) -> list[int]:
+    """The pytests of one step at the same time: the first one's output on the terminal,
+    the others' in a file under results/, shown when the step ends."""
+    if step[0][0]:
+        names = " and ".join(phase for phase, _ in step)
+        print(f"dvstack test: {names} phase{'s' if len(step) > 1 else ''}", flush=True)
+    procs: list[tuple[subprocess.Popen[bytes], Path | None]] = []
+    for n, (phase, args) in enumerate(step):
+        log = None if n == 0 else settings.state_dir / "results" / f"pytest-{phase}.log"
+        out = None if log is None else open(log, "wb")  # noqa: SIM115
+        procs.append((subprocess.Popen(
+            [sys.executable, "-m", "pytest", *args], cwd=settings.repo, stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            env={**env, test_phases.PHASE_ENV: phase}), log))
+        if out is not None:
+            out.close()
+    statuses = [proc.wait() for proc, _ in procs]
+    for (phase, _), (_, log) in zip(step, procs, strict=True):
+        if log is not None:
+            print(f"dvstack test: the {phase} phase's pytest, run beside the others:", flush=True)
+            sys.stdout.write(log.read_text(errors="replace"))
+            sys.stdout.flush()
+    return statuses
 
 
 def any_running(settings: Settings) -> bool:

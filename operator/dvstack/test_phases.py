@@ -1,12 +1,13 @@
-"""`dvstack test` runs the suite in two phases: side by side where tests allow it, then alone.
+"""`dvstack test` runs the suite in phases: side by side where tests allow it, then alone.
 
 Most tests own what they touch (a namespace, a topic, a table, an operator that watches
 only their namespaces), so they run in parallel workers (pytest-xdist, a whole file per
 worker, the longest files first: `tests/conftest.py` orders them from the last run's
-times). A file marked `exclusive` needs the stack to itself: it restarts a component
-every test uses, replaces the CRD, or runs an operator over all namespaces. Those run
-after, one at a time, in a second pytest. The two phases' time tables are merged into the
-one `results/test_times.json`.
+times). A file or test marked `exclusive` needs the stack to itself: it restarts a
+component every test uses, replaces the CRD, or runs an operator over all namespaces.
+Those run after, one at a time, while the unit tests (which never touch the stack) run
+beside them in a pytest of their own. The phases' time tables are merged into the one
+`results/test_times.json`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 PHASE_ENV = "DV_TEST_PHASE"
-"""Set by `dvstack test` for each pytest it runs: `shared` or `exclusive`."""
+"""Set by `dvstack test` for each pytest it runs: `shared`, `exclusive` or `unit`."""
 WORKERS_ENV = "DV_TEST_WORKERS"
 DEFAULT_WORKERS = 3
 """On 2 cores: most e2e time is waiting on the log, the operator and Spark's batches."""
@@ -28,15 +29,27 @@ FILE_SECONDS = "file_seconds.json"
 _OWN_DISTRIBUTION = ("-n", "--numprocesses", "--dist", "-p")
 
 
-def phases(pytest_args: Sequence[str], workers: int) -> list[tuple[str, list[str]]]:
-    """The pytest runs, each as (phase, arguments). One plain run when parallelism is off
-    or the caller chose its own (`-n`, `--dist`, `-p no:xdist`)."""
+def phases(pytest_args: Sequence[str], workers: int) -> list[list[tuple[str, list[str]]]]:
+    """The pytest runs as steps, one after the other; the runs of a step at the same time,
+    each as (phase, arguments). One plain run when parallelism is off or the caller chose
+    its own (`-n`, `--dist`, `-p no:xdist`)."""
     args = list(pytest_args)
     if workers <= 1 or any(a.split("=", 1)[0] in _OWN_DISTRIBUTION for a in args):
-        return [("", args)]
-    return [("shared", ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
-                        *args]),
-            ("exclusive", args)]
+        return [[("", args)]]
+    return [[("shared", ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
+                         *args])],
+            [("exclusive", args), ("unit", args)]]
+
+
+def in_phase(phase: str, *, exclusive: bool, unit: bool) -> bool:
+    """Whether a test runs in `phase` ("" is the plain run: every test)."""
+    if phase == "exclusive":
+        return exclusive
+    if phase == "unit":
+        return unit and not exclusive
+    if phase == "shared":
+        return not exclusive and not unit
+    return True
 
 
 def exit_status(statuses: Sequence[int]) -> int:
@@ -53,8 +66,8 @@ def timing_file(results: Path, phase: str) -> Path:
 
 
 def merge_timings(tables: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The phases' time tables as one: walls add up (the phases run one after the other),
-    files are distinct, a fixture set up in both phases counts both setups."""
+    """The phases' time tables as one: the wall is the steps' (each step as long as its
+    longest run), files are distinct, a fixture set up in two phases counts both setups."""
     files = sorted((row for t in tables for row in t.get("files", [])),
                    key=lambda row: -row["seconds"])
     fixtures: dict[str, dict[str, float]] = {}
@@ -63,20 +76,26 @@ def merge_timings(tables: Sequence[dict[str, Any]]) -> dict[str, Any]:
             merged = fixtures.setdefault(row["name"], {"seconds": 0.0, "setups": 0.0})
             merged["seconds"] = round(merged["seconds"] + row["seconds"], 2)
             merged["setups"] += row.get("setups", 0)
-    return {"wall_seconds": round(sum(t.get("wall_seconds", 0.0) for t in tables), 1),
+    steps: dict[int, float] = {}
+    for table in tables:
+        step = int(table.get("step", 0))
+        steps[step] = max(steps.get(step, 0.0), table.get("wall_seconds", 0.0))
+    return {"wall_seconds": round(sum(steps.values()), 1),
             "phases": {t.get("phase", ""): t.get("wall_seconds", 0.0) for t in tables},
             "files": files,
             "fixtures": [{"name": name, **row} for name, row in
                          sorted(fixtures.items(), key=lambda item: -item[1]["seconds"])]}
 
 
-def write_merged(results: Path, phase_names: Sequence[str]) -> dict[str, Any] | None:
-    """Merge what the phases wrote into `test_times.json`; None when a phase wrote nothing."""
+def write_merged(results: Path, steps: Sequence[Sequence[str]]) -> dict[str, Any] | None:
+    """Merge what the phases of these steps wrote into `test_times.json`; None when no
+    phase wrote anything."""
     tables = []
-    for phase in phase_names:
-        path = timing_file(results, phase)
-        if path.is_file():
-            tables.append({"phase": phase, **json.loads(path.read_text())})
+    for step, phases_of_step in enumerate(steps):
+        for phase in phases_of_step:
+            path = timing_file(results, phase)
+            if path.is_file():
+                tables.append({"phase": phase, "step": step, **json.loads(path.read_text())})
     if not tables:
         return None
     merged = merge_timings(tables)

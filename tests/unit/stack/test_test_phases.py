@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-from dvstack.test_phases import exit_status, merge_timings, phases
+from dvstack.test_phases import exit_status, in_phase, merge_timings, phases
 
 
-def test_two_phases_parallel_then_alone() -> None:
+def test_parallel_then_alone_beside_the_unit_tests() -> None:
     assert phases(["-m", "not slow"], 3) == [
-        ("shared", ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder", "-m", "not slow"]),
-        ("exclusive", ["-m", "not slow"])]
+        [("shared", ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder",
+                     "-m", "not slow"])],
+        [("exclusive", ["-m", "not slow"]), ("unit", ["-m", "not slow"])]]
 
 
 def test_one_plain_run_when_the_caller_distributes_or_parallelism_is_off() -> None:
-    assert phases(["-n", "2", "tests/unit"], 3) == [("", ["-n", "2", "tests/unit"])]
-    assert phases(["--numprocesses=2"], 3) == [("", ["--numprocesses=2"])]
-    assert phases(["-p", "no:xdist"], 3) == [("", ["-p", "no:xdist"])]
-    assert phases(["tests/unit"], 1) == [("", ["tests/unit"])]
+    assert phases(["-n", "2", "tests/unit"], 3) == [[("", ["-n", "2", "tests/unit"])]]
+    assert phases(["--numprocesses=2"], 3) == [[("", ["--numprocesses=2"])]]
+    assert phases(["-p", "no:xdist"], 3) == [[("", ["-p", "no:xdist"])]]
+    assert phases(["tests/unit"], 1) == [[("", ["tests/unit"])]]
+
+
+def test_each_test_in_exactly_one_phase() -> None:
+    for exclusive in (False, True):
+        for unit in (False, True):
+            homes = [p for p in ("shared", "exclusive", "unit")
+                     if in_phase(p, exclusive=exclusive, unit=unit)]
+            assert len(homes) == 1, (exclusive, unit, homes)
+            assert in_phase("", exclusive=exclusive, unit=unit)
 
 
 def test_a_phase_with_nothing_to_run_is_no_failure() -> None:
@@ -29,13 +39,14 @@ def test_a_phase_with_nothing_to_run_is_no_failure() -> None:
 
 def test_merged_times_add_walls_and_setups() -> None:
     merged = merge_timings([
-        {"phase": "shared", "wall_seconds": 100.0,
+        {"phase": "shared", "step": 0, "wall_seconds": 100.0,
          "files": [{"name": "a.py", "seconds": 30.0}, {"name": "b.py", "seconds": 70.0}],
          "fixtures": [{"name": "stack (session)", "seconds": 1.5, "setups": 3}]},
-        {"phase": "exclusive", "wall_seconds": 20.0,
+        {"phase": "exclusive", "step": 1, "wall_seconds": 20.0,
          "files": [{"name": "c.py", "seconds": 50.0}],
-         "fixtures": [{"name": "stack (session)", "seconds": 0.5, "setups": 1}]}])
-    assert merged["wall_seconds"] == 120.0
-    assert merged["phases"] == {"shared": 100.0, "exclusive": 20.0}
+         "fixtures": [{"name": "stack (session)", "seconds": 0.5, "setups": 1}]},
+        {"phase": "unit", "step": 1, "wall_seconds": 15.0, "files": [], "fixtures": []}])
+    assert merged["wall_seconds"] == 120.0  # exclusive and unit ran at the same time
+    assert merged["phases"] == {"shared": 100.0, "exclusive": 20.0, "unit": 15.0}
     assert [f["name"] for f in merged["files"]] == ["b.py", "c.py", "a.py"]
     assert merged["fixtures"] == [{"name": "stack (session)", "seconds": 2.0, "setups": 4}]
