@@ -179,11 +179,12 @@ def test_a_missing_secret_and_a_missing_topic_stall_only_their_own_views(
     def degraded(handle: ViewHandle, reason: str) -> bool:
         return handle.condition("Degraded").get("reason") == reason
 
-    # DV_LAG_POLL_SECONDS is 1 in the e2e operator: "within one poll" with room for a pass
-    wait_for(lambda: degraded(secretless, "SecretMissing"), timeout=15, interval=0.2,
+    # the seconds it took are written, not asserted: beside other tests' Spark jobs on two
+    # cores the operator's own start took longer than the 15 s this once allowed
+    wait_for(lambda: degraded(secretless, "SecretMissing"), timeout=120, interval=0.2,
              what="the view without its Secret to say SecretMissing")
     secret_seen = time.monotonic() - created
-    wait_for(lambda: degraded(typo, "TopicMissing"), timeout=15, interval=0.2,
+    wait_for(lambda: degraded(typo, "TopicMissing"), timeout=120, interval=0.2,
              what="the view naming a missing topic to say TopicMissing")
     wide = kubectl_get_wide(stack, namespace)
     assert "late-db" in wide and "not found" in wide, wide
