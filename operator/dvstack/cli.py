@@ -89,10 +89,10 @@ def _spark_submit() -> Path:
     return spark_submit
 
 
-def _start_executor(settings: Settings, jars: list[Path], java_options: str) -> None:
+def _start_executor(settings: Settings, spark_submit: Path, jars: list[Path],
+                    java_options: str) -> None:
     if processes.running(settings, SPARK_EXECUTOR):
         return
-    spark_submit = _spark_submit()
     processes.start(settings, SPARK_EXECUTOR, [
         sys.executable, "-m", "dvstack.spark_executor",
         "--kubeconfig", str(settings.kubeconfig),
@@ -146,8 +146,9 @@ def up(settings: Settings) -> dict[str, Any]:
     spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
     s3proxy_jar = artefacts.s3proxy_jar(settings)
     opensearch_home = artefacts.opensearch_home(settings)
+    spark_submit = _spark_submit()
     java_options = spark_jvm.driver_java_options(
-        spark_jvm.ensure_archive(settings, _spark_submit(), spark_jars))
+        spark_jvm.ensure_archive(settings, spark_submit, spark_jars))
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
     _check_ports(settings)
@@ -159,7 +160,7 @@ def up(settings: Settings) -> dict[str, Any]:
     kafka_broker.start(settings, kafka_libs)
     kafka_connect.start(settings, connect_libs)
     s3_store.start(settings, s3proxy_jar)
-    _start_executor(settings, spark_jars, java_options)
+    _start_executor(settings, spark_submit, spark_jars, java_options)
     opensearch_server.wait_ready(settings)
     info: dict[str, Any] = {
         "kubeconfig": str(settings.kubeconfig),
@@ -173,7 +174,7 @@ def up(settings: Settings) -> dict[str, Any]:
         "kafka_connect": kafka_connect.rest_url(settings),
         "s3": s3_store.info(settings),
         "opensearch": opensearch_server.url(settings),
-        "spark_submit": str(Path(sys.executable).parent / "spark-submit"),
+        "spark_submit": str(spark_submit),
         "spark_jars": [str(j) for j in spark_jars],
         "spark_java_options": java_options,
         "image_app_root": IMAGE_APP_ROOT,

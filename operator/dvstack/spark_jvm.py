@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from dvstack import artefacts
 from dvstack.settings import SPARK_VERSION, Settings
 
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
@@ -34,7 +35,8 @@ TRAINING_TIMEOUT_SECONDS = 600.0
 
 
 def _java_version() -> str:
-    out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([artefacts.java(), "-version"], capture_output=True, text=True,
+                         timeout=60)
     return out.stderr.strip()
 
 

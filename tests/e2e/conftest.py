@@ -23,7 +23,6 @@ from dvstack.cli import apply_crds
 REPO = Path(__file__).resolve().parents[2]
 
 
-
 @pytest.fixture()
 def checkpoint_secret(stack: Any, kube_api_client: Any, namespace: str) -> str:
     """The checkpoint Secret (S3 credentials from stack.json) in the test's namespace."""
@@ -45,7 +44,8 @@ def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client
     log_path = Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log"
     log = open(log_path, "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "derived_views.main", *namespaces], stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "derived_views.main", *namespaces], stdout=log,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
              "DV_LAG_HISTORY_SECONDS": "1",
              **checkpoint_env(stack, f"e2e/{tmp_path.name}")})
