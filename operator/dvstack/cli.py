@@ -62,14 +62,25 @@ def apply_crds(api_client: Any, paths: list[Path]) -> None:
         body = yaml.safe_load(path.read_text())
         name = body["metadata"]["name"]
         names.append(name)
-        try:
-            current = ext.read_custom_resource_definition(name)
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(name, body)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            ext.create_custom_resource_definition(body)
+        # Test workers apply the same CRDs at the same moment: a create that lost the race
+        # (409 AlreadyExists) or a replace of a version another worker just replaced
+        # (409 Conflict) reads again and retries.
+        for attempt in range(5):
+            try:
+                try:
+                    current = ext.read_custom_resource_definition(name)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    body["metadata"].pop("resourceVersion", None)
+                    ext.create_custom_resource_definition(body)
+                else:
+                    body["metadata"]["resourceVersion"] = current.metadata.resource_version
+                    ext.replace_custom_resource_definition(name, body)
+                break
+            except ApiException as exc:
+                if exc.status != 409 or attempt == 4:
+                    raise
 
     def established() -> bool:
         for name in names:
