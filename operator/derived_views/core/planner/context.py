@@ -1,0 +1,157 @@
+"""What one planning pass knows and never changes: spec, observation, time, names, refusals.
+
+Built once per pass (`build`), frozen; every phase, rule and the assembler read it. What the
+pass decides lives in the draft (core.planner.draft).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus, Phase, RevisionStatus
+from derived_views.core import checks, naming, ownership, tenancy
+from derived_views.core.checkpoints import durable_base_problem, is_s3a
+from derived_views.core.config import OperatorConfig
+from derived_views.core.observed import (
+    IndexOwner,
+    LedgerPosition,
+    Observed,
+    SinkObserved,
+    SparkApplicationObserved,
+    ViewObserved,
+)
+from derived_views.core.revision import revision_of
+from derived_views.core.sql_check import Refusal, check_spec
+from derived_views.core.tenancy import PolicyRefusal
+
+
+@dataclass(frozen=True)
+class Context:
+    spec: DerivedViewSpec
+    obs: Observed
+    now: dt.datetime
+    cfg: OperatorConfig
+    view: ViewObserved
+    sink: SinkObserved | None
+    apps: Mapping[str, SparkApplicationObserved]
+    desired: str
+    """The spec's revision."""
+    recorded_active: str | None
+    """The Active revision the status records (the one the alias serves, if several are)."""
+    base: str
+    schema: str
+    alias: str
+    where: str
+    """The alias as people name it, for messages."""
+    base_field: str
+    paused: bool
+    retry_token: str | None
+    promote_to: str
+    claimed_by: str | None
+    """Another view that owns the alias of this sink table: touch nothing of the sink's."""
+    foreign: Mapping[str, IndexOwner]
+    """Indexes another view records as its own (same name: same content and table): never
+    resumed into, switched to or dropped; the desired or active one stalls the view."""
+    owned_refusal: tuple[str, IndexOwner] | None
+    checkpoint_problem: str | None
+    spec_refusal: Refusal | None
+    """A schema or SQL Spark would refuse: no job starts for it, the active one serves on."""
+    policy_refusal: PolicyRefusal | None
+    """What the platform's tenancy policy does not let this view's author choose: no job of
+    the view is created (a running one is left alone: the policy gates what starts)."""
+    check_refusal: tuple[str, str] | None
+    """A check's SQL the policy refuses: the candidate builds, but is never promoted on it."""
+
+    def index(self, revision: str) -> str:
+        return naming.index_table(self.base, revision)
+
+    def retire_after(self) -> dt.datetime:
+        return self.now + dt.timedelta(seconds=self.spec.cutover.retain_previous_seconds)
+
+    def index_exists(self, revision: str) -> bool | None:
+        """None when the sink could not be asked."""
+        return None if self.sink is None else self.index(revision) in self.sink.indexes
+
+    def position_of(self, revision: str) -> LedgerPosition | None:
+        return None if self.sink is None else self.sink.ledger.get(revision)
+
+    def retry_requested(self, record: RevisionStatus) -> bool:
+        """A failed job restarts only on a new spec generation or a new retry annotation value."""
+        return (record.retry_token != self.retry_token
+                or record.generation != self.view.generation)
+
+    def checkpoint(self, revision: str, build: int) -> str:
+        base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
+        return naming.checkpoint_location(base, self.view.namespace, self.view.name, revision,
+                                          build)
+
+    def secrets_for_cleanup(self) -> list[str]:
+        """What deleting with deletionPolicy Delete reads: the sink Secret, and the checkpoint
+        Secret when checkpoints on s3a:// are deleted with the operator's credentials."""
+        if self.spec.deletion_policy != "Delete":
+            return []
+        names = {self.spec.sink.secret_ref.name}
+        base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
+        if self.cfg.checkpoint_secret and is_s3a(base):
+            names.add(self.cfg.checkpoint_secret)
+        return sorted(names)
+
+
+def recorded_active(status: DerivedViewStatus, sink: SinkObserved | None) -> str | None:
+    """The Active record the alias serves, else the first one (a torn status may have two)."""
+    actives = [r for r in status.revisions if r.phase == Phase.Active]
+    if not actives:
+        return None
+    serving = [r for r in actives if sink is not None and sink.alias_target == r.index]
+    return (serving or actives)[0].revision
+
+
+def tenancy_refusal(spec: DerivedViewSpec, observed: Observed) -> PolicyRefusal | None:
+    cfg, namespace = observed.config, observed.view.namespace
+    refusal = tenancy.spec_refusal(spec, cfg.tenancy, operator_image=cfg.spark_image,
+                                   operator_main_file=cfg.main_application_file,
+                                   namespace=namespace)
+    for name in tenancy.secrets_of(spec):
+        refusal = refusal or tenancy.secret_refusal(
+            namespace, name, observed.secret_labels.get(name), cfg.tenancy)
+    return refusal
+
+
+def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Context:
+    """The pass's context; the refusals are judged in this order (each may raise, see
+    core.unjudged)."""
+    view, sink = observed.view, observed.sink
+    base = spec.sink.base_name
+    desired = revision_of(spec)
+    active = recorded_active(observed.status, sink)
+    annotations = view.annotations
+    me = f"{view.namespace}/{view.name}"
+    owner = sink.alias_owner if sink is not None else None
+    foreign = ownership.foreign_indexes(sink, view)
+    index_of_active = naming.index_table(base, active) if active else None
+    checkpoint_base = spec.spark.checkpoint_base
+    return Context(
+        spec=spec, obs=observed, now=now, cfg=observed.config, view=view, sink=sink,
+        apps=observed.spark_applications, desired=desired, recorded_active=active, base=base,
+        schema=spec.sink.scope, alias=naming.alias_name(base), where=spec.sink.alias_display,
+        base_field=("spec.sink.opensearch.index" if spec.sink.kind == "opensearch"
+                    else "spec.sink.postgres.table"),
+        # Deleting overrides a pause: the user asked for the jobs to stop.
+        paused=(annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
+                and view.deletion_timestamp is None),
+        retry_token=annotations.get(RETRY_ANNOTATION),
+        promote_to=annotations.get(PROMOTE_ANNOTATION, "").strip(),
+        claimed_by=owner if owner not in (None, me) else None,
+        foreign=foreign,
+        owned_refusal=ownership.first_refused(
+            (naming.index_table(base, desired), index_of_active), foreign),
+        checkpoint_problem=(None if checkpoint_base is None
+                            else durable_base_problem(checkpoint_base, observed.config.in_cluster)),
+        spec_refusal=check_spec(spec),
+        policy_refusal=tenancy_refusal(spec, observed),
+        check_refusal=checks.refused_assertion(spec, naming.index_table(base, desired),
+                                               index_of_active))
