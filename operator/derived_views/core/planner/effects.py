@@ -1,0 +1,80 @@
+"""The effects a phase asks for, queued on the draft: each refuses what must not happen
+(all are no-ops while paused; never the alias's target, never another view's index)."""
+
+from __future__ import annotations
+
+from derived_views.core.actions import CreateSparkApplication, DeleteSparkApplication, DropIndex
+from derived_views.core.planner.context import Context
+from derived_views.core.planner.draft import Draft
+from derived_views.core.revision import with_content
+from derived_views.core.sql_check import POLICY_VIOLATION, check_spec
+from derived_views.render.sparkapplication import render_spark_application
+
+
+def delete_app(ctx: Context, draft: Draft, revision: str) -> None:
+    app = ctx.apps.get(revision)
+    if ctx.paused or app is None or app.deleting:
+        return
+    if all(d.name != app.name for d in draft.deletes):
+        draft.deletes.append(DeleteSparkApplication(revision, app.name))
+
+
+def create_app(ctx: Context, draft: Draft, revision: str) -> None:
+    if ctx.paused or revision in ctx.apps or any(c.revision == revision
+                                                 for c in draft.creates):
+        return
+    if ctx.policy_refusal is not None:
+        return
+    if revision in ctx.obs.driver_pods:
+        return  # the previous job's driver pod is still there: a new one would be refused
+    if revision in draft.held_jobs:
+        return  # its lost index and ledger rows are dropped by this plan, after creates
+    if ctx.index(revision) in ctx.foreign:
+        return  # another view's index: the job would refuse it (or write into it)
+    record = draft.records[revision]
+    if revision == ctx.desired:
+        effective = ctx.spec
+    elif record.content is not None:
+        effective = with_content(ctx.spec, record.content)
+    else:
+        return  # a record from before contents were kept: nothing to render it from
+    refused = check_spec(effective) if revision != ctx.desired else None
+    if refused is not None and refused.reason == POLICY_VIOLATION:
+        return  # an older revision's SQL the policy now refuses: it does not run again
+    manifest = render_spark_application(
+        ctx.cfg.spark_template, config=ctx.cfg, namespace=ctx.view.namespace,
+        view=ctx.view.name, uid=ctx.view.uid, spec=effective, revision=revision,
+        checkpoint_location=record.checkpoint_location)
+    draft.creates.append(CreateSparkApplication(revision, manifest["metadata"]["name"],
+                                                manifest))
+
+
+def drop_index(ctx: Context, draft: Draft, revision: str) -> bool:
+    """Queue the drop unless the alias selects from it (now or after this plan's switch)."""
+    if ctx.paused or ctx.sink is None:
+        return False
+    index = ctx.index(revision)
+    if index not in ctx.sink.indexes or index in ctx.foreign:
+        return False
+    if index == ctx.sink.alias_target or any(s.to_index == index for s in draft.switches):
+        return False
+    if all(d.index != index for d in draft.drops):
+        draft.drops.append(DropIndex(ctx.schema, index, revision,
+                                     owner_uid=ctx.view.uid))
+    return True
+
+
+def purge(ctx: Context, draft: Draft, revision: str) -> None:
+    """Drop the revision's index table (if any) with its ledger rows, and hold its job back
+    this pass. Never the alias's target."""
+    if ctx.paused or ctx.sink is None:
+        return
+    index = ctx.index(revision)
+    if index == ctx.sink.alias_target or any(s.to_index == index for s in draft.switches):
+        return
+    if index in ctx.foreign:
+        return  # another view's index and ledger rows
+    draft.held_jobs.add(revision)
+    if all(d.index != index for d in draft.drops):
+        draft.drops.append(DropIndex(ctx.schema, index, revision,
+                                     owner_uid=ctx.view.uid))

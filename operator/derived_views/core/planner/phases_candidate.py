@@ -1,0 +1,120 @@
+"""The building candidate: its job, failure, deadline, checks, and a rebuild when its index
+lost what its ledger claims; restarts for changed job settings."""
+
+from __future__ import annotations
+
+from derived_views.api.status import Phase
+from derived_views.core import checks, integrity
+from derived_views.core.deadlines import deadline_verdict
+from derived_views.core.job_state import judge
+from derived_views.core.planner import effects, phases_cutover, readings
+from derived_views.core.planner.context import Context
+from derived_views.core.planner.draft import Draft
+from derived_views.core.planner.records import BUILDING, clip
+from derived_views.core.revision import job_settings_of
+
+
+def rebuild_lost_candidate(ctx: Context, draft: Draft) -> None:
+    """A building candidate whose index lost batches its ledger claims is rebuilt from
+    offset 0 (a new build, a fresh checkpoint), never promoted: stop its job, drop the
+    table and ledger rows once the job is gone, then start again."""
+    revision = ctx.desired
+    record = draft.records.get(revision)
+    if revision == draft.active or record is None or record.phase not in BUILDING:
+        return
+    cause = readings.lost_cause(ctx, revision)
+    if cause is None:
+        if record.reason == integrity.INDEX_LOST and revision in ctx.apps:
+            draft.set(revision, reason="BackfillStarted")  # rebuilding; a new loss counts anew
+        return
+    if record.reason != integrity.INDEX_LOST:
+        build = record.build + 1
+        draft.set(revision, phase=Phase.Pending, reason=integrity.INDEX_LOST,
+                  message=clip(f"{cause}; rebuilding from offset 0 (build {build}); it is "
+                               "not promoted before the rebuild catches up"),
+                  build=build, checkpoint_location=ctx.checkpoint(revision, build),
+                  started_at=ctx.now, caught_up_since=None, lag=None, job_state=None,
+                  execution_attempts=None,
+                  source_partitions=readings.partitions_now(ctx, draft, revision))
+        draft.event(integrity.INDEX_LOST, f"Rebuilding candidate revision {revision} from "
+                                          f"offset 0: {cause}.", warning=True)
+    effects.delete_app(ctx, draft, revision)
+    draft.held_jobs.add(revision)
+    if revision not in ctx.apps and revision not in ctx.obs.driver_pods:
+        effects.purge(ctx, draft, revision)
+
+
+def progress_desired(ctx: Context, draft: Draft) -> None:
+    """Job, failure, deadline, lag gate and promotion of the spec's revision."""
+    revision = ctx.desired
+    record = draft.records.get(revision)
+    if revision == draft.active or record is None or record.phase not in BUILDING:
+        return
+    app = ctx.apps.get(revision)
+    replacing = any(d.revision == revision for d in draft.deletes)
+    if not replacing and app is not None and not app.deleting and app.stopped:
+        ended = judge(app)  # the driver's termination message when there is one
+        reason, detail = ended.reason, ended.message
+        draft.set(revision, phase=Phase.Failed, reason=reason, message=clip(detail),
+                  caught_up_since=None, job_state=app.state,
+                  execution_attempts=app.execution_attempts,
+                  retry_token=ctx.retry_token, generation=ctx.view.generation)
+        draft.event(reason, f"Stopped waiting for revision {revision}: its job ended "
+                            f"({app.state}): {detail}", warning=True)
+        return
+    verdict = deadline_verdict(ctx.spec.cutover, record.started_at,
+                               ctx.position_of(revision), readings.lag_of(ctx, draft, revision),
+                               ctx.now)
+    if not ctx.paused and verdict is not None:
+        reason, message = verdict
+        draft.set(revision, phase=Phase.Failed, reason=reason, message=message,
+                  caught_up_since=None, lag=None, content=None, job_state=None,
+                  execution_attempts=None, retry_token=ctx.retry_token,
+                  generation=ctx.view.generation)
+        effects.delete_app(ctx, draft, revision)
+        draft.event(reason, f"Aborted candidate revision {revision}: {message}.", warning=True)
+        return
+    if app is None and not replacing and not readings.missing_topics_of(ctx, draft, revision):
+        effects.create_app(ctx, draft, revision)
+    readings.observe(ctx, draft, revision)
+    take_checks_run(ctx, draft, revision)
+    phases_cutover.promote(ctx, draft, revision)
+
+
+def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
+    """Record this pass's run of the candidate's checks; one event when the outcome (or
+    which checks fail) changes, not one per run."""
+    taken = ctx.obs.checks_run
+    if taken is None or taken[0] != revision:
+        return
+    record = draft.records[revision]
+    run = taken[1]
+    before = checks.shown_run(ctx.spec, record.checks, record.caught_up_since,
+                              record.started_at)
+    draft.set(revision, checks=run)
+    if run.passed:
+        if before is None or not before.passed:
+            shown = checks.summary(run)
+            draft.event("ChecksPassed", f"Cutover checks of revision {revision}: {shown}.")
+        return
+    reason, text = checks.failure_text(run)
+    # by the failing checks, not their words: a sample's examples differ on every run
+    told = None if before is None else [(r.name, r.outcome) for r in before.failing()]
+    if told != [(r.name, r.outcome) for r in run.failing()]:
+        draft.event(reason, f"Revision {revision} is not promoted: {text}.", warning=True)
+
+
+def apply_job_settings(ctx: Context, draft: Draft) -> None:
+    """Restart running jobs whose job settings changed, from their checkpoints: no replay."""
+    wanted = job_settings_of(ctx.spec)
+    # the active first, then the candidate: a plan's actions come in a fixed order
+    for revision in dict.fromkeys(r for r in (draft.active, ctx.desired) if r is not None):
+        record, app = draft.records.get(revision), ctx.apps.get(revision)
+        if (record is None or app is None or app.deleting or app.stopped
+                or not app.job_settings or app.job_settings == wanted
+                or not (record.phase in BUILDING or revision == draft.active)):
+            continue
+        effects.delete_app(ctx, draft, revision)
+        draft.event("JobRestarted", f"Restarted the job of revision {revision} from its "
+                                    "checkpoint to apply changed job settings (spec.spark or "
+                                    "the Kafka connection).")

@@ -1,0 +1,97 @@
+"""Cutover: promote the candidate (the gate, its checks, approval, the sink's blockers),
+switch the alias, and finish a switch that landed while its status update did not."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from derived_views.api.status import CutoverRecord, Phase, RevisionStatus
+from derived_views.core import checks, switch_guard
+from derived_views.core.actions import SwitchAlias
+from derived_views.core.planner import effects, readings
+from derived_views.core.planner.context import Context
+from derived_views.core.planner.draft import Draft, PromotionHold
+from derived_views.core.times import seconds_between
+
+
+def resume_cutover(ctx: Context, draft: Draft) -> None:
+    """Finish a cutover whose alias switch landed but whose status update did not."""
+    if ctx.sink is None or ctx.sink.alias_target is None:
+        return
+    intent = ctx.obs.status.intent
+    for revision, record in list(draft.records.items()):
+        if revision == draft.active or ctx.sink.alias_target != record.index:
+            continue
+        intended = intent is not None and intent.cutover_to == revision
+        if intended or record.phase == Phase.CaughtUp:
+            draft.last_cutover = CutoverRecord(
+                from_revision=draft.active, to_revision=revision, switched_at=ctx.now)
+            finish_cutover(ctx, draft, revision)
+            return
+
+
+def finish_cutover(ctx: Context, draft: Draft, revision: str) -> None:
+    old = draft.active
+    draft.set(revision, phase=Phase.Active, reason="Promoted", message=None,
+              caught_up_since=None, retire_after=None)
+    draft.active = revision
+    if old is not None and old != revision:
+        follow_until = readings.follow_until(ctx, old)
+        draft.set(old, phase=Phase.Retiring, retire_after=ctx.retire_after(),
+                  follow_until=follow_until, reason="Replaced",
+                  message=f"replaced by revision {revision}" + (
+                      "; its job keeps following the log for a rollback until "
+                      f"{follow_until.isoformat()}" if follow_until else ""),
+                  caught_up_since=None, lag=None, job_state=None, execution_attempts=None)
+        if follow_until is None:
+            effects.delete_app(ctx, draft, old)
+        draft.event("CutoverCompleted",
+                    f"Switched readers of {ctx.where} from revision {old} "
+                    f"to {revision}.")
+    else:
+        draft.event("CutoverCompleted",
+                    f"Started serving revision {revision} as {ctx.where}.")
+
+
+def promote(ctx: Context, draft: Draft, revision: str) -> None:
+    """Switch the alias to the building candidate once its gate has held for stableFor, its
+    checks pass and it is approved; otherwise record on the draft why it is held back."""
+    record = draft.records[revision]
+    lag = draft.lags.get(revision)
+    if record.phase != Phase.CaughtUp or lag is None or record.caught_up_since is None:
+        return
+    stable = (seconds_between(record.caught_up_since, ctx.now)
+              >= ctx.spec.cutover.stable_for_seconds)
+    if stable and not checks_pass(ctx, record):
+        draft.promotion_hold = PromotionHold("checks")
+        return  # failing or not yet run: not promoted, not even on the annotation
+    approved = (draft.active is None or ctx.spec.cutover.mode == "auto"
+                or ctx.promote_to == revision)
+    if stable and not approved:
+        draft.promotion_hold = PromotionHold("approval")
+    if stable and approved and not ctx.paused and ctx.sink is not None:
+        blocked = switch_guard.blocker(ctx.sink, ctx.index(revision))
+        if blocked is not None:
+            draft.promotion_hold = PromotionHold("blocker", blocked)
+            told = switch_guard.announcement(blocked, revision, ctx.obs.status)
+            if told:
+                draft.event(blocked.reason, told, warning=True)
+            return
+        if ctx.index(revision) in ctx.foreign:
+            return
+        draft.switches.append(SwitchAlias(ctx.schema, ctx.alias, ctx.index(revision),
+                                          ctx.sink.alias_target))
+        draft.cutover = (revision, draft.active)
+        draft.last_cutover = CutoverRecord(
+            from_revision=draft.active, to_revision=revision, switched_at=ctx.now,
+            gate_held_at=record.caught_up_since + dt.timedelta(
+                seconds=ctx.spec.cutover.stable_for_seconds))
+        finish_cutover(ctx, draft, revision)
+
+
+def checks_pass(ctx: Context, record: RevisionStatus) -> bool:
+    """No checks, or a passing run of the spec's checks made while the gate held."""
+    if checks.checks_of(ctx.spec) is None:
+        return True
+    run = checks.current_run(ctx.spec, record.checks, record.caught_up_since)
+    return ctx.check_refusal is None and run is not None and run.passed
