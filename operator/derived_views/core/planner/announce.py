@@ -1,0 +1,45 @@
+"""Announce on transition: an event only when what it reports changed since the last pass,
+not one per pass. The last pass's word is read from the status it wrote (a condition, a
+record's check run)."""
+
+from __future__ import annotations
+
+from derived_views.core import conditions as cond
+from derived_views.core import integrity, partition_growth
+from derived_views.core.job_state import DRIVER_PENDING, Judgement, Kind
+from derived_views.core.planner.context import Context
+from derived_views.core.planner.draft import Draft
+
+
+def last_written(ctx: Context, condition: str, *fields: str) -> tuple[object, ...] | None:
+    """The given fields of the condition the last pass wrote (None: it wrote none)."""
+    before = ctx.obs.status.condition(condition)
+    return None if before is None else tuple(getattr(before, name) for name in fields)
+
+
+def on_change(draft: Draft, before: object, now: object, reason: str, message: str, *,
+              warning: bool = False) -> None:
+    """Emit the event only when `now` (what it is about) differs from `before`."""
+    if before != now:
+        draft.event(reason, message, warning=warning)
+
+
+def job_problem(ctx: Context, draft: Draft, revision: str, judgement: Judgement,
+                degraded: cond.Verdict) -> None:
+    """One event when a blocked or suspended job becomes the view's shown problem (or its
+    cause changes)."""
+    reason = DRIVER_PENDING if judgement.kind == Kind.BLOCKED else judgement.reason
+    on_change(draft, last_written(ctx, cond.DEGRADED, "status", "reason", "message"),
+              (degraded.status, degraded.reason, degraded.message), reason,
+              f"The job of revision {revision} cannot run: {judgement.message}.",
+              warning=True)
+
+
+def integrity_problem(ctx: Context, draft: Draft, degraded: cond.Verdict) -> None:
+    """One warning event when the view becomes Degraded for a lost index or partition
+    growth (or the cause changes)."""
+    if degraded.reason not in (integrity.INDEX_LOST, partition_growth.PARTITIONS_GREW):
+        return
+    on_change(draft, last_written(ctx, cond.DEGRADED, "reason", "message"),
+              (degraded.reason, degraded.message), degraded.reason, degraded.message,
+              warning=True)

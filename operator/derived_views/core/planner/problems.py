@@ -1,0 +1,186 @@
+"""The view's problem (Stalled and Degraded): an ordered chain of rules, the first that speaks
+wins. Each rule is one cause; the order says which cause is shown when several hold."""
+
+from __future__ import annotations
+
+from derived_views.api.constants import RETRY_ANNOTATION
+from derived_views.api.status import Phase
+from derived_views.core import integrity, ownership, partition_growth
+from derived_views.core.conditions import Verdict
+from derived_views.core.job_state import JOB_COMPLETED, JOB_FAILED
+from derived_views.core.planner import readings
+from derived_views.core.planner.records import TOPIC_MISSING, TOPIC_RESET, failing_checks
+from derived_views.core.planner.standing import Rule, Standing
+from derived_views.core.sql_check import POLICY_VIOLATION
+
+
+def deletion_blocked(s: Standing) -> Verdict | None:
+    return s.draft.deletion_problem
+
+
+def checkpoint_not_durable(s: Standing) -> Verdict | None:
+    if s.ctx.checkpoint_problem is None:
+        return None
+    return Verdict("True", "CheckpointNotDurable",
+                   f"spec.spark.checkpointBase: {s.ctx.checkpoint_problem}; remove it to use "
+                   "the operator's base, or name a store every pod reaches")
+
+
+def refused_by_policy(s: Standing) -> Verdict | None:
+    refusal = s.ctx.policy_refusal
+    if refusal is None:
+        return None
+    return Verdict("True", refusal.reason,
+                   f"{refusal.message}; no job of this view starts until then" + s.keeps_serving)
+
+
+def spec_refused(s: Standing) -> Verdict | None:
+    refusal = s.ctx.spec_refusal
+    if refusal is None or s.desired == s.active:
+        return None
+    return Verdict("True", refusal.reason,
+                   f"{refusal.message.rstrip('.')}; no job is started for revision {s.desired}"
+                   + s.keeps_serving)
+
+
+def check_refused(s: Standing) -> Verdict | None:
+    if s.ctx.check_refusal is None or s.desired == s.active:
+        return None
+    name, why = s.ctx.check_refusal
+    return Verdict("True", POLICY_VIOLATION,
+                   f"cutover.checks.assertions {name}: {why.rstrip('.')}; revision "
+                   f"{s.desired} is not promoted until the check is fixed (no replay needed)"
+                   + s.keeps_serving)
+
+
+def sink_table_claimed(s: Standing) -> Verdict | None:
+    if s.ctx.claimed_by is None:
+        return None
+    return Verdict("True", "SinkTableClaimed",
+                   f"{s.ctx.where} belongs to DerivedView {s.ctx.claimed_by}; "
+                   "two views cannot share an alias: choose another "
+                   f"{s.ctx.base_field}")
+
+
+def index_owned_by_another_view(s: Standing) -> Verdict | None:
+    ctx, active = s.ctx, s.active
+    if ctx.owned_refusal is None:
+        return None
+    index, owner = ctx.owned_refusal
+    ours = active if active and ctx.index(active) not in ctx.foreign else None
+    return Verdict("True", ownership.INDEX_OWNED_BY_ANOTHER_VIEW, ownership.refusal_message(
+        index, owner, ctx.view, ctx.where, ctx.base_field, ours))
+
+
+def sink_unreadable(s: Standing) -> Verdict | None:
+    if s.ctx.sink is not None or s.ctx.obs.sink_problem is None:
+        return None
+    reason, detail = s.ctx.obs.sink_problem
+    return Verdict("True", reason,
+                   f"{detail}; nothing is switched or dropped until the sink can be read")
+
+
+def source_unreadable(s: Standing) -> Verdict | None:
+    if s.ctx.obs.end_offsets is not None or s.ctx.obs.source_problem is None:
+        return None
+    reason, detail = s.ctx.obs.source_problem
+    return Verdict("True", reason, f"{detail}; lag is unknown, so no revision is promoted")
+
+
+def topic_missing(s: Standing) -> Verdict | None:
+    if not s.missing:
+        return None
+    return Verdict("True", TOPIC_MISSING,
+                   f"topic(s) {', '.join(s.missing)} not found on "
+                   f"{s.ctx.spec.source.kafka.bootstrap_servers}: create them or fix "
+                   "spec.source.topics; no job reads a topic that does not exist")
+
+
+def topic_reset(s: Standing) -> Verdict | None:
+    revision = next((r for r, parts in s.resets.items() if parts), None)
+    if revision is None:
+        return None
+    return Verdict("True", TOPIC_RESET,
+                   f"the log is behind the index of revision {revision} on "
+                   f"{', '.join(s.resets[revision])} (end offset below the committed "
+                   "one): the topic was deleted and recreated or truncated, so that index "
+                   "holds records the log no longer has and is never treated as caught "
+                   "up; change the view's content to rebuild from the new log")
+
+
+def active_index_lost(s: Standing) -> Verdict | None:
+    active, ctx = s.active, s.ctx
+    lost = None if active is None else readings.lost_cause(ctx, active)
+    if active is None or lost is None:
+        return None
+    serves = ("serves the incomplete table" if ctx.sink is not None
+              and ctx.sink.alias_target == ctx.index(active) else "serves nothing")
+    return Verdict("True", integrity.INDEX_LOST,
+                   f"active revision {active}: {lost}; {ctx.where} {serves}"
+                   " and is not repaired onto it; apply a new revision (any change to "
+                   "the view's content) to rebuild beside it, or roll back to a retained "
+                   "revision")
+
+
+def partitions_grew(s: Standing) -> Verdict | None:
+    grown = next((cause for r in dict.fromkeys(s.serving)
+                  if (cause := readings.growth_cause(s.ctx, s.draft, r)) is not None), None)
+    return None if grown is None else Verdict("True", partition_growth.PARTITIONS_GREW, grown)
+
+
+def candidate_failed(s: Standing) -> Verdict | None:
+    candidate = s.candidate
+    if candidate is None or candidate.phase != Phase.Failed:
+        return None
+    return Verdict("True", candidate.reason or JOB_FAILED,
+                   f"revision {s.desired}: {candidate.message or 'failed'}; {s.who_serves}"
+                   f"; set a new value of {RETRY_ANNOTATION} or change the spec to retry")
+
+
+def checks_failing(s: Standing) -> Verdict | None:
+    failing = failing_checks(s.ctx.spec, s.candidate)
+    if failing is None:
+        return None
+    reason, text = failing
+    return Verdict("True", reason,
+                   f"revision {s.desired} is not promoted: {text}; {s.who_serves}"
+                   "; fix the transform (a new revision) or the check (re-run, no replay)")
+
+
+def active_job_stopped(s: Standing) -> Verdict | None:
+    record = s.active_record
+    if record is None or record.reason not in (JOB_FAILED, JOB_COMPLETED):
+        return None
+    return Verdict("True", record.reason,
+                   f"the job of active revision {s.active} stopped: {record.message}; "
+                   "the index no longer follows the log")
+
+
+def active_index_missing(s: Standing) -> Verdict | None:
+    record, sink = s.active_record, s.ctx.sink
+    if record is None or sink is None or record.index in sink.indexes:
+        return None
+    return Verdict("True", "IndexMissing",
+                   f"index {record.index} of active revision {s.active} is missing")
+
+
+PROBLEMS: tuple[Rule, ...] = (
+    deletion_blocked,
+    checkpoint_not_durable,
+    refused_by_policy,
+    spec_refused,
+    check_refused,
+    sink_table_claimed,
+    index_owned_by_another_view,
+    sink_unreadable,
+    source_unreadable,
+    topic_missing,
+    topic_reset,
+    active_index_lost,
+    partitions_grew,
+    candidate_failed,
+    checks_failing,
+    active_job_stopped,
+    active_index_missing,
+)
+"""The causes a view can be Stalled and Degraded for, the one shown first."""
