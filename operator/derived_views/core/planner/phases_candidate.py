@@ -7,7 +7,7 @@ from derived_views.api.status import Phase
 from derived_views.core import checks, integrity
 from derived_views.core.deadlines import deadline_verdict
 from derived_views.core.job_state import judge
-from derived_views.core.planner import effects, phases_cutover, readings
+from derived_views.core.planner import announce, effects, phases_cutover, readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.records import BUILDING, clip
@@ -93,15 +93,14 @@ def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
                               record.started_at)
     draft.set(revision, checks=run)
     if run.passed:
-        if before is None or not before.passed:
-            shown = checks.summary(run)
-            draft.event("ChecksPassed", f"Cutover checks of revision {revision}: {shown}.")
+        announce.on_change(draft, before is not None and before.passed, True, "ChecksPassed",
+                           f"Cutover checks of revision {revision}: {checks.summary(run)}.")
         return
     reason, text = checks.failure_text(run)
     # by the failing checks, not their words: a sample's examples differ on every run
     told = None if before is None else [(r.name, r.outcome) for r in before.failing()]
-    if told != [(r.name, r.outcome) for r in run.failing()]:
-        draft.event(reason, f"Revision {revision} is not promoted: {text}.", warning=True)
+    announce.on_change(draft, told, [(r.name, r.outcome) for r in run.failing()], reason,
+                       f"Revision {revision} is not promoted: {text}.", warning=True)
 
 
 def apply_job_settings(ctx: Context, draft: Draft) -> None:

@@ -7,7 +7,8 @@ from derived_views.api.constants import FINALIZER
 from derived_views.core import conditions as cond
 from derived_views.core import deletion, naming
 from derived_views.core.actions import DropAlias, DropIndex, ReleaseSecret, RemoveFinalizer
-from derived_views.core.planner import effects
+from derived_views.core.planner import announce, effects
+from derived_views.core.planner.announce import last_written
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.records import is_torn_down
@@ -95,9 +96,8 @@ def deletion_blocked(ctx: Context, draft: Draft, blockers: tuple[str, ...],
         f"them (nothing is dropped with CASCADE); after "
         f"{ctx.cfg.deletion_sink_grace_seconds}s from the deletion the view is released "
         "and its alias and indexes are left in place")
-    before = ctx.obs.status.condition(cond.STALLED)
-    if before is None or before.reason != deletion.DELETION_BLOCKED:
-        draft.event(deletion.DELETION_BLOCKED,
-                    f"Not dropping {ctx.where} and its indexes: "
-                    f"{draft.deletion_problem.message}.", warning=True)
+    announce.on_change(draft, last_written(ctx, cond.STALLED, "reason"),
+                       (deletion.DELETION_BLOCKED,), deletion.DELETION_BLOCKED,
+                       f"Not dropping {ctx.where} and its indexes: "
+                       f"{draft.deletion_problem.message}.", warning=True)
     return False, ""
