@@ -31,6 +31,8 @@ from derived_views.core.tenancy import PolicyRefusal
 
 @dataclass(frozen=True)
 class Context:
+    """Read-only for the whole pass; its methods are questions answered from it alone."""
+
     spec: DerivedViewSpec
     obs: Observed
     now: dt.datetime

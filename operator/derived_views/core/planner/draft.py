@@ -41,6 +41,9 @@ class PromotionHold:
 
 @dataclass
 class Draft:
+    """The pass's decisions so far; `set` and `event` are the ways phases write records and
+    events."""
+
     now: dt.datetime
     """The pass's time: it stamps `since` when a record enters a phase."""
     quiet: bool

@@ -1,5 +1,7 @@
-"""The effects a phase asks for, queued on the draft: each refuses what must not happen
-(all are no-ops while paused; never the alias's target, never another view's index)."""
+"""The effects a phase asks for, queued on the draft once each. Each refuses what must not
+happen: nothing while paused; no job the policy, a driver pod still there or another view's
+index forbids; no drop of the alias's target (now or after this plan's switch) or of another
+view's index."""
 
 from __future__ import annotations
 
