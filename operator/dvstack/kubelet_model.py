@@ -10,6 +10,12 @@ operator reads those fields on a cluster:
   password in Secret shop/views-db`), retried until it heals
   (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables,
   pkg/kubelet/util/manager/watch_based_manager.go);
+- a Secret volume whose Secret is missing keeps it Pending with
+  `state.waiting.reason: ContainerCreating`, retried until it heals; the message
+  is the one a kubelet puts in its FailedMount event (`MountVolume.SetUp failed
+  for volume "views-db-volume" : secret "views-db" not found`,
+  pkg/kubelet/volumemanager, pkg/volume/secret/secret.go), here also on the
+  state so a reader of the pod alone sees why;
 - an exited container is `state.terminated` with exitCode, reason `Completed`
   or `Error`, and `message` = the last 4 KiB of its termination-message file
   (or, with `FallbackToLogsOnError` and an empty file after a failure, the
@@ -19,8 +25,10 @@ operator reads those fields on a cluster:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 MAX_TERMINATION_MESSAGE_BYTES = 4 * 1024
@@ -33,6 +41,65 @@ Lookup = Callable[[str, str], "dict[str, str] | None"]
 
 class ContainerConfigError(Exception):
     """The container cannot be configured yet; the message is the kubelet's."""
+
+
+class VolumeMountError(Exception):
+    """A volume of the container cannot be mounted yet; the message is the kubelet's."""
+
+
+@dataclass(frozen=True)
+class SecretMount:
+    """A Secret volume the container mounts: the volume, its Secret, whether it may be absent."""
+
+    volume: str
+    secret: str
+    optional: bool = False
+
+
+EXECUTOR_SECRETS_PREFIX = "spark.kubernetes.executor.secrets."
+
+
+def secret_mounts(pod_spec: dict[str, Any], container: dict[str, Any]) -> list[SecretMount]:
+    """The Secret volumes `container` mounts, in the order of its volumeMounts, each once.
+
+    Then the executors': they are threads of this container here, so the Secrets that
+    `spark.kubernetes.executor.secrets.<name>` on its command line would mount in executor
+    pods (volume `<name>-volume`, as Spark names it) are mounted for it too."""
+    volumes = {v.get("name"): v["secret"] for v in pod_spec.get("volumes") or []
+               if v.get("secret")}
+    mounts: dict[str, SecretMount] = {}
+    for mount in container.get("volumeMounts") or []:
+        source = volumes.get(mount.get("name"))
+        if source is not None and mount["name"] not in mounts:
+            mounts[mount["name"]] = SecretMount(mount["name"], str(source.get("secretName", "")),
+                                                bool(source.get("optional")))
+    secrets = {m.secret for m in mounts.values()}
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    for flag, setting in itertools.pairwise(argv):
+        key = setting.split("=", 1)[0]
+        if flag == "--conf" and key.startswith(EXECUTOR_SECRETS_PREFIX):
+            name = key.removeprefix(EXECUTOR_SECRETS_PREFIX)
+            if name not in secrets:
+                secrets.add(name)
+                mounts[f"{name}-volume"] = SecretMount(f"{name}-volume", name)
+    return list(mounts.values())
+
+
+def secret_volume_files(mount: SecretMount,
+                        read: Callable[[str], dict[str, bytes] | None]) -> dict[str, bytes]:
+    """The files of one Secret volume (key -> content); `read(name)` is the Secret's data or
+    None when it does not exist.  VolumeMountError when it cannot be mounted yet."""
+    data = read(mount.secret)
+    if data is None:
+        if mount.optional:
+            return {}
+        raise VolumeMountError(mount_failed(mount.volume, f'secret "{mount.secret}" not found'))
+    return data
+
+
+def mount_failed(volume: str, cause: str) -> str:
+    """The kubelet's FailedMount message."""
+    return f'MountVolume.SetUp failed for volume "{volume}" : {cause}'
 
 
 def resolve_env(namespace: str, pod_name: str, container: dict[str, Any],

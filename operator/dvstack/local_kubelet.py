@@ -6,6 +6,15 @@ API server delete such a pod gracefully: a deleted pod keeps existing, with a
 deletionTimestamp, until this kubelet has stopped its process (SIGTERM, then
 SIGKILL after the grace period) and removed it with grace period 0, as a real
 kubelet does.  See `kubelet_model` for the status it reports.
+
+Secret volumes are written, before the container starts, to the directory
+`secret_volumes.secret_dir` names for the pod's submission (its
+`spark-app-selector` label), which is where the container's spark-submit line
+points the job.  A missing Secret keeps the container ContainerCreating, with
+the kubelet's FailedMount Warning Event on the pod.  The files are removed
+once the process has exited or the pod is
+gone, so Secret values do not pile up on disk.  They are written when the
+container starts; unlike a kubelet's, they are not refreshed while it runs.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ from kubernetes.client.exceptions import ApiException
 
 from derived_views.core.patch import merge_patch
 from dvstack import kubelet_model as km
+from dvstack import secret_volumes
+from dvstack.spark_driver_pod import LABEL_APP_SELECTOR
 
 log = logging.getLogger("spark-executor.kubelet")
 
@@ -48,6 +59,7 @@ class Container:
 
     namespace: str
     pod: str
+    uid: str
     proc: subprocess.Popen[bytes]
     log_path: Path
     message_path: Path
@@ -71,10 +83,17 @@ class LocalKubelet:
         self.work_dir = work_dir
         self.python = python
         self.containers: dict[str, Container] = {}
+        self.volume_dirs: dict[str, Path] = {}
+        """Pod uid -> the directory of the Secret volumes written for it."""
+        self.mount_failures: dict[str, str] = {}
+        """Pod uid -> the FailedMount message last recorded as an Event for it."""
 
     # ---- node ---------------------------------------------------------------
     def register_node(self) -> None:
-        """Create the Node the driver pods are bound to, Ready, as a kubelet registers itself."""
+        """Create the Node the driver pods are bound to, Ready, as a kubelet registers itself.
+
+        A kubelet starting runs no pods yet: Secret volumes a previous run left are stale."""
+        secret_volumes.remove_all(self.work_dir)
         body = {"metadata": {"name": self.node_name, "labels": {
             "kubernetes.io/hostname": self.node_name, "kubernetes.io/os": "linux",
             "derivedviews.io/local-stand-in": "true"}}}
@@ -104,6 +123,8 @@ class LocalKubelet:
             container = self.containers[uid]
             if self._stop(container, _ORPHAN_GRACE_SECONDS):
                 self._forget(uid)
+        for uid in {*self.volume_dirs, *self.mount_failures} - present - self.containers.keys():
+            self._unmount(uid)  # a pod gone before its container started
 
     def shutdown(self, grace: float = 10.0) -> None:
         """Stop every process and report its pod terminated (a node going down)."""
@@ -122,6 +143,8 @@ class LocalKubelet:
                                                           _preload_content=False))
                 if pod["metadata"]["uid"] == uid:
                     self._write_status(pod, self._terminated_state(container))
+        for uid in list(self.volume_dirs):
+            self._unmount(uid)
 
     # ---- one pod ----------------------------------------------------------------
     def _sync_pod(self, pod: dict[str, Any]) -> None:
@@ -169,10 +192,18 @@ class LocalKubelet:
         log.info("pod %s/%s: removed after its process stopped", meta["namespace"], meta["name"])
 
     def _forget(self, uid: str) -> None:
-        """The pod is done with: drop its process record and its termination-message file."""
+        """The pod is done with: drop its process record, its termination-message file and its
+        Secret volumes."""
         container = self.containers.pop(uid, None)
         if container is not None:
             container.message_path.unlink(missing_ok=True)
+        self._unmount(uid)
+
+    def _unmount(self, uid: str) -> None:
+        self.mount_failures.pop(uid, None)
+        directory = self.volume_dirs.pop(uid, None)
+        if directory is not None:
+            secret_volumes.remove(directory)
 
     def _stop(self, container: Container, grace: float) -> bool:
         """Signal the process towards an exit; True once it has exited."""
@@ -191,6 +222,13 @@ class LocalKubelet:
     def _start(self, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod["spec"]
         spec_container = spec["containers"][0]
+        try:
+            self._mount_secrets(pod)
+        except km.VolumeMountError as exc:
+            self._failed_mount(pod, str(exc))
+            self._write_status(pod, km.waiting("ContainerCreating", str(exc)))
+            return
+        self.mount_failures.pop(meta["uid"], None)
         try:
             env = km.resolve_env(meta["namespace"], meta["name"], spec_container,
                                  lambda kind, name: self._lookup(meta["namespace"], kind, name),
@@ -218,28 +256,89 @@ class LocalKubelet:
                                         stdin=subprocess.DEVNULL, env=process_env,
                                         cwd=self.work_dir, start_new_session=True)
             except OSError as exc:
+                self._unmount(meta["uid"])
                 self._write_status(pod, {"terminated": {
                     "exitCode": 128, "reason": "StartError", "message": str(exc),
                     "startedAt": started_at, "finishedAt": now_text()}})
                 return
-        container = Container(namespace=meta["namespace"], pod=meta["name"], proc=proc,
-                              log_path=log_path, message_path=message_path,
+        container = Container(namespace=meta["namespace"], pod=meta["name"], uid=meta["uid"],
+                              proc=proc, log_path=log_path, message_path=message_path,
                               started_at=started_at)
         self.containers[meta["uid"]] = container
         log.info("pod %s/%s: started pid %d, log %s", meta["namespace"], meta["name"], proc.pid,
                  log_path.name)
         self._write_status(pod, km.running(started_at), container.container_id)
 
-    def _lookup(self, namespace: str, kind: str, name: str) -> dict[str, str] | None:
+    def _mount_secrets(self, pod: dict[str, Any]) -> None:
+        """Write the files of every Secret volume the container mounts (all, or none when one
+        is missing: VolumeMountError)."""
+        meta, spec = pod["metadata"], pod["spec"]
+        mounts = km.secret_mounts(spec, spec["containers"][0])
+        if not mounts:
+            return
+        namespace = meta["namespace"]
+        files: dict[str, dict[str, bytes]] = {}
+        for mount in mounts:
+            try:
+                files[mount.secret] = km.secret_volume_files(
+                    mount, lambda name: self._secret_files(namespace, name))
+            except ApiException as exc:
+                raise km.VolumeMountError(km.mount_failed(
+                    mount.volume, f"couldn't get secret {namespace}/{mount.secret}: "
+                                  f"{exc.reason}")) from None
+        app_id = (meta.get("labels") or {}).get(LABEL_APP_SELECTOR) or meta["uid"]
+        for secret, data in files.items():
+            try:
+                directory = secret_volumes.secret_dir(self.work_dir, namespace, app_id, secret)
+                self.volume_dirs[meta["uid"]] = directory.parent
+                secret_volumes.write(directory, data)
+            except (ValueError, OSError) as exc:
+                volume = next(m.volume for m in mounts if m.secret == secret)
+                raise km.VolumeMountError(km.mount_failed(volume, str(exc))) from None
+
+    def _failed_mount(self, pod: dict[str, Any], message: str) -> None:
+        """The kubelet's Warning Event FailedMount on the pod, once per pod and message (a
+        kubelet repeats it with a count on its retries)."""
+        meta = pod["metadata"]
+        if self.mount_failures.get(meta["uid"]) == message:
+            return
+        self.mount_failures[meta["uid"]] = message
+        stamp = now_text()
+        with contextlib.suppress(ApiException):
+            self.core.create_namespaced_event(meta["namespace"], {
+                "metadata": {"name": f"{meta['name']}.{time.time_ns():x}"},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                   "namespace": meta["namespace"], "uid": meta["uid"]},
+                "reason": "FailedMount", "message": message, "type": "Warning",
+                "source": {"component": "kubelet", "host": self.node_name},
+                "reportingComponent": "kubelet", "reportingInstance": self.node_name,
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1})
+
+    def _secret_files(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        """A Secret's data as the bytes a volume's files hold; None when it does not exist."""
+        obj = self._read("secret", namespace, name)
+        if obj is None:
+            return None
+        return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+
+    def _read(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         read = (self.core.read_namespaced_secret if kind == "secret"
                 else self.core.read_namespaced_config_map)
         try:
-            obj = _json(read(name, namespace, _preload_content=False))
+            return _json(read(name, namespace, _preload_content=False))
         except ApiException as exc:
             if exc.status == 404:
                 return None
+            raise
+
+    def _lookup(self, namespace: str, kind: str, name: str) -> dict[str, str] | None:
+        try:
+            obj = self._read(kind, namespace, name)
+        except ApiException as exc:
             raise km.ContainerConfigError(f"couldn't get {kind} {namespace}/{name}: "
                                           f"{exc.reason}") from None
+        if obj is None:
+            return None
         if kind == "secret":
             return {k: base64.b64decode(v).decode(errors="replace")
                     for k, v in (obj.get("data") or {}).items()}
@@ -254,6 +353,7 @@ class LocalKubelet:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(container.proc.pid, signal.SIGKILL)  # children that outlived it
+        self._unmount(container.uid)  # as a kubelet tears down a terminated pod's volumes
         exit_code = km.exit_code(code)
         try:
             with open(container.message_path, "rb") as fh:

@@ -11,6 +11,10 @@ internal/controller/sparkapplication/submission.go driverConfOption,
 internal/webhook/sparkpod_defaulter.go mutateSparkPod, pkg/util
 GetOwnerReference).
 
+spark-submit also mounts `driver.secrets`, with or without the webhook: Spark's
+MountSecretsFeatureStep adds a volume `<name>-volume` of the Secret and mounts
+it at the entry's `path` (resource-managers/kubernetes).
+
 Here the container's command is the local spark-submit the stand-in kubelet
 runs (see `spark_local_command`); everything else has the cluster's shape.
 """
@@ -77,6 +81,10 @@ def driver_pod(app: dict[str, Any], *, submission_id: str, app_id: str, node_nam
         "restartPolicy": "Never",
         "containers": [container],
     }
+    volumes, mounts = secret_volumes(driver.get("secrets") or [])
+    if volumes:
+        pod_spec["volumes"] = volumes
+        container["volumeMounts"] = mounts
     if driver.get("serviceAccount"):
         pod_spec["serviceAccountName"] = str(driver["serviceAccount"])
     pod_meta: dict[str, Any] = {"name": name, "namespace": meta["namespace"], "labels": labels}
@@ -90,6 +98,17 @@ def driver_pod(app: dict[str, Any], *, submission_id: str, app_id: str, node_nam
         if driver.get("terminationGracePeriodSeconds") is not None:
             pod_spec["terminationGracePeriodSeconds"] = int(driver["terminationGracePeriodSeconds"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": pod_spec}
+
+
+def secret_volumes(secrets: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
+                                                             list[dict[str, Any]]]:
+    """The volumes and the container's volumeMounts Spark's MountSecretsFeatureStep makes of
+    `spark.kubernetes.driver.secrets.<name>=<path>`: volume `<name>-volume` of the Secret,
+    mounted at `<path>`.  One per name: a later entry's path wins, as a later --conf does."""
+    paths = {str(s["name"]): str(s["path"]) for s in secrets}
+    volumes = [{"name": f"{name}-volume", "secret": {"secretName": name}} for name in paths]
+    mounts = [{"name": f"{name}-volume", "mountPath": path} for name, path in paths.items()]
+    return volumes, mounts
 
 
 def owner_reference(app: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ against a real API server with the operator's real CRD (`spark_crd`):
   `spark-submit --master local[N]` (`spark_local_command`) and reports their
   status as a kubelet does (`kubelet_model`).
 
-It honours only the fields listed below and ignores the rest (volumes, pod
+It honours only the fields listed below and ignores the rest (`volumes`, pod
 templates, node selectors, dynamic allocation, monitoring, UI services...).
 
 Honoured spec fields:
@@ -26,7 +26,11 @@ Honoured spec fields:
   capped at this machine's cores), `image`/`driver.image` (shown in the pod
   only; a missing image is not refused as Spark would), `driver.podName`,
   `driver.serviceAccount`, `driver.labels`/`annotations`, `driver.envVars`,
-  `driver.envSecretKeyRefs`, and through the webhook (namespaces of
+  `driver.envSecretKeyRefs`, `driver.secrets`/`executor.secrets` (Generic:
+  the driver pod gets Spark's `<name>-volume` Secret volumes and mounts; the
+  kubelet writes the Secret to a directory of this submission, which
+  `spark.kubernetes.{driver,executor}.secrets.<name>` name in place of the
+  cluster's path, see `secret_volumes`), and through the webhook (namespaces of
   `--job-namespaces`, default all): `driver.env` (`value`, `valueFrom`
   secretKeyRef/configMapKeyRef/fieldRef), `driver.envFrom`,
   `driver.terminationGracePeriodSeconds`.  `executor.env`/`envFrom` are not
@@ -51,8 +55,10 @@ driver pod's `state.terminated.message`), `submissionAttempts`,
 
 Maintained on the driver pod (kubelet): `status.phase` (Pending, Running,
 Succeeded, Failed), the container's `state.waiting` (reason
-CreateContainerConfigError and the kubelet's message while a referenced
-Secret/ConfigMap or key is missing, retried every pass), `state.running`,
+ContainerCreating and the kubelet's FailedMount message while a mounted Secret
+is missing; CreateContainerConfigError and the kubelet's message while a
+Secret/ConfigMap or key that env needs is missing; both retried every pass),
+`state.running`,
 `state.terminated` (exitCode, reason Completed/Error, message = the job's
 termination-message file, given to it as DV_TERMINATION_MESSAGE_PATH).
 Driver pods have restartPolicy Never, as Spark makes them: a retry is a new pod.

@@ -2,7 +2,9 @@
 
 The stand-in's answer to "which container image runs this": the driver pod's
 command is this line, run by the stand-in kubelet on this machine.  Image paths
-(`local:///opt/derived-views/...`) are mapped to a checkout by `path_map`.
+(`local:///opt/derived-views/...`) are mapped to a checkout by `path_map`, and
+the mount path of each `driver.secrets`/`executor.secrets` entry to the
+directory the stand-in kubelet writes that Secret to (`secret_volumes`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from dvstack.secret_volumes import is_dns1123_subdomain, secret_dir
+
+# secretTypes for which upstream also sets an environment variable to a file of the mount.
+_TYPES_WITH_ENV = {"GCPServiceAccount": "GOOGLE_APPLICATION_CREDENTIALS",
+                   "HadoopDelegationToken": "HADOOP_TOKEN_FILE_LOCATION"}
 
 
 class SubmissionError(Exception):
@@ -85,9 +93,41 @@ def command(app_name: str, namespace: str, spec: dict[str, Any], *, app_id: str,
         # upstream passes it after sparkConf, so it wins over a sparkConf key of the same name;
         # on the JVM's command line it follows the image's SPARK_SUBMIT_OPTS, and so wins too
         conf["spark.driver.extraJavaOptions"] = str(driver["javaOptions"])
+    # After sparkConf, as upstream passes them (driverSecretOption, executorSecretOption).
+    conf.update(secret_conf(namespace, spec, app_id=app_id, work_dir=spark.work_dir))
     conf["spark.app.id"] = app_id
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     argv.append(local_path(str(main), spark.path_map))
     argv += [str(a) for a in spec.get("arguments") or []]
     return argv
+
+
+def secret_conf(namespace: str, spec: dict[str, Any], *, app_id: str,
+                work_dir: str) -> dict[str, str]:
+    """`spark.kubernetes.{driver,executor}.secrets.<name>` of `driver.secrets` and
+    `executor.secrets`: the directory this submission's Secret is mounted at here.
+
+    Not the cluster's `path`: all processes share this machine's file system, so the job
+    (which finds each Secret under this key) reads the stand-in kubelet's directory of
+    it.  Executors are threads of the driver here: their key names the same directory."""
+    conf: dict[str, str] = {}
+    for role in ("driver", "executor"):
+        for i, entry in enumerate((spec.get(role) or {}).get("secrets") or []):
+            where = f"spec.{role}.secrets[{i}]"
+            if not isinstance(entry, dict):
+                raise SubmissionError(f"{where} must be an object with name, path and secretType")
+            name, path = str(entry.get("name") or ""), str(entry.get("path") or "")
+            if not is_dns1123_subdomain(name):
+                raise SubmissionError(f"{where}.name {name!r} is not a valid Secret name "
+                                      "(a DNS-1123 subdomain)")
+            if not path.startswith("/"):
+                raise SubmissionError(f"{where}.path {path!r} must be an absolute path")
+            kind = str(entry.get("secretType") or "")
+            if kind in _TYPES_WITH_ENV:
+                raise SubmissionError(f"{where}.secretType {kind}: the local stand-in mounts "
+                                      f"Generic Secrets only, without upstream's "
+                                      f"{_TYPES_WITH_ENV[kind]} variable")
+            conf[f"spark.kubernetes.{role}.secrets.{name}"] = \
+                str(secret_dir(work_dir, namespace, app_id, name))
+    return conf

@@ -204,6 +204,15 @@ class OwnerConfig(_Model):
     uid: str = Field(min_length=1)
 
 
+class SecretsConfig(_Model):
+    """The Secrets whose mounted files hold the job's credentials (dvjob.credentials), by
+    the role each plays; names only, never values."""
+
+    sink: str = Field(min_length=1)
+    kafka: str | None = None
+    checkpoint: str | None = None
+
+
 class JobConfig(_Model):
     view: str = Field(min_length=1)
     owner: OwnerConfig | None = None
@@ -215,6 +224,9 @@ class JobConfig(_Model):
     sink: SinkConfig
     checkpoint_location: str = Field(min_length=1)
     trigger: TriggerConfig
+    secrets: SecretsConfig | None = None
+    """None only in configurations rendered before Secrets were mounted: the job then reads
+    its credentials from the environment those operators set."""
 
     @field_validator("revision")
     @classmethod

@@ -1,7 +1,8 @@
 """The Kafka source: a stream over all the view's topics, from genesis.
 
-Credentials come from the environment (the operator maps a Secret there), never
-from the configuration document, which is visible in the SparkApplication.
+Credentials come from the Kafka Secret's mounted files (dvjob.credentials, which
+names them as the variables older operators set), never from the configuration
+document, which is visible in the SparkApplication.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _jaas_quote(value: str) -> str:
 
 
 def sasl_options(env: Mapping[str, str]) -> dict[str, str]:
-    """Kafka client security options from `env` (the Kafka Secret's keys, mapped by the operator).
+    """Kafka client security options from `env` (the Kafka Secret's keys, named as variables).
 
     Same contract as the operator's `core.kafka_client.client_settings`: protocol
     SASL_SSL unless `securityProtocol` says SASL_PLAINTEXT or SSL; mechanism PLAIN

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from dvjob.batch_writer import BatchWriter
 from dvjob.changelog import refuse_changelog_aggregates
 from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
 from dvjob.config import JobConfig, TriggerConfig, config_from_argv
+from dvjob.credentials import job_credentials
 from dvjob.errors import JobError, one_line, write_termination_message
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
@@ -74,7 +74,11 @@ def with_trigger(writer: DataStreamWriter, trigger: TriggerConfig) -> DataStream
 
 def run(spark: SparkSession, config: JobConfig) -> None:
     """Start the query and block until it ends (availableNow) or is stopped."""
-    options = kafka_reader_options(config.source, os.environ,
+    credentials = job_credentials(config, spark.sparkContext.getConf().get)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in credentials.hadoop.items():  # before any file system is opened
+        hadoop.set(key, value)
+    options = kafka_reader_options(config.source, credentials.kafka,
                                    min_partitions=2 * spark.sparkContext.defaultParallelism)
     say(f"view {config.view} revision {config.revision}: reading "
         f"{json.dumps(redacted(options), sort_keys=True)}")
@@ -86,7 +90,7 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     refuse_changelog_aggregates(output, config.source.format)
     layout = table_layout(output.schema, config.sink.primary_key)
     hook = spark.conf.get(HOLD_BEFORE_COMMIT_CONF, None)
-    sink = open_sink(config, layout, before_commit=(lambda _batch: hold(hook, config.revision))
+    sink = open_sink(config, layout, credentials, before_commit=(lambda _batch: hold(hook, config.revision))
                      if hook else None)
     say(f"writing {sink.describe()}")
     sink.prepare()

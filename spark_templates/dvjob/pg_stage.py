@@ -25,11 +25,36 @@ dvjob package: it imports nothing of dvjob.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 CHUNK_LINES = 2000
 PART_SHIFT = 40
 """Rows per partition are below 2**40; partitions below 2**23 (ordinals are bigint)."""
+PG_SECRET_KEYS = {"host": "host", "port": "port", "database": "dbname", "user": "user",
+                  "password": "password", "sslmode": "sslmode"}
+"""The PostgreSQL sink Secret's keys and the libpq keywords they are (the operator's own
+adapter reads the same keys)."""
+
+
+def read_secret_dir(directory: str, *, what: str) -> dict[str, str]:
+    """A mounted Secret: one file per key.  The kubelet's own entries (`..data`, the
+    timestamped directory it swaps atomically) start with dots and are not keys."""
+    root = Path(directory)
+    try:
+        entries = sorted(p for p in root.iterdir() if not p.name.startswith("."))
+        return {p.name: p.read_text(encoding="utf-8") for p in entries if p.is_file()}
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} mounted at {directory}: "
+                         f"{exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what} mounted at {directory}: a key is not UTF-8 text "
+                         f"({exc.reason})") from None
+
+
+def libpq_keywords(secret: Mapping[str, str]) -> dict[str, str]:
+    """libpq connection keywords from the sink Secret's keys (unknown keys are ignored)."""
+    return {PG_SECRET_KEYS[k]: v for k, v in secret.items() if k in PG_SECRET_KEYS and v}
 
 
 class PartitionCopier:
@@ -37,8 +62,12 @@ class PartitionCopier:
     staging table."""
 
     def __init__(self, *, schema: str, table: str, columns: Sequence[str], deleted: str,
-                 ordinal: str, application_name: str, conninfo: str = "") -> None:
+                 ordinal: str, application_name: str, conninfo: str = "",
+                 secret_dir: str = "") -> None:
         self.conninfo = conninfo  # "": libpq's PG* environment, as on the driver
+        # Where the executor finds the mounted sink Secret ("": the environment above); the
+        # directory travels with the task, never the password.
+        self.secret_dir = secret_dir
         self.schema = schema
         self.table = table
         self.columns = list(columns)
@@ -56,9 +85,12 @@ class PartitionCopier:
             target, sql.SQL(", ").join(sql.Identifier(c) for c in
                                        [*self.columns, self.deleted, self.ordinal]))
         base = partition << PART_SHIFT
-        # The operator maps the sink Secret into the driver's and the executors' environment.
+        keywords: dict[str, str] = {}
+        if self.secret_dir:
+            keywords = libpq_keywords(read_secret_dir(self.secret_dir, what="the sink Secret"))
         name = "" if os.environ.get("PGAPPNAME") else self.application_name
-        conninfo = psycopg.conninfo.make_conninfo(self.conninfo, application_name=name or None)
+        conninfo = psycopg.conninfo.make_conninfo(self.conninfo, application_name=name or None,
+                                                  **keywords)
         written = 0
         with psycopg.connect(conninfo) as conn, conn.cursor() as cur:
             cur.execute(sql.SQL("DELETE FROM {} WHERE {} >= %s AND {} < %s").format(

@@ -20,6 +20,8 @@ from dvjob.sink_schema import TableLayout
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from dvjob.credentials import Credentials
+
 
 class BadRecordHandler(Protocol):
     """The view's bad-record policy as the sink sees it (dvjob.bad_records.BadRecordScreen)."""
@@ -87,22 +89,24 @@ class Sink(Protocol):
 SINK_KINDS = ("postgres", "opensearch")
 
 
-def open_sink(config: JobConfig, layout: TableLayout, *,
+def open_sink(config: JobConfig, layout: TableLayout, credentials: Credentials, *,
               before_commit: Callable[[int], None] | None = None) -> Sink:
     """The sink the configuration names; the import is lazy so a job loads one client."""
     kind = config.sink.kind
     if kind == "postgres":
-        from dvjob.sink_postgres import PostgresSink, connect_from_environment
+        from dvjob.sink_postgres import PostgresSink, connect_with, describe_target
         app_name = f"dvjob-{config.revision}"
-        return PostgresSink(connect=connect_from_environment(app_name),
+        return PostgresSink(connect=connect_with(app_name, credentials.postgres),
                             schema=config.sink.db_schema, table=config.sink.table,
                             ledger_table=config.sink.ledger_table, revision=config.revision,
                             layout=layout, before_commit=before_commit, app_name=app_name,
-                            owner=config.owner.model_dump() if config.owner else None)
+                            stage_secret_dir=credentials.stage_dir,
+                            owner=config.owner.model_dump() if config.owner else None,
+                            target=describe_target(credentials.postgres))
     if kind == "opensearch":
         from dvjob.sink_opensearch import OpenSearchSink
-        from dvjob.sink_opensearch_client import client_from_environment
-        client, url = client_from_environment()
+        from dvjob.sink_opensearch_client import client_from
+        client, url = client_from(credentials.opensearch)
         return OpenSearchSink(client=client, url=url, index=config.sink.table,
                               ledger_index=config.sink.ledger_table, view=config.view,
                               revision=config.revision, layout=layout,

@@ -6,7 +6,7 @@ DV_OPENSEARCH_USERNAME / DV_OPENSEARCH_PASSWORD pair (docs/sinks.md).
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -54,18 +54,19 @@ def redacted_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def client_from_environment() -> tuple[OpenSearch, str]:
+def client_from(values: Mapping[str, str]) -> tuple[OpenSearch, str]:
     """A client configured by DV_OPENSEARCH_URL and the optional DV_OPENSEARCH_USERNAME /
-    DV_OPENSEARCH_PASSWORD pair (the sink Secret's keys); it connects on first use."""
-    url = os.environ.get("DV_OPENSEARCH_URL", "")
+    DV_OPENSEARCH_PASSWORD pair (the sink Secret's keys url, username and password, see
+    dvjob.credentials); it connects on first use."""
+    url = values.get("DV_OPENSEARCH_URL", "")
     if not url:
         raise ConfigError("DV_OPENSEARCH_URL is not set: the job needs the OpenSearch URL "
                           "(the sink Secret's key `url`)")
     if urlsplit(url).scheme not in ("http", "https"):
         raise ConfigError(f"DV_OPENSEARCH_URL {redacted_url(url)!r}: give an http:// or "
                           "https:// URL")
-    user = os.environ.get("DV_OPENSEARCH_USERNAME") or None
-    password = os.environ.get("DV_OPENSEARCH_PASSWORD") or None
+    user = values.get("DV_OPENSEARCH_USERNAME") or None
+    password = values.get("DV_OPENSEARCH_PASSWORD") or None
     if (user is None) != (password is None):
         raise ConfigError("DV_OPENSEARCH_USERNAME and DV_OPENSEARCH_PASSWORD go together (the "
                           "sink Secret's keys `username` and `password`): set both or neither")

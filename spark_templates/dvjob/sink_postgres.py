@@ -23,7 +23,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -309,8 +309,8 @@ class PostgresSink:
     def __init__(self, *, connect: Connect, schema: str, table: str, ledger_table: str,
                  revision: str, layout: TableLayout,
                  before_commit: Callable[[int], None] | None = None,
-                 app_name: str = "dvjob", stage_conninfo: str = "",
-                 owner: dict[str, str] | None = None) -> None:
+                 app_name: str = "dvjob", stage_conninfo: str = "", stage_secret_dir: str = "",
+                 owner: dict[str, str] | None = None, target: str = "") -> None:
         self._connect = connect
         # The view this job writes for ({namespace, name, uid}); None only for a configuration
         # from before owners were recorded (it may write only into an index with no owner).
@@ -318,6 +318,9 @@ class PostgresSink:
         # How the executors connect to stage a large batch: "" is libpq's PG* environment,
         # which the operator sets from the sink Secret for them as for the driver.
         self.stage_conninfo = stage_conninfo
+        # Where the executors find the mounted sink Secret ("": that environment instead).
+        self.stage_secret_dir = stage_secret_dir
+        self.target = target or describe_target({})  # where `connect` goes, for the log
         self.app_name = app_name
         self._before_commit = before_commit  # a test hook (dvjob.test_hooks); None in use
         self.schema = schema
@@ -328,7 +331,7 @@ class PostgresSink:
 
     def describe(self) -> str:
         return (f"{self.schema}.{self.table} (ledger {self.schema}.{self.ledger_table}) at "
-                f"{describe_target()}")
+                f"{self.target}")
 
     def prepare(self) -> None:
         """Create the schema, ledger and index table if missing; check an existing index.
@@ -470,7 +473,8 @@ class PostgresSink:
             copier = PartitionCopier(schema=self.schema, table=stage,
                                      columns=self.layout.column_names, deleted=DELETED_COLUMN,
                                      ordinal=ORDINAL_COLUMN, application_name=self.app_name,
-                                     conninfo=self.stage_conninfo)
+                                     conninfo=self.stage_conninfo,
+                                     secret_dir=self.stage_secret_dir)
             from pyspark import cloudpickle  # the executors may not have the dvjob package
             cloudpickle.register_pickle_by_value(pg_stage)  # type: ignore[no-untyped-call]
             from dvjob.pg_copy_text import copy_text_lines
@@ -600,17 +604,22 @@ class PostgresSink:
         return target
 
 
-def connect_from_environment(application_name: str) -> Connect:
-    """Connections configured only by libpq's PG* environment variables."""
+def connect_with(application_name: str, keywords: Mapping[str, str]) -> Connect:
+    """Connections by these libpq keywords (the mounted sink Secret's), and by libpq's PG*
+    environment for what they leave out (all of it, for manifests from before mounts)."""
+    name = {} if os.environ.get("PGAPPNAME") else {"application_name": application_name}
+    conninfo = psycopg.conninfo.make_conninfo("", **name, **keywords)
+
     def connect() -> psycopg.Connection[Any]:
-        if os.environ.get("PGAPPNAME"):
-            return psycopg.connect("")
-        return psycopg.connect("", application_name=application_name)
+        return psycopg.connect(conninfo)
     return connect
 
 
-def describe_target() -> str:
-    """Where the libpq environment points, for a log line (never the password)."""
-    parts = [f"{name.lower()}={os.environ[name]}" for name in
-             ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSSLMODE") if os.environ.get(name)]
+def describe_target(keywords: Mapping[str, str]) -> str:
+    """Where the connection goes, for a log line (never the password)."""
+    shown = ("host", "port", "dbname", "user", "sslmode")
+    parts = [f"{name}={keywords[name]}" for name in shown if keywords.get(name)]
+    parts += [f"{name.lower()}={os.environ[name]}" for name in
+              ("PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGSSLMODE")
+              if os.environ.get(name) and not keywords]
     return " ".join(parts) or "libpq defaults"

@@ -142,12 +142,13 @@ def test_view_over_sasl_scram_listener_reaches_ready_and_matches(
     apps = custom.list_namespaced_custom_object(
         "sparkoperator.k8s.io", "v1beta2", namespace, "sparkapplications")["items"]
     app = next(a for a in apps if a["metadata"]["labels"]["derivedviews.io/revision"] == revision)
-    env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in app["spec"]["driver"]["env"]}
-    for var, key in (("DV_KAFKA_SASL_MECHANISM", "mechanism"),
-                     ("DV_KAFKA_SECURITY_PROTOCOL", "securityProtocol"),
-                     ("DV_KAFKA_SASL_USERNAME", "username"), ("DV_KAFKA_SASL_PASSWORD", "password")):
-        assert env[var] is not None and env[var]["name"] == "kafka-scram"
-        assert env[var]["key"] == key
+    # the Kafka Secret is mounted as files on driver and executors (never in their env), and
+    # the job is told which Secret plays which role
+    for role in ("driver", "executor"):
+        mounted = {m["name"] for m in app["spec"][role].get("secrets") or []}
+        assert "kafka-scram" in mounted, app["spec"][role]
+        assert not any("secretKeyRef" in json.dumps(e) for e in app["spec"][role].get("env") or [])
+    assert json.loads(app["spec"]["arguments"][1])["secrets"]["kafka"] == "kafka-scram"
     assert sasl["password"] not in json.dumps(app)  # only references, never the value
 
     results = Path(stack.state_dir) / "results"

@@ -19,12 +19,14 @@ TRIGGER: dict[str, Any] = {"processingTimeSeconds": 1}
 
 
 def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,
-               checkpoint_location: str, uid: str, ledger_table: str = naming.LEDGER_TABLE
-               ) -> dict[str, Any]:
+               checkpoint_location: str, uid: str, ledger_table: str = naming.LEDGER_TABLE,
+               secrets: dict[str, str | None] | None = None) -> dict[str, Any]:
     """The job's configuration document (camelCase keys, in the contract's order).
 
     `owner` (the view's namespace, name and metadata.uid) is recorded on the index the job
-    creates, and an index recorded for another view is refused by the job at start."""
+    creates, and an index recorded for another view is refused by the job at start.
+    `secrets` names the Secrets mounted for the job by role (sink, kafka, checkpoint): the
+    job then reads its credentials from their files and nowhere else."""
     if not uid:
         raise ValueError("uid (the view's metadata.uid) is required: the job records it as "
                          "the owner of the index it creates")
@@ -45,7 +47,7 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
     }
     if not spec.sink.scope:  # OpenSearch has none
         del sink["schema"]
-    return {
+    document: dict[str, Any] = {
         "view": f"{namespace}/{view}",
         "owner": {"namespace": namespace, "name": view, "uid": uid},
         "revision": revision,
@@ -64,6 +66,9 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
         "checkpointLocation": checkpoint_location,
         "trigger": dict(TRIGGER),
     }
+    if secrets is not None:
+        document["secrets"] = {role: name for role, name in secrets.items() if name}
+    return document
 
 
 def job_config_json(config: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """How the operator connects to a view's Kafka cluster: the Secret contract, pure.
 
-`spec.source.kafka.secretRef` names a Secret that the Spark job (through env
-variables, `render.sparkapplication.job_env`) and the operator's own offsets
-client read the same way:
+`spec.source.kafka.secretRef` names a Secret that the Spark job (its files, mounted
+where `render.sparkapplication.secret_mounts` asks; dvjob.credentials) and the
+operator's own offsets client read the same way:
 
 - `username`, `password`: SASL credentials (required for the SASL protocols);
 - `mechanism`: `PLAIN` (default), `SCRAM-SHA-256` or `SCRAM-SHA-512`;

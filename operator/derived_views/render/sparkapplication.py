@@ -1,7 +1,7 @@
 """Render one immutable SparkApplication per revision: template text in, manifest out.
 
-Credentials only appear as `secretKeyRef` env entries: the manifest, the
-job's arguments and hence the API server never hold a secret value. The only
+Credentials only appear as Secrets mounted into the job's pods (by name): the
+manifest, the job's arguments and hence the API server never hold a secret value. The only
 I/O is `load_template`, which the shell calls once at start-up.
 """
 
@@ -32,27 +32,12 @@ TEMPLATE_PATH = Path(__file__).resolve().parents[3] / "spark_templates" / "spark
 SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
 SPARK_KIND = "SparkApplication"
 
-POSTGRES_ENV = (("PGHOST", "host"), ("PGPORT", "port"), ("PGDATABASE", "database"),
-                ("PGUSER", "user"), ("PGPASSWORD", "password"))
-"""libpq's variables, from the sink Secret's keys; PGSSLMODE is added from the optional key
-`sslmode`, matching what the operator's own PostgreSQL adapter reads."""
-OPENSEARCH_ENV = (("DV_OPENSEARCH_URL", "url", False), ("DV_OPENSEARCH_USERNAME", "username", True),
-                  ("DV_OPENSEARCH_PASSWORD", "password", True))
-"""The OpenSearch sink's variables (dvjob.sink), from the sink Secret's keys: (var, key,
-optional); the operator's own adapter reads the same keys."""
-KAFKA_ENV = (("DV_KAFKA_SASL_USERNAME", "username"), ("DV_KAFKA_SASL_PASSWORD", "password"),
-             ("DV_KAFKA_SASL_MECHANISM", "mechanism"),
-             ("DV_KAFKA_SECURITY_PROTOCOL", "securityProtocol"), ("DV_KAFKA_SSL_CA_PEM", "ca.crt"))
-"""The job's variables from the Kafka Secret's keys (the contract of `core.kafka_client`, by
-which the operator reads the same Secret). All optional: `securityProtocol: SSL` needs no
-credentials, and the operator reports a Secret lacking what its protocol needs."""
+SECRETS_MOUNT_ROOT = "/var/run/secrets/derived-views"
+"""Where the job's pods mount each Secret, at `<root>/<secret name>`, one file per key."""
 PLATFORM_SPARK_CONF = {"spark.sql.variable.substitute": "false"}
 """Set after the template's and the author's keys, so neither can undo them: with substitution
 on, Spark replaces `${env:PGPASSWORD}` (or `${system:..}`, `${spark.x}`) in the SQL text with
 its value before any parser or guard sees the query."""
-KAFKA_SECRET_NAME_ENV = "DV_KAFKA_SECRET_NAME"
-"""Tells the job a Secret is named, so it applies the same defaults (SASL_SSL) and names the
-Secret when a key is missing."""
 
 
 def load_template(path: Path = TEMPLATE_PATH) -> str:
@@ -60,34 +45,29 @@ def load_template(path: Path = TEMPLATE_PATH) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _secret_env(var: str, secret: str, key: str, *, optional: bool = False) -> dict[str, Any]:
-    ref: dict[str, Any] = {"name": secret, "key": key}
-    if optional:
-        ref["optional"] = True
-    return {"name": var, "valueFrom": {"secretKeyRef": ref}}
+def job_secrets(spec: DerivedViewSpec, config: OperatorConfig,
+                checkpoint_location: str) -> dict[str, str | None]:
+    """The Secrets a revision's job reads, by role (the job configuration's `secrets`): the
+    sink's, the Kafka cluster's (if any) and the checkpoint store's (s3a:// only)."""
+    kafka = spec.source.kafka.secret_ref
+    store = (config.checkpoint_secret if checkpoints.is_s3a(checkpoint_location) else None)
+    return {"sink": spec.sink.secret_ref.name, "kafka": kafka.name if kafka else None,
+            "checkpoint": store or None}
 
 
-def job_env(spec: DerivedViewSpec) -> list[dict[str, Any]]:
-    """Environment of the driver and the executors: references to Secrets, never values."""
-    sink_secret = spec.sink.secret_ref.name
-    if spec.sink.kind == "opensearch":
-        env = [_secret_env(var, sink_secret, key, optional=optional)
-               for var, key, optional in OPENSEARCH_ENV]
-    else:
-        env = [_secret_env(var, sink_secret, key) for var, key in POSTGRES_ENV]
-        env.append(_secret_env("PGSSLMODE", sink_secret, "sslmode", optional=True))
-    if spec.source.kafka.secret_ref is not None:
-        kafka_secret = spec.source.kafka.secret_ref.name
-        env += [_secret_env(var, kafka_secret, key, optional=True) for var, key in KAFKA_ENV]
-        env.append({"name": KAFKA_SECRET_NAME_ENV, "value": kafka_secret})
-    return env
+def secret_mounts(secrets: dict[str, str | None]) -> list[dict[str, str]]:
+    """`driver.secrets` / `executor.secrets`: each Secret mounted once, as files.
 
-
-def checkpoint_env(config: OperatorConfig, checkpoint_location: str) -> list[dict[str, Any]]:
-    """S3 credentials of an s3a:// checkpoint, as references to the configured Secret."""
-    if not checkpoints.is_s3a(checkpoint_location) or not config.checkpoint_secret:
-        return []
-    return [_secret_env(key, config.checkpoint_secret, key) for key in checkpoints.SECRET_KEYS]
+    Not environment variables: those are readable by any child process of the driver and
+    by Spark's `${env:X}` substitution in SQL text, so one guard's failure would put a
+    password in an index. Upstream turns each entry into spark-submit's
+    `spark.kubernetes.{driver,executor}.secrets.<name>=<path>` (v2.5.2 submission.go
+    driverSecretOption/executorSecretOption), Spark mounts the Secret there
+    (MountSecretsFeatureStep), and the job finds it under that same key. A mount is never
+    optional: without the Secret the pod waits, as it must."""
+    names = sorted({name for name in secrets.values() if name})
+    return [{"name": name, "path": f"{SECRETS_MOUNT_ROOT}/{name}", "secretType": "Generic"}
+            for name in names]
 
 
 def checkpoint_hadoop_conf(config: OperatorConfig, checkpoint_location: str) -> dict[str, str]:
@@ -129,9 +109,10 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": view,
                                 "uid": uid, "controller": True, "blockOwnerDeletion": True}]
 
+    secrets = job_secrets(spec, config, checkpoint_location)
     config_doc = job_config(namespace=namespace, view=view, spec=spec, revision=revision,
                             checkpoint_location=checkpoint_location,
-                            ledger_table=config.ledger_table, uid=uid)
+                            ledger_table=config.ledger_table, uid=uid, secrets=secrets)
     spark = spec.spark
     body.update({
         "type": "Python",
@@ -151,10 +132,10 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
         deps["pyFiles"] = [*(deps.get("pyFiles") or []), *spec.transform.python.py_files]
     body["deps"] = deps
 
-    env = job_env(spec)
+    mounts = secret_mounts(secrets)
     driver: dict[str, Any] = dict(body.get("driver") or {})
     driver.update(cores=spark.driver.cores, memory=spark.driver.memory,
-                  env=[*(driver.get("env") or []), *copy.deepcopy(env)],
+                  secrets=[*(driver.get("secrets") or []), *copy.deepcopy(mounts)],
                   labels={**(driver.get("labels") or {}), **labels})
     service_account = spark.service_account or config.spark_service_account
     if service_account:
@@ -162,16 +143,13 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     executor: dict[str, Any] = dict(body.get("executor") or {})
     executor.update(instances=spark.executor.instances, cores=spark.executor.cores,
                     memory=spark.executor.memory,
-                    env=[*(executor.get("env") or []), *copy.deepcopy(env)],
+                    secrets=[*(executor.get("secrets") or []), *copy.deepcopy(mounts)],
                     labels={**(executor.get("labels") or {}), **labels})
     if service_account:  # the executors too: the platform's account, not the pod default
         executor["serviceAccount"] = service_account
     body["driver"], body["executor"] = driver, executor
 
-    # Checkpoint store: credentials by reference, endpoint and region as Hadoop settings.
-    store_env = checkpoint_env(config, checkpoint_location)
-    for role in (driver, executor):
-        role["env"] = [*role["env"], *copy.deepcopy(store_env)]
+    # Checkpoint store: credentials mounted above, endpoint and region as Hadoop settings.
     hadoop_conf = checkpoint_hadoop_conf(config, checkpoint_location)
     if hadoop_conf:
         body["hadoopConf"] = {**(body.get("hadoopConf") or {}), **hadoop_conf}

@@ -1,5 +1,8 @@
 """The job checkpoints to s3a:// on the stack's S3Proxy and survives a SIGKILL mid-replay.
 
+Its credentials (the database's and the store's) come only from mounted Secret files, as
+the operator renders them: S3A's keys are set by the job, libpq's given by the job.
+
 A driver on a cluster restarts in a fresh pod: only what it checkpointed to
 object storage is left. Here the whole job (driver JVM and Python workers) is
 killed with SIGKILL between batches and started again with the same config;
@@ -46,15 +49,33 @@ def s3_client(s3: dict[str, str]) -> Any:
         config=Config(s3={"addressing_style": "path"}))
 
 
+def mount(root: Path, name: str, keys: dict[str, str]) -> str:
+    """A Secret as the kubelet mounts it: one file per key, in a directory of its own."""
+    directory = root / "secrets" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, value in keys.items():
+        (directory / key).write_text(value)
+    return str(directory)
+
+
 def start_job(stack: Any, config: dict[str, Any], log: Path) -> subprocess.Popen[bytes]:
-    """spark-submit in its own process group, as a driver pod would hold it."""
+    """spark-submit in its own process group, as a driver pod would hold it; its credentials
+    only in mounted Secret files (the environment holds no PG* or AWS_* variable, so libpq
+    and S3A can only have them from the job)."""
     s3, pg = stack.s3, stack.pg
-    env = {**os.environ, "PGHOST": str(pg["host"]), "PGPORT": str(pg["port"]),
-           "PGDATABASE": str(pg["database"]), "PGUSER": str(pg["user"]),
-           "PGPASSWORD": str(pg["password"]), "PYSPARK_PYTHON": sys.executable,
-           "AWS_ACCESS_KEY_ID": s3["access_key"], "AWS_SECRET_ACCESS_KEY": s3["secret_key"]}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "AWS_"))}
+    env["PYSPARK_PYTHON"] = sys.executable
+    root = log.parent
+    mounts = {
+        "views-db": mount(root, "views-db", {k: str(pg[k]) for k in
+                                             ("host", "port", "database", "user", "password")}),
+        "dv-checkpoints": mount(root, "dv-checkpoints", {
+            "AWS_ACCESS_KEY_ID": s3["access_key"], "AWS_SECRET_ACCESS_KEY": s3["secret_key"]}),
+    }
     hadoop = s3a_hadoop_conf(s3["endpoint"], s3["region"])
     confs = [arg for k, v in hadoop.items() for arg in ("--conf", f"spark.hadoop.{k}={v}")]
+    confs += [arg for name, directory in mounts.items() for role in ("driver", "executor")
+              for arg in ("--conf", f"spark.kubernetes.{role}.secrets.{name}={directory}")]
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
     with open(log, "ab") as out:
         return subprocess.Popen(
@@ -98,6 +119,7 @@ def test_a_killed_job_resumes_from_its_s3_checkpoint(stack: Any, schema: str,
                  "ledgerTable": "dv_ledger"},
         "checkpointLocation": location,
         "trigger": {"availableNow": True},
+        "secrets": {"sink": "views-db", "checkpoint": "dv-checkpoints"},
     }
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     first = start_job(stack, config, first_log)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import uuid
 from collections.abc import Iterator
@@ -171,6 +172,56 @@ def test_missing_secret_keeps_the_driver_pending_until_it_appears(
     wait_for(out.is_file, timeout=120, what="the healed driver to start")
     assert _report(out)["env"]["PGPASSWORD"] == "pw"
     wait_for(lambda: cluster.state("nosecret") == "RUNNING", timeout=30, what="RUNNING")
+
+
+def test_mounted_secret_waits_for_the_secret_then_the_job_reads_its_files(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """`driver.secrets`/`executor.secrets` as upstream mounts them: Spark's volume on the pod,
+    the pod ContainerCreating while the Secret is missing, and the job finding the files under
+    its SparkConf keys (a directory of this submission here; executors share the driver's)."""
+    ns, out = cluster.ns, tmp_path / "report.json"
+    mount = {"name": "job-creds", "path": "/mnt/secrets/job-creds", "secretType": "Generic"}
+    cluster.create(_app("mounted", [str(out), "secrets"], driver={"secrets": [mount]},
+                        executor={"instances": 1, "cores": 1, "secrets": [mount]}))
+    wait_for(lambda: cluster.container_state("mounted-driver").get("waiting"), timeout=60,
+             what="the driver container to wait for its volume")
+    failed = 'MountVolume.SetUp failed for volume "job-creds-volume" : secret "job-creds" not found'
+    assert cluster.container_state("mounted-driver")["waiting"] == {
+        "reason": "ContainerCreating", "message": failed}
+    events = cluster.core.list_namespaced_event(
+        ns, field_selector="involvedObject.name=mounted-driver").items
+    assert [(e.type, e.message) for e in events if e.reason == "FailedMount"] == \
+        [("Warning", failed)]
+    pod = cluster.pod("mounted-driver")
+    assert pod is not None and pod["status"]["phase"] == "Pending"
+    # Beside the API server's own (the ServiceAccount token's projected volume).
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["job-creds-volume"]["secret"]["secretName"] == "job-creds"
+    assert {"name": "job-creds-volume", "mountPath": "/mnt/secrets/job-creds"} in \
+        pod["spec"]["containers"][0]["volumeMounts"]
+    assert cluster.state("mounted") == "SUBMITTED" and not out.exists()
+
+    values = {"username": "dv-reader", "password": "pa ss\nword-9f2"}
+    cluster.core.create_namespaced_secret(ns, {"metadata": {"name": "job-creds"},
+                                               "stringData": values})
+    wait_for(out.is_file, timeout=120, what="the driver to start once its Secret exists")
+    found = _report(out)["secrets"]
+    driver = found["spark.kubernetes.driver.secrets.job-creds"]
+    assert driver["files"] == values
+    assert found["spark.kubernetes.executor.secrets.job-creds"] == driver
+    app_id = pod["metadata"]["labels"]["spark-app-selector"]
+    directory = Path(driver["dir"])
+    assert directory.parts[-3:] == (ns, app_id, "job-creds")
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE((directory / "password").stat().st_mode) == 0o600
+    assert not any("word-9f2" in v for v in _report(out)["env"].values())  # files, not env
+    wait_for(lambda: cluster.state("mounted") == "RUNNING", timeout=30, what="RUNNING")
+
+    cluster.custom.delete_namespaced_custom_object(G, V, ns, P, "mounted")
+    wait_for(lambda: cluster.pod("mounted-driver") is None, timeout=90,
+             what="the driver pod to be removed")
+    wait_for(lambda: not directory.parent.exists(), timeout=10,
+             what="the kubelet to remove the submission's Secret files")
 
 
 def test_failed_job_retries_then_fails_with_upstream_message_and_termination_message(

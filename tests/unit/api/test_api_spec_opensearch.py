@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.job_config import job_config
 from derived_views.core.revision import revision_of
-from derived_views.render.sparkapplication import job_env
 
 POSTGRES: dict[str, Any] = {
     "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
@@ -73,16 +72,12 @@ def test_a_postgres_revision_is_unchanged_by_the_second_sink() -> None:
     assert revision_of(DerivedViewSpec.model_validate(POSTGRES)) == POSTGRES_REVISION
 
 
-def test_the_job_hears_of_the_index_and_the_secret_keys() -> None:
+def test_the_job_hears_of_the_index() -> None:
     spec = DerivedViewSpec.model_validate(OPENSEARCH)
     revision = revision_of(spec)
     sink = job_config(uid="u-1", spec=spec, namespace="shop", view="orders", revision=revision,
                       checkpoint_location="/c", ledger_table="dv_ledger")["sink"]
     assert sink == {"kind": "opensearch", "table": f"orders__{revision}",
                     "primaryKey": ["order_id"], "ledgerTable": "dv_ledger"}
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in job_env(spec)}
-    assert env == {"DV_OPENSEARCH_URL": {"name": "search", "key": "url"},
-                   "DV_OPENSEARCH_USERNAME": {"name": "search", "key": "username",
-                                              "optional": True},
-                   "DV_OPENSEARCH_PASSWORD": {"name": "search", "key": "password",
-                                              "optional": True}}
+    # its Secret's keys are read by the job from the mounted files (render tests'
+    # test_kafka_secret_contract.py, test_the_opensearch_sink_secret_is_read_by_its_keys)

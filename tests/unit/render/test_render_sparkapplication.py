@@ -114,38 +114,36 @@ def test_arguments_carry_the_job_config_the_job_accepts() -> None:
     assert parse_config(args[1]).revision == REVISION
 
 
-def test_credentials_are_secret_references_on_driver_and_executor() -> None:
+def mounts(*names: str) -> list[dict[str, str]]:
+    """Spark Operator v2.5.2's SecretInfo: each Secret mounted as files at a fixed path."""
+    return [{"name": n, "path": f"/var/run/secrets/derived-views/{n}", "secretType": "Generic"}
+            for n in names]
+
+
+def test_credentials_are_mounted_secrets_on_driver_and_executor_never_env() -> None:
     spec = render()["spec"]
-    expected = [
-        {"name": "PGHOST", "valueFrom": {"secretKeyRef": {"name": "views-db", "key": "host"}}},
-        {"name": "PGPORT", "valueFrom": {"secretKeyRef": {"name": "views-db", "key": "port"}}},
-        {"name": "PGDATABASE",
-         "valueFrom": {"secretKeyRef": {"name": "views-db", "key": "database"}}},
-        {"name": "PGUSER", "valueFrom": {"secretKeyRef": {"name": "views-db", "key": "user"}}},
-        {"name": "PGPASSWORD",
-         "valueFrom": {"secretKeyRef": {"name": "views-db", "key": "password"}}},
-        {"name": "PGSSLMODE", "valueFrom": {"secretKeyRef": {
-            "name": "views-db", "key": "sslmode", "optional": True}}},
-        *({"name": var, "valueFrom": {"secretKeyRef": {
-            "name": "kafka-creds", "key": key, "optional": True}}}
-          for var, key in (("DV_KAFKA_SASL_USERNAME", "username"),
-                           ("DV_KAFKA_SASL_PASSWORD", "password"),
-                           ("DV_KAFKA_SASL_MECHANISM", "mechanism"),
-                           ("DV_KAFKA_SECURITY_PROTOCOL", "securityProtocol"),
-                           ("DV_KAFKA_SSL_CA_PEM", "ca.crt"))),
-        {"name": "DV_KAFKA_SECRET_NAME", "value": "kafka-creds"},
-    ]
-    assert spec["driver"]["env"] == expected
-    assert spec["executor"]["env"] == expected
-    for entry in spec["driver"]["env"]:  # a value only for the Secret's name, never from it
-        assert "value" not in entry or entry["name"] == "DV_KAFKA_SECRET_NAME"
+    for role in ("driver", "executor"):
+        assert spec[role]["secrets"] == mounts("kafka-creds", "views-db")
+        assert "env" not in spec[role]  # nothing for `${env:}` or a child process to read
+    config = json.loads(spec["arguments"][1])
+    assert config["secrets"] == {"sink": "views-db", "kafka": "kafka-creds"}
+    assert parse_config(spec["arguments"][1]).secrets is not None
 
 
 def test_no_kafka_credentials_without_a_kafka_secret() -> None:
     body = copy.deepcopy(BODY)
     del body["source"]["kafka"]["secretRef"]
-    names = [e["name"] for e in render(body)["spec"]["driver"]["env"]]
-    assert names == ["PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "PGSSLMODE"]
+    spec = render(body)["spec"]
+    assert spec["driver"]["secrets"] == mounts("views-db")
+    assert json.loads(spec["arguments"][1])["secrets"] == {"sink": "views-db"}
+
+
+def test_one_secret_for_two_roles_is_mounted_once() -> None:
+    body = copy.deepcopy(BODY)
+    body["source"]["kafka"]["secretRef"]["name"] = "views-db"
+    spec = render(body)["spec"]
+    assert spec["executor"]["secrets"] == mounts("views-db")
+    assert json.loads(spec["arguments"][1])["secrets"] == {"sink": "views-db", "kafka": "views-db"}
 
 
 def test_python_transform_ships_its_files_and_spec_overrides_apply() -> None:
@@ -181,35 +179,25 @@ S3_CONFIG = dict(checkpoint_secret="dv-checkpoints", checkpoint_s3_endpoint="htt
                  checkpoint_s3_region="eu-central-1")
 
 
-def test_s3a_checkpoints_get_credentials_by_reference_and_s3a_settings() -> None:
+def test_s3a_checkpoints_get_their_secret_mounted_and_s3a_settings() -> None:
     spec = render(**S3_CONFIG)["spec"]
-    expected = [
-        {"name": "AWS_ACCESS_KEY_ID",
-         "valueFrom": {"secretKeyRef": {"name": "dv-checkpoints", "key": "AWS_ACCESS_KEY_ID"}}},
-        {"name": "AWS_SECRET_ACCESS_KEY",
-         "valueFrom": {"secretKeyRef": {"name": "dv-checkpoints",
-                                        "key": "AWS_SECRET_ACCESS_KEY"}}},
-    ]
     for role in ("driver", "executor"):
-        env = spec[role]["env"]
-        assert [e for e in env if e["name"].startswith("AWS_")] == expected
-        # references only; the one plain value is the Kafka Secret's name, not a secret
-        assert all("value" not in e for e in env if e["name"] != "DV_KAFKA_SECRET_NAME")
+        assert spec[role]["secrets"] == mounts("dv-checkpoints", "kafka-creds", "views-db")
+        assert "env" not in spec[role]
+    assert json.loads(spec["arguments"][1])["secrets"]["checkpoint"] == "dv-checkpoints"
     assert spec["hadoopConf"] == {"fs.s3a.endpoint": "http://minio:9000",
                                   "fs.s3a.path.style.access": "true",
                                   "fs.s3a.endpoint.region": "eu-central-1"}
     # The rest of the manifest is what it is without a checkpoint store.
     plain = render()["spec"]
-    assert plain["driver"]["env"] == [e for e in spec["driver"]["env"]
-                                      if not e["name"].startswith("AWS_")]
+    assert plain["driver"]["secrets"] == mounts("kafka-creds", "views-db")
     assert "hadoopConf" not in plain
 
 
 def test_on_aws_only_the_credentials_are_added() -> None:
     spec = render(checkpoint_secret="dv-checkpoints")["spec"]
     assert "hadoopConf" not in spec
-    assert [e["name"] for e in spec["executor"]["env"]][-2:] == ["AWS_ACCESS_KEY_ID",
-                                                                "AWS_SECRET_ACCESS_KEY"]
+    assert spec["executor"]["secrets"] == mounts("dv-checkpoints", "kafka-creds", "views-db")
 
 
 def test_a_non_s3a_checkpoint_gets_no_s3_settings() -> None:
@@ -221,7 +209,8 @@ def test_a_non_s3a_checkpoint_gets_no_s3_settings() -> None:
         checkpoint_location=f"hdfs://nn:8020/ck/shop/orders-by-customer/{REVISION}")
     spec = manifest["spec"]
     assert "hadoopConf" not in spec
-    assert not any(e["name"].startswith("AWS_") for e in spec["driver"]["env"])
+    assert spec["driver"]["secrets"] == mounts("kafka-creds", "views-db")
+    assert "checkpoint" not in json.loads(spec["arguments"][1])["secrets"]
 
 
 def test_template_hadoop_conf_is_kept_and_ours_wins() -> None:

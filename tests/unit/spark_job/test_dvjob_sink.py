@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from dvjob.config import parse_config
+from dvjob.credentials import Credentials
 from dvjob.errors import ConfigError
 from dvjob.sink import open_sink
 from dvjob.sink_schema import table_layout
@@ -30,7 +31,7 @@ LAYOUT = table_layout(StructType([StructField("customer_id", StringType()),
 def test_a_config_without_a_kind_is_the_postgres_sink_of_earlier_operators() -> None:
     config = parse_config(json.dumps(CONFIG))
     assert config.sink.kind == "postgres"
-    sink = open_sink(config, LAYOUT)  # connects lazily: nothing is reached here
+    sink = open_sink(config, LAYOUT, Credentials())  # connects lazily: nothing is reached here
     assert sink.describe().startswith("shop.orders__r1 (ledger shop.dv_ledger) at ")
 
 

@@ -1,4 +1,4 @@
-"""The OpenSearch sink's configuration: kind, index names, credentials from the environment."""
+"""The OpenSearch sink's configuration: kind, index names, credentials from its Secret's keys."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from dvjob.config import parse_config
+from dvjob.credentials import Credentials
 from dvjob.errors import ConfigError
 from dvjob.sink import SINK_KINDS, open_sink
 from dvjob.sink_opensearch import OpenSearchSink
@@ -35,11 +36,9 @@ def with_sink(**changes: Any) -> str:
     return json.dumps(doc)
 
 
-@pytest.fixture
-def environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in ("DV_OPENSEARCH_URL", "DV_OPENSEARCH_USERNAME", "DV_OPENSEARCH_PASSWORD"):
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
+def secret(**keys: str) -> Credentials:
+    """The sink Secret's keys as dvjob.credentials names them."""
+    return Credentials(opensearch={f"DV_OPENSEARCH_{k.upper()}": v for k, v in keys.items()})
 
 
 def test_opensearch_is_a_sink_kind_whose_table_is_the_index() -> None:
@@ -77,39 +76,32 @@ def test_postgres_names_keep_their_rules() -> None:
         parse_config(with_sink(kind="postgres", table="t" * 64))
 
 
-def test_open_sink_reads_the_url_and_logs_it_without_credentials(
-        environment: pytest.MonkeyPatch) -> None:
-    environment.setenv("DV_OPENSEARCH_URL", "https://dv:s3cret@search.example:9200")
-    environment.setenv("DV_OPENSEARCH_USERNAME", "dv")
-    environment.setenv("DV_OPENSEARCH_PASSWORD", "s3cret")
-    sink = open_sink(parse_config(with_sink()), LAYOUT)  # connects lazily: nothing reached
+def test_open_sink_reads_the_url_and_logs_it_without_credentials() -> None:
+    creds = secret(url="https://dv:s3cret@search.example:9200", username="dv", password="s3cret")
+    sink = open_sink(parse_config(with_sink()), LAYOUT, creds)  # connects lazily: nothing reached
     assert isinstance(sink, OpenSearchSink)
     assert sink.describe() == "index orders__r1 (ledger dv_ledger) at https://search.example:9200"
     assert "s3cret" not in sink.describe()
 
 
-def test_open_sink_needs_the_url(environment: pytest.MonkeyPatch) -> None:
+def test_open_sink_needs_the_url() -> None:
     with pytest.raises(ConfigError, match="DV_OPENSEARCH_URL is not set"):
-        open_sink(parse_config(with_sink()), LAYOUT)
-    environment.setenv("DV_OPENSEARCH_URL", "search.example:9200")
+        open_sink(parse_config(with_sink()), LAYOUT, secret())
     with pytest.raises(ConfigError, match=r"give an http:// or https:// URL"):
-        open_sink(parse_config(with_sink()), LAYOUT)
+        open_sink(parse_config(with_sink()), LAYOUT, secret(url="search.example:9200"))
 
 
-def test_a_username_without_a_password_is_refused(environment: pytest.MonkeyPatch) -> None:
-    environment.setenv("DV_OPENSEARCH_URL", "http://search.example:9200")
-    environment.setenv("DV_OPENSEARCH_USERNAME", "dv")
+def test_a_username_without_a_password_is_refused() -> None:
     with pytest.raises(ConfigError, match="set both or neither"):
-        open_sink(parse_config(with_sink()), LAYOUT)
+        open_sink(parse_config(with_sink()), LAYOUT,
+                  secret(url="http://search.example:9200", username="dv"))
 
 
-def test_column_names_are_checked_when_the_sink_is_opened(
-        environment: pytest.MonkeyPatch) -> None:
-    environment.setenv("DV_OPENSEARCH_URL", "http://search.example:9200")
+def test_column_names_are_checked_when_the_sink_is_opened() -> None:
     dotted = table_layout(StructType([StructField("customer_id", StringType()),
                                       StructField("a.b", LongType())]), ["customer_id"])
     with pytest.raises(ConfigError, match=r"column 'a\.b'"):
-        open_sink(parse_config(with_sink()), dotted)
+        open_sink(parse_config(with_sink()), dotted, secret(url="http://search.example:9200"))
 
 
 @pytest.mark.parametrize(("url", "shown"), [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dvstack import kubelet_model as km
@@ -119,3 +121,45 @@ def test_pod_status_for_each_container_state() -> None:
     done = km.terminated(code=0, message="", started_at="T2", finished_at="T3", container_id="")
     assert done["terminated"]["reason"] == "Completed" and "message" not in done["terminated"]
     assert km.pod_status(POD, done, now="T3")["phase"] == "Succeeded"
+
+
+SECRET_POD_SPEC: dict[str, Any] = {
+    "volumes": [{"name": "views-db-volume", "secret": {"secretName": "views-db"}},
+                {"name": "opt-volume", "secret": {"secretName": "opt", "optional": True}},
+                {"name": "unmounted-volume", "secret": {"secretName": "unmounted"}},
+                {"name": "scratch", "emptyDir": {}}],
+    "containers": [{
+        "name": "spark-kubernetes-driver", "command": ["spark-submit"],
+        "args": ["--conf", "spark.kubernetes.driver.secrets.views-db=/local/views-db",
+                 "--conf", "spark.kubernetes.executor.secrets.views-db=/local/views-db",
+                 "--conf", "spark.kubernetes.executor.secrets.kafka=/local/kafka", "job.py"],
+        "volumeMounts": [{"name": "views-db-volume", "mountPath": "/mnt/secrets/views-db"},
+                         {"name": "opt-volume", "mountPath": "/mnt/opt"},
+                         {"name": "scratch", "mountPath": "/tmp/x"}]}]}
+
+
+def test_the_secret_volumes_a_driver_mounts_and_its_executors_would() -> None:
+    """Executors are threads of the driver here: an executor-only Secret is mounted too, under
+    the volume name Spark gives it in executor pods."""
+    spec = SECRET_POD_SPEC
+    assert km.secret_mounts(spec, spec["containers"][0]) == [
+        km.SecretMount("views-db-volume", "views-db"),
+        km.SecretMount("opt-volume", "opt", optional=True),
+        km.SecretMount("kafka-volume", "kafka")]
+    assert km.secret_mounts({}, {"name": "c", "args": ["job.py"]}) == []
+
+
+def test_a_missing_mounted_secret_is_the_kubelets_failed_mount() -> None:
+    def read(name: str) -> dict[str, bytes] | None:
+        return {"password": b"pw"} if name == "views-db" else None
+
+    assert km.secret_volume_files(km.SecretMount("views-db-volume", "views-db"), read) == \
+        {"password": b"pw"}
+    assert km.secret_volume_files(km.SecretMount("opt-volume", "opt", optional=True), read) == {}
+    with pytest.raises(km.VolumeMountError) as error:
+        km.secret_volume_files(km.SecretMount("kafka-volume", "kafka"), read)
+    assert str(error.value) == \
+        'MountVolume.SetUp failed for volume "kafka-volume" : secret "kafka" not found'
+    pending = km.pod_status(POD, km.waiting("ContainerCreating", str(error.value)), now="T1")
+    assert pending["phase"] == "Pending"
+    assert pending["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"

@@ -71,3 +71,27 @@ def test_namespace_scope_lists() -> None:
     assert in_scope("shop", frozenset({""}))
     assert in_scope("shop", frozenset({"shop", "other"}))
     assert not in_scope("shop", frozenset({"other"}))
+
+
+def test_driver_secrets_are_mounted_as_spark_submit_mounts_them() -> None:
+    """Spark's MountSecretsFeatureStep: volume `<name>-volume` of the Secret, mounted at the
+    entry's cluster path, with or without the webhook (it is spark-submit's doing)."""
+    secrets = [{"name": "views-db", "path": "/mnt/secrets/views-db", "secretType": "Generic"},
+               {"name": "kafka", "path": "/mnt/secrets/kafka", "secretType": "Generic"}]
+    app = {**APP, "spec": {**APP["spec"], "driver": {"secrets": secrets},
+                           "executor": {"secrets": [{"name": "exec-only", "path": "/e",
+                                                     "secretType": "Generic"}]}}}
+    for mutated in (True, False):
+        p = driver_pod(app, submission_id="s", app_id="spark-abc", node_name="n1",
+                       command=["spark-submit"], mutated=mutated)
+        assert p["spec"]["volumes"] == [
+            {"name": "views-db-volume", "secret": {"secretName": "views-db"}},
+            {"name": "kafka-volume", "secret": {"secretName": "kafka"}}]
+        assert p["spec"]["containers"][0]["volumeMounts"] == [
+            {"name": "views-db-volume", "mountPath": "/mnt/secrets/views-db"},
+            {"name": "kafka-volume", "mountPath": "/mnt/secrets/kafka"}]
+
+
+def test_without_driver_secrets_the_pod_has_no_volumes() -> None:
+    p = pod(mutated=True)
+    assert "volumes" not in p["spec"] and "volumeMounts" not in p["spec"]["containers"][0]

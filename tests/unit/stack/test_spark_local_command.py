@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from dvstack.secret_volumes import secret_dir
 from dvstack.spark_local_command import LocalSpark, SubmissionError, command, spark_memory
 
 SPARK = LocalSpark(spark_submit="/venv/bin/spark-submit", work_dir="/state/spark", max_cores=2,
@@ -64,3 +67,62 @@ def test_driver_java_options_win_over_the_same_spark_conf_key() -> None:
     argv = command("a", "n", spec, app_id="i", spark=SPARK)
     assert "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=4" in argv
     assert "spark.driver.extraJavaOptions=-Dfrom=conf" not in argv
+
+
+SECRETS = {"type": "Python", "mainApplicationFile": "/job.py",
+           "sparkConf": {"spark.kubernetes.driver.secrets.views-db": "/from/spark-conf"},
+           "driver": {"secrets": [{"name": "views-db", "path": "/mnt/secrets/views-db",
+                                   "secretType": "Generic"}]},
+           "executor": {"secrets": [{"name": "views-db", "path": "/mnt/secrets/views-db",
+                                     "secretType": "Generic"},
+                                    {"name": "kafka.creds", "path": "/mnt/kafka",
+                                     "secretType": "Generic"}]}}
+
+
+def conf_of(argv: list[str]) -> dict[str, str]:
+    pairs = [argv[i + 1] for i, flag in enumerate(argv) if flag == "--conf"]
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def test_mounted_secrets_are_named_by_their_local_directory() -> None:
+    """The job reads a Secret's files from the directory its SparkConf key names; here that
+    is where the stand-in kubelet writes this submission's copy, not the cluster's path.
+    Executors are threads of the driver, so their key names the same directory.  Upstream
+    passes these after sparkConf, so they win over a sparkConf key of the same name."""
+    conf = conf_of(command("a", "shop", SECRETS, app_id="spark-1", spark=SPARK))
+    here = "/state/spark/secret-volumes/shop/spark-1"
+    assert {k: v for k, v in conf.items() if ".secrets." in k} == {
+        "spark.kubernetes.driver.secrets.views-db": f"{here}/views-db",
+        "spark.kubernetes.executor.secrets.views-db": f"{here}/views-db",
+        "spark.kubernetes.executor.secrets.kafka.creds": f"{here}/kafka.creds"}
+    assert conf["spark.kubernetes.driver.secrets.views-db"] == \
+        str(secret_dir(SPARK.work_dir, "shop", "spark-1", "views-db"))
+    other = conf_of(command("a", "shop", SECRETS, app_id="spark-2", spark=SPARK))
+    assert other["spark.kubernetes.driver.secrets.views-db"] == \
+        "/state/spark/secret-volumes/shop/spark-2/views-db"
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"name": "Views_DB", "path": "/mnt/x", "secretType": "Generic"},
+     r"spec.driver.secrets\[0\].name 'Views_DB' is not a valid Secret name"),
+    ({"name": "", "path": "/mnt/x", "secretType": "Generic"},
+     r"spec.driver.secrets\[0\].name '' is not a valid Secret name"),
+    ({"name": "db", "path": "mnt/x", "secretType": "Generic"},
+     r"spec.driver.secrets\[0\].path 'mnt/x' must be an absolute path"),
+    ({"name": "db", "path": "/mnt/x", "secretType": "GCPServiceAccount"},
+     "Generic Secrets only, without upstream's GOOGLE_APPLICATION_CREDENTIALS"),
+    ("db", r"spec.driver.secrets\[0\] must be an object"),
+])
+def test_a_secret_entry_spark_submit_cannot_mount_is_refused(entry: object, message: str) -> None:
+    spec = {"type": "Python", "mainApplicationFile": "/job.py", "driver": {"secrets": [entry]}}
+    with pytest.raises(SubmissionError, match=message):
+        command("a", "shop", spec, app_id="i", spark=SPARK)
+
+
+def test_the_secret_directory_is_per_namespace_submission_and_secret() -> None:
+    assert secret_dir("/w", "shop", "spark-1", "db.creds") == \
+        Path("/w/secret-volumes/shop/spark-1/db.creds")
+    for bad in (("shop", "spark-1", "../x"), ("shop", "..", "db"), ("a/b", "spark-1", "db"),
+                ("shop", "", "db")):
+        with pytest.raises(ValueError, match=r"cannot name|not a Secret name"):
+            secret_dir("/w", *bad)
