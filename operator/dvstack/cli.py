@@ -236,11 +236,12 @@ def run_tests(settings: Settings, pytest_args: list[str]) -> int:
         workers = int(os.environ.get(test_phases.WORKERS_ENV, test_phases.DEFAULT_WORKERS))
         steps = test_phases.phases(pytest_args, workers)
         statuses: list[int] = []
+        named = [[phase for phase, _ in step] for step in steps]
+        test_phases.clear_timings(settings.state_dir / "results", named)
         for step in steps:
             statuses += _run_step(settings, step, env)
         if len(steps) > 1:
-            merged = test_phases.write_merged(settings.state_dir / "results",
-                                              [[phase for phase, _ in step] for step in steps])
+            merged = test_phases.write_merged(settings.state_dir / "results", named)
             if merged:
                 walls = ", ".join(f"{p} {s:.0f} s" for p, s in merged["phases"].items())
                 print(f"dvstack test: pytest wall time {merged['wall_seconds']:.0f} s ({walls})")

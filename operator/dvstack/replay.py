@@ -8,10 +8,11 @@ the local executor, progress read from the sink's ledger.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -49,16 +50,22 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 def make_orders(count: int, *, customers: int = 500, seed: int = 7,
                 start_ms: int = 1_767_225_600_000) -> list[dict[str, Any]]:
     """Deterministic order events; amounts are multiples of 0.25 so float sums are exact."""
+    return list(itertools.islice(iter_orders(customers=customers, seed=seed,
+                                             start_ms=start_ms), count))
+
+
+def iter_orders(*, customers: int = 500, seed: int = 7,
+                start_ms: int = 1_767_225_600_000) -> Iterator[dict[str, Any]]:
+    """`make_orders`' events one at a time, without end: a live producer makes each when it
+    sends it, instead of millions up front (seconds of CPU and a gigabyte per producer)."""
     rng = random.Random(seed)
-    orders = []
-    for i in range(count):
-        orders.append({
+    for i in itertools.count():
+        yield {
             "order_id": f"o-{seed}-{i}",
             "customer_id": f"c-{rng.randrange(customers):04d}",
             "amount": rng.randrange(1, 400) * 0.25,
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((start_ms + i * 1000) / 1000)),
-        })
-    return orders
+        }
 
 
 def produce(bootstrap: str, topic: str, events: list[dict[str, Any]],

@@ -87,6 +87,14 @@ def merge_timings(tables: Sequence[dict[str, Any]]) -> dict[str, Any]:
                          sorted(fixtures.items(), key=lambda item: -item[1]["seconds"])]}
 
 
+def clear_timings(results: Path, steps: Sequence[Sequence[str]]) -> None:
+    """Remove the phases' tables of an earlier run, so a phase that selects nothing this time
+    (a run of a few files) does not lend its old seconds to this run's summary."""
+    for phases_of_step in steps:
+        for phase in phases_of_step:
+            timing_file(results, phase).unlink(missing_ok=True)
+
+
 def write_merged(results: Path, steps: Sequence[Sequence[str]]) -> dict[str, Any] | None:
     """Merge what the phases of these steps wrote into `test_times.json`; None when no
     phase wrote anything."""

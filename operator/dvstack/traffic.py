@@ -112,8 +112,7 @@ class LiveProducer:
                 self.failures.append(str(err))
 
         # a stream of distinct events: another seed and a start time after any batch's
-        source = iter(replay.make_orders(2_000_000, seed=self.seed,
-                                         start_ms=1_800_000_000_000))
+        source = replay.iter_orders(seed=self.seed, start_ms=1_800_000_000_000)
         interval = 1.0 / self.rate
         self.started_at = time.monotonic()
         sent = 0

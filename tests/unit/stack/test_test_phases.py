@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from dvstack import test_phases
 from dvstack.test_phases import exit_status, in_phase, merge_timings, phases
 
 
@@ -50,3 +53,13 @@ def test_merged_times_add_walls_and_setups() -> None:
     assert merged["phases"] == {"shared": 100.0, "exclusive": 20.0, "unit": 15.0}
     assert [f["name"] for f in merged["files"]] == ["b.py", "c.py", "a.py"]
     assert merged["fixtures"] == [{"name": "stack (session)", "seconds": 2.0, "setups": 4}]
+
+
+def test_an_earlier_runs_phase_tables_are_cleared_before_a_run(tmp_path: Path) -> None:
+    """A run of a few files selects nothing for the exclusive phase: its summary must not
+    report the exclusive seconds of the last full run."""
+    for phase in ("shared", "exclusive", "unit"):
+        test_phases.timing_file(tmp_path, phase).write_text('{"wall_seconds": 400}')
+    test_phases.clear_timings(tmp_path, [["shared"], ["exclusive", "unit"]])
+    assert list(tmp_path.iterdir()) == []
+    assert test_phases.write_merged(tmp_path, [["shared"], ["exclusive", "unit"]]) is None
