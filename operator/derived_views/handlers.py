@@ -37,7 +37,7 @@ from derived_views.adapters.kube import (
     Kube,
     new_api_client,
 )
-from derived_views.adapters.sink import SinkPools
+from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
 from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in

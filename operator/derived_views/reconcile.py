@@ -20,12 +20,12 @@ from pydantic import ValidationError
 from derived_views.adapters import checkpoints as ckpt
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kube import EventRefused, Kube, SecretMissing
-from derived_views.adapters.sink import (
+from derived_views.adapters.sink import open_session
+from derived_views.adapters.sink_contract import (
     SinkPools,
     SinkSecretInvalid,
     SinkSession,
     SinkUnavailable,
-    open_session,
 )
 from derived_views.api.constants import FINALIZER, SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec

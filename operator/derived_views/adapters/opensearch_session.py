@@ -1,4 +1,4 @@
-"""The OpenSearch sink behind `derived_views.adapters.sink.SinkSession` (docs/sinks.md).
+"""The OpenSearch sink behind `derived_views.adapters.sink_contract.SinkSession` (docs/sinks.md).
 
 Each revision's index is `<index>__<revision>`; readers search the alias `<index>`, switched
 with one `_aliases` request (remove with must_exist, then add), so a concurrent switch
@@ -18,7 +18,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from derived_views.adapters import opensearch_ledger as ledger
 from derived_views.adapters.opensearch_checks import first_line, run_checks
 from derived_views.adapters.opensearch_client import OpenSearchClients, OpenSearchCredentials
-from derived_views.adapters.sink import (
+from derived_views.adapters.sink_contract import (
     SinkObservation,
     SinkPools,
     SinkSecretInvalid,

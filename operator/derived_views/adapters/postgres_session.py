@@ -1,4 +1,4 @@
-"""The PostgreSQL sink behind `derived_views.adapters.sink.SinkSession`.
+"""The PostgreSQL sink behind `derived_views.adapters.sink_contract.SinkSession`.
 
 The statements live in `postgres_sink` (ledger, alias, drops), `postgres_checks`
 and `postgres_bad_records`; this class binds them to one autocommit connection
@@ -14,7 +14,7 @@ from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.postgres_bad_records import bad_record_counts
 from derived_views.adapters.postgres_checks import run_checks
 from derived_views.adapters.postgres_pool import PgPool
-from derived_views.adapters.sink import SinkObservation, SinkPools, SinkSecretInvalid
+from derived_views.adapters.sink_contract import SinkObservation, SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement

@@ -13,7 +13,8 @@ from secrets_standin import Secrets
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.kube import Kube
-from derived_views.adapters.sink import SINK_KINDS, SinkPools, SinkSecretInvalid, open_session
+from derived_views.adapters.sink import SINK_KINDS, open_session
+from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.config import OperatorConfig
