@@ -434,6 +434,8 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
                             sink=sink.observed, sink_problem=sink.problem,
                             end_offsets=offsets.ends, missing_topics=offsets.missing,
                             source_problem=offsets.problem())
+        if session is not None:  # upkeep, not observation: the one sink write not planned
+            session.prune_ledger()
         record.stage = "plan"
         try:
             actions = planner(spec, observed, now)

@@ -42,8 +42,14 @@ class SinkSession(Protocol):
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
                 dropping: bool) -> SinkObservation:
-        """Indexes, alias target and owner, ledger heads (pruned), bad-record counts, what
-        would block a switch, and, when `dropping` (deletionPolicy Delete), a drop."""
+        """Indexes, alias target and owner, ledger heads, bad-record counts, what would block
+        a switch, and, when `dropping` (deletionPolicy Delete), a drop. Reads only: the
+        ledger is pruned by `prune_ledger`, a step of its own."""
+
+    def prune_ledger(self) -> int:
+        """Delete the ledger entries of the revisions the last `observe` read that neither
+        resuming nor the commit rate needs (what a deleted entry counted of bad records is
+        kept in an entry that stays); returns how many went. Nothing before an `observe`."""
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
         """Each cutover check's measurement and seconds; a check that cannot run says why."""
