@@ -4,7 +4,9 @@ A pass is three named steps. `observe` reads everything the planner needs (the
 view's jobs, its sink, its Secrets, its topics' end offsets, the cutover checks'
 run) and writes nothing; `plan` (core.plan.plan) decides; `act` carries the
 actions out. Between observe and plan the shell prunes the sink's ledger, the one
-write it does not plan (SinkSession.prune_ledger).
+write it does not plan (SinkSession.prune_ledger). The pass returns its outcome
+(PassOutcome: released, and what a settled view read for the settled watch);
+the caller, not the pass, tells the watch.
 
 The planner's first action is `RecordIntent`, patched into status before any
 other effect, so an operator that dies mid-way replans from a fresh
@@ -71,7 +73,7 @@ from derived_views.core.tenancy import (
     secrets_of,
 )
 from derived_views.metrics import Metrics
-from derived_views.settled_watch import Seen, SettledWatch
+from derived_views.settled_watch import Seen
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH, hold
 
 log = logging.getLogger("derived_views")
@@ -87,10 +89,18 @@ class Deps:
     config: OperatorConfig
     metrics: Metrics = field(default_factory=Metrics)
     sink_pools: SinkPools = field(default_factory=SinkPools)
-    settled: SettledWatch | None = None
-    """Told after each pass whether the view settled (core.cadence) and what it read."""
     check_runner: CheckRunner = field(default_factory=CheckRunner)
     """Runs cutover checks off the pass threads (check_runner)."""
+
+
+@dataclass(frozen=True)
+class PassOutcome:
+    """What a pass tells its caller: whether the plan released the view for deletion, and,
+    for a view the pass left settled (core.cadence), what it read of its topics (for the
+    settled watch); None: the view is polled."""
+
+    released: bool
+    settled: Seen | None = None
 
 
 @dataclass
@@ -352,8 +362,15 @@ def _run_checks(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObse
 
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
               planner: Planner = plan) -> bool:
-    """One pass for one view: observe, plan, act; returns True once the plan has released
-    the view for deletion.
+    """One pass for one view; True once the plan has released the view for deletion
+    (run_pass, for callers that need only that)."""
+    return run_pass(body, deps, now, planner=planner).released
+
+
+def run_pass(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
+             planner: Planner = plan) -> PassOutcome:
+    """One pass for one view: observe, plan, act; returns what the caller needs to know
+    (released; settled, with what it read of its topics).
 
     Metrics record the pass (duration, failures by stage, the resulting gauges)
     around it; they never change its outcome.
@@ -372,27 +389,22 @@ def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
         deps.metrics.reconcile_duration(time.perf_counter() - started)
     if released:
         deps.metrics.forget_view(ns, name)
-        if deps.settled is not None:
-            deps.settled.unsettled(key)
-        return True
+        return PassOutcome(released=True)
     status = record.status or status_from_object(body)
-    if deps.settled is not None:
-        _tell_settled(deps.settled, key, meta, status, record)
     deps.metrics.observe_view(ns, name, status, record.index_rows)
     if record.switched:
         deps.metrics.gate_to_switch(ns, name, status)
-    return False
+    return PassOutcome(released=False, settled=_settled_reading(meta, status, record.source))
 
 
-def _tell_settled(watch: SettledWatch, key: ViewKey, meta: dict[str, Any],
-                  status: DerivedViewStatus, record: PassRecord) -> None:
-    """A view the pass left settled waits for its log to move; any other is polled."""
-    source = record.source
+def _settled_reading(meta: dict[str, Any], status: DerivedViewStatus,
+                     source: SourceOffsets | None) -> Seen | None:
+    """What a view the pass left settled read of its topics (it then waits for its log to
+    move); None for any other view (it is polled)."""
     if (source is None or source.cluster is None or source.ends is None
             or not settled(meta, status)):
-        watch.unsettled(key)
-        return
-    watch.settled(key, Seen(source.cluster, source.topics, dict(source.ends), source.missing))
+        return None
+    return Seen(source.cluster, source.topics, dict(source.ends), source.missing)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,5 @@
 """The shell's three steps without a cluster: observe reads and writes nothing, a pass
-releases through the plan's actions, and a spec that cannot run is Stalled once, not on
-every poll.
+returns its outcome, and a spec that cannot run is Stalled once, not on every poll.
 
 The Kubernetes side is an in-memory stand-in; the sink Secret is absent and the Kafka
 cluster outside the default tenancy policy, so nothing here connects anywhere
@@ -21,7 +20,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
 from derived_views.core.config import OperatorConfig
 from derived_views.core.observed import Observed
-from derived_views.reconcile import Deps, observe, reconcile
+from derived_views.reconcile import Deps, PassOutcome, observe, reconcile, run_pass
 
 CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -96,22 +95,24 @@ def test_observe_reads_everything_and_writes_nothing() -> None:
     assert kube.statuses == [] and kube.released == []
 
 
-def test_a_pass_releases_the_view_through_the_plan() -> None:
+def test_a_pass_returns_its_outcome_and_the_release() -> None:
     kube = Cluster()
 
     def releasing(spec: DerivedViewSpec, observed: Observed, now: dt.datetime
                   ) -> list[A.Action]:
         return [A.RemoveFinalizer("derivedviews.io/cleanup")]
 
-    assert reconcile(_body(SPEC), _deps(kube), NOW, planner=releasing) is True
+    assert run_pass(_body(SPEC), _deps(kube), NOW, planner=releasing) == PassOutcome(
+        released=True)
     assert kube.released == ["derivedviews.io/cleanup"]
-    assert reconcile(_body(SPEC), _deps(kube), NOW, planner=lambda s, o, n: []) is False
+    assert run_pass(_body(SPEC), _deps(kube), NOW, planner=lambda s, o, n: []) == PassOutcome(
+        released=False, settled=None)  # not settled: no status says it is served
 
 
 def test_an_invalid_spec_is_stalled_once_and_keeps_its_transition_time() -> None:
     kube = Cluster()
     spec = {**SPEC, "transform": {"sql": ""}}
-    assert reconcile(_body(spec), _deps(kube), NOW) is False
+    assert run_pass(_body(spec), _deps(kube), NOW) == PassOutcome(released=False)
     assert len(kube.statuses) == 1
     stalled = {c["type"]: c for c in kube.statuses[0]["conditions"]}["Stalled"]
     assert (stalled["status"], stalled["reason"]) == ("True", "InvalidSpec")
@@ -122,7 +123,8 @@ def test_an_invalid_spec_is_stalled_once_and_keeps_its_transition_time() -> None
 
 def test_a_judge_that_raises_stalls_the_view_once() -> None:
     kube = Cluster()
-    assert reconcile(_body(SPEC), _deps(kube), NOW, planner=raising) is False
+    assert run_pass(_body(SPEC), _deps(kube), NOW, planner=raising) == PassOutcome(
+        released=False)
     assert len(kube.statuses) == 1
     stalled = {c["type"]: c for c in kube.statuses[0]["conditions"]}["Stalled"]
     assert stalled["reason"] == "SpecNotJudged"
