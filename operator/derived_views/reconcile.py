@@ -539,8 +539,9 @@ def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
         if sink is None:  # the planner plans sink actions only on an observed sink
             raise RuntimeError(f"{ns}/{name}: {A.describe(action)} planned without the sink")
         _act_on_sink(action, ns, name, deps, sink, record)
-        if isinstance(action, A.DropIndex):
-            ckpt.delete_dropped_revision(deps.kube, deps.config, body, action.revision)
+        if isinstance(action, A.DropIndex) and action.checkpoints:
+            ckpt.delete_dropped_revision(deps.kube, deps.config, ns, name, action.revision,
+                                         action.checkpoints)
     elif isinstance(action, A.HoldSecret):
         deps.kube.hold_secret(ns, action.name, SECRET_FINALIZER)
     elif isinstance(action, A.ReleaseSecret):
