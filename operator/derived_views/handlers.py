@@ -37,14 +37,14 @@ from derived_views.adapters.kube import (
     Kube,
     new_api_client,
 )
-from derived_views.adapters.sink import SinkPools
+from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
 from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in
 from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
 from derived_views.pass_timers import PassTimers
-from derived_views.reconcile import Deps, reconcile
+from derived_views.reconcile import Deps, PassOutcome, run_pass
 from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
 from derived_views.settled_watch import SettledWatch
@@ -54,21 +54,21 @@ TOPIC_REGISTRATION_SECONDS = 600.0
 """How long the offsets cache keeps fetching a topic after its view last asked: longer than
 the time between two passes of one view with many views (EndOffsetsCache)."""
 _deps: Deps | None = None
+_settled: SettledWatch | None = None
 
 
 def deps() -> Deps:
-    global _deps
+    global _deps, _settled
     if _deps is None:
         metrics = Metrics()
         reader = OffsetsReader()
         offsets = EndOffsetsCache(interval=SETTINGS.lag_poll_seconds, fetch=reader,
                                   expire_after=TOPIC_REGISTRATION_SECONDS,
                                   on_fetch=metrics.offsets_fetched, forget=reader.forget)
-        watch = SettledWatch(offsets, _wake, SETTINGS.lag_poll_seconds)
-        metrics.count_settled(watch.count)
+        _settled = SettledWatch(offsets, _wake, SETTINGS.lag_poll_seconds)
+        metrics.count_settled(_settled.count)
         _deps = Deps(kube=Kube(new_api_client()),
                      offsets=offsets,
-                     settled=watch,
                      metrics=metrics,
                      config=operator_config(SETTINGS, load_template(
                          Path(SETTINGS.spark_template) if SETTINGS.spark_template
@@ -80,9 +80,9 @@ def deps() -> Deps:
 
 
 def _watch() -> SettledWatch:
-    watch = deps().settled
-    assert watch is not None  # deps() always makes one
-    return watch
+    deps()
+    assert _settled is not None  # deps() always makes one
+    return _settled
 
 
 def _now() -> dt.datetime:
@@ -100,28 +100,46 @@ def _pass(body: kopf.Body) -> bool:
 
 
 def _pass_view(ns: str, name: str, timed: bool = False) -> bool:
-    """One pass of the view as stored now; then its next timed pass is set, or, once the
-    view is gone or released, forgotten with everything else kept for it."""
-    key, released = (ns, name), False
+    """One pass of the view as stored now; then its next timed pass is set and the settled
+    watch told what the pass found, or, once the view is gone or released, both forget it
+    with everything else kept for it."""
+    key = (ns, name)
+    outcome: PassOutcome | None = None
     try:
         with _locks[key]:
             fresh = deps().kube.get_view(ns, name)
             if fresh is None:  # deleted: forget what was kept for it
-                _watch().unsettled(key)
                 _locks.pop(key, None)
-                released = True
+                outcome = PassOutcome(released=True)
             elif timed and fresh["metadata"].get("deletionTimestamp"):
                 pass  # on.delete drives a deletion and retries it itself
             else:
-                released = reconcile(fresh, deps(), _now())
-            return released
+                outcome = run_pass(fresh, deps(), _now())
+            return outcome is not None and outcome.released
     finally:
-        if released:
-            _timers.forget(key)
+        _after_pass(key, outcome)
+
+
+def _after_pass(key: ViewKey, outcome: PassOutcome | None) -> None:
+    """Set the view's next timed pass from the pass's outcome, then tell the settled watch
+    (in that order: a wake the watch sends once told is never overwritten by the slow
+    timer). No outcome (no pass ran, or it raised): the watch keeps what the last pass told
+    it, and the timer follows that."""
+    watch = _watch()
+    if outcome is None:
+        _timers.schedule(key, next_pass_in(watch.is_settled(key), SETTINGS.lag_poll_seconds,
+                                           SETTINGS.settled_poll_seconds))
+    elif outcome.released:
+        watch.unsettled(key)  # first: a wake in between would pass a released view
+        _timers.forget(key)
+    else:
+        _timers.schedule(key, next_pass_in(outcome.settled is not None,
+                                           SETTINGS.lag_poll_seconds,
+                                           SETTINGS.settled_poll_seconds))
+        if outcome.settled is None:
+            watch.unsettled(key)
         else:
-            _timers.schedule(key, next_pass_in(_watch().is_settled(key),
-                                               SETTINGS.lag_poll_seconds,
-                                               SETTINGS.settled_poll_seconds))
+            watch.settled(key, outcome.settled)
 
 
 def _timed(key: ViewKey) -> None:

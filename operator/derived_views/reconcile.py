@@ -1,5 +1,13 @@
 """observe -> plan -> act for one DerivedView: the imperative shell around the planner.
 
+A pass is three named steps. `observe` reads everything the planner needs (the
+view's jobs, its sink, its Secrets, its topics' end offsets, the cutover checks'
+run) and writes nothing; `plan` (core.plan.plan) decides; `act` carries the
+actions out. Between observe and plan the shell prunes the sink's ledger, the one
+write it does not plan (SinkSession.prune_ledger). The pass returns its outcome
+(PassOutcome: released, and what a settled view read for the settled watch);
+the caller, not the pass, tells the watch.
+
 The planner's first action is `RecordIntent`, patched into status before any
 other effect, so an operator that dies mid-way replans from a fresh
 observation and resumes.  Actions run in order; the first failure stops the
@@ -20,12 +28,12 @@ from pydantic import ValidationError
 from derived_views.adapters import checkpoints as ckpt
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kube import EventRefused, Kube, SecretMissing
-from derived_views.adapters.sink import (
+from derived_views.adapters.sink import open_session
+from derived_views.adapters.sink_contract import (
     SinkPools,
     SinkSecretInvalid,
     SinkSession,
     SinkUnavailable,
-    open_session,
 )
 from derived_views.api.constants import FINALIZER, SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
@@ -33,7 +41,7 @@ from derived_views.api.status import CONDITION_MESSAGE_LIMIT, CheckRun, DerivedV
 from derived_views.check_runner import CheckRunner
 from derived_views.core import actions as A
 from derived_views.core import checks, unjudged
-from derived_views.core.cadence import settled
+from derived_views.core.cadence import ViewKey, settled
 from derived_views.core.config import OperatorConfig
 from derived_views.core.job_state import KNOWN_STATES
 from derived_views.core.kafka_client import (
@@ -65,7 +73,7 @@ from derived_views.core.tenancy import (
     secrets_of,
 )
 from derived_views.metrics import Metrics
-from derived_views.settled_watch import Seen, SettledWatch
+from derived_views.settled_watch import Seen
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH, hold
 
 log = logging.getLogger("derived_views")
@@ -81,10 +89,18 @@ class Deps:
     config: OperatorConfig
     metrics: Metrics = field(default_factory=Metrics)
     sink_pools: SinkPools = field(default_factory=SinkPools)
-    settled: SettledWatch | None = None
-    """Told after each pass whether the view settled (core.cadence) and what it read."""
     check_runner: CheckRunner = field(default_factory=CheckRunner)
     """Runs cutover checks off the pass threads (check_runner)."""
+
+
+@dataclass(frozen=True)
+class PassOutcome:
+    """What a pass tells its caller: whether the plan released the view for deletion, and,
+    for a view the pass left settled (core.cadence), what it read of its topics (for the
+    settled watch); None: the view is polled."""
+
+    released: bool
+    settled: Seen | None = None
 
 
 @dataclass
@@ -98,41 +114,39 @@ class PassRecord:
     source: SourceOffsets | None = None
 
 
-def _stall(body: dict[str, Any], deps: Deps, now: dt.datetime, reason: str, message: str
-           ) -> None:
-    """Write the Stalled status of a spec that cannot run (core.unjudged); nothing when the
+def _stall(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime, reason: str,
+           message: str) -> None:
+    """Write the Stalled status of a spec that cannot run (core.unjudged, through
+    core.conditions: an unchanged condition keeps its lastTransitionTime); nothing when the
     stored status already says so, so an unjudged view is not written to on every poll."""
     patch = unjudged.stalled_status(body, reason, message, now)
     if patch is not None:
-        deps.kube.patch_view_status(body["metadata"]["namespace"], body["metadata"]["name"],
-                                    patch)
+        deps.kube.patch_view_status(*key, patch)
 
 
-def _delete_unjudged(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord,
-                     why: str, *, stand_in: bool, planner: Planner) -> bool:
+def _delete_unjudged(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
+                     record: PassRecord, why: str, *, stand_in: bool, planner: Planner) -> bool:
     """Delete a view whose spec cannot be read or judged: first by the planner's own deletion
     on a stand-in spec (core.unjudged.deletion_spec: the sink, the deletion policy and the
     jobs are the view's own; only what is judged is set aside); when even that cannot run,
     by what is safe without a spec (_release_unread)."""
-    meta = body["metadata"]
     if not stand_in:
         spec = unjudged.deletion_spec(body.get("spec") or {})
         if spec is not None:
             log.warning("%s/%s: deleting with the spec's transform, schema and cutover set "
-                        "aside: %s", meta["namespace"], meta["name"], why)
+                        "aside: %s", *key, why)
             neutral = {**body, "spec": spec.model_dump(mode="json", by_alias=True,
                                                        exclude_none=True)}
-            return _reconcile(neutral, deps, now, record, stand_in=True, planner=planner)
-    return _release_unread(body, deps, why)
+            return _reconcile(neutral, key, deps, now, record, stand_in=True, planner=planner)
+    return _release_unread(body, key, deps, why)
 
 
-def _release_unread(body: dict[str, Any], deps: Deps, why: str) -> bool:
+def _release_unread(body: dict[str, Any], key: ViewKey, deps: Deps, why: str) -> bool:
     """Deletion without a spec: stop the view's jobs (found by their label), release the
     Secrets its status holds, say what may be left, and let the view go. The sink is left
     alone: without a spec nothing says for sure which tables are the view's."""
-    meta = body["metadata"]
-    ns, name = meta["namespace"], meta["name"]
-    if FINALIZER not in (meta.get("finalizers") or []):
+    ns, name = key
+    if FINALIZER not in (body["metadata"].get("finalizers") or []):
         return True
     apps = deps.kube.spark_applications(ns, name)
     for app in apps:
@@ -149,7 +163,7 @@ def _release_unread(body: dict[str, Any], deps: Deps, why: str) -> bool:
             else "")
     _emit(body, A.EmitEvent("LeftBehind", clip_text(
         f"Released the view after stopping its jobs, without touching its sink: {why}{left}.",
-        CONDITION_MESSAGE_LIMIT), "Warning"), deps)
+        CONDITION_MESSAGE_LIMIT), "Warning"), key, deps)
     deps.kube.remove_finalizer(ns, name, FINALIZER)
     return True
 
@@ -202,15 +216,18 @@ class SinkReading:
     session: SinkSession | None = None
     observed: SinkObserved | None = None
     problem: tuple[str, str] | None = None
+    index_rows: dict[str, int] = field(default_factory=dict)
+    """Rows per index, for metrics."""
 
 
-def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps,
-          record: PassRecord, secrets: PassSecrets) -> SinkReading:
-    """Connect to the sink and observe it; a problem (reason, message) when it cannot."""
-    meta = body["metadata"]
+def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
+          secrets: PassSecrets, *, dropping: bool) -> SinkReading:
+    """Connect to the sink and observe it; a problem (reason, message) when it cannot.
+    `dropping`: the view is being deleted with deletionPolicy Delete."""
+    ns, name = key
     secret = spec.sink.secret_ref.name
     try:
-        data = secrets.secret_data(meta["namespace"], secret)
+        data = secrets.secret_data(ns, secret)
         session = open_session(spec, data, deps.config, deps.sink_pools)
     except SecretNotLabelled as exc:
         return SinkReading(problem=("SecretNotLabelled", str(exc)))
@@ -220,20 +237,17 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any]
         return SinkReading(problem=("SecretMissing", f"sink {exc}: create it (keys {keys}) or "
                                     f"fix spec.sink.{spec.sink.kind}.secretRef"))
     except SinkSecretInvalid as exc:
-        return SinkReading(problem=("SinkSecretInvalid", f"secret {meta['namespace']}/{secret}: "
-                                    f"{exc}"))
+        return SinkReading(problem=("SinkSecretInvalid", f"secret {ns}/{secret}: {exc}"))
     except SinkUnavailable as exc:
-        log.warning("%s/%s: sink unavailable: %s", meta["namespace"], meta["name"], exc)
+        log.warning("%s/%s: sink unavailable: %s", ns, name, exc)
         return SinkReading(problem=("SinkUnreachable", str(exc)))
     try:
-        dropping = (bool(meta.get("deletionTimestamp"))
-                    and spec.deletion_policy == "Delete")
         observation = session.observe(spec, status, dropping=dropping)
     except BaseException:
         session.close()  # a query that failed after connecting must not leak the connection
         raise
-    record.index_rows = dict(observation.index_rows)
-    return SinkReading(session=session, observed=observation.observed)
+    return SinkReading(session=session, observed=observation.observed,
+                       index_rows=dict(observation.index_rows))
 
 
 def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecrets
@@ -251,20 +265,20 @@ def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecret
                            client_settings(data, secret=f"secret {namespace}/{secret}"))
 
 
-def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any],
+def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
                  deps: Deps, secrets: PassSecrets | None = None, *,
                  not_before: float | None = None) -> SourceOffsets:
     """End offsets of the topics the view needs, fetched no earlier than `not_before`
     (the offsets cache's clock, `deps.offsets.now()`) when given."""
-    meta = body["metadata"]
-    where = f"{meta['namespace']}/{meta['name']}"
+    ns = key[0]
+    where = "/".join(key)
     topics = frozenset(topics_to_observe(spec, status))
-    refused = cluster_refusal(spec, deps.config.tenancy, meta["namespace"])
+    refused = cluster_refusal(spec, deps.config.tenancy, ns)
     if refused is not None:  # the operator does not connect there either, Secret or not
         return SourceOffsets(None, reason=refused.reason, message=refused.message)
     try:
-        cluster = kafka_cluster(spec, meta["namespace"], secrets or PassSecrets(
-            deps.kube, meta["namespace"], deps.config.tenancy))
+        cluster = kafka_cluster(spec, ns, secrets or PassSecrets(deps.kube, ns,
+                                                                 deps.config.tenancy))
     except SecretNotLabelled as exc:
         log.warning("%s: end offsets unknown: Kafka %s", where, exc)
         return SourceOffsets(None, reason="SecretNotLabelled", message=f"Kafka {exc}")
@@ -290,10 +304,10 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[st
     return SourceOffsets(ends, cluster=cluster, topics=topics)
 
 
-def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, body: dict[str, Any], deps: Deps
+def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps
           ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
     """The view's SparkApplications and driver pods by revision: two list calls."""
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    ns, name = key
     apps = {}
     for obj in deps.kube.spark_applications(ns, name):
         observed_app = spark_application_from_object(obj)
@@ -348,17 +362,26 @@ def _run_checks(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObse
 
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
               planner: Planner = plan) -> bool:
-    """One pass for one view; returns True once the plan has released the view for deletion.
+    """One pass for one view; True once the plan has released the view for deletion
+    (run_pass, for callers that need only that)."""
+    return run_pass(body, deps, now, planner=planner).released
+
+
+def run_pass(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
+             planner: Planner = plan) -> PassOutcome:
+    """One pass for one view: observe, plan, act; returns what the caller needs to know
+    (released; settled, with what it read of its topics).
 
     Metrics record the pass (duration, failures by stage, the resulting gauges)
     around it; they never change its outcome.
     """
     meta = body["metadata"]
-    ns, name = meta["namespace"], meta["name"]
+    key: ViewKey = (meta["namespace"], meta["name"])  # read here once for the whole pass
+    ns, name = key
     record = PassRecord()
     started = time.perf_counter()
     try:
-        released = _reconcile(body, deps, now, record, planner=planner)
+        released = _reconcile(body, key, deps, now, record, planner=planner)
     except Exception:
         deps.metrics.reconcile_error(ns, name, record.stage)
         raise
@@ -366,49 +389,50 @@ def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
         deps.metrics.reconcile_duration(time.perf_counter() - started)
     if released:
         deps.metrics.forget_view(ns, name)
-        if deps.settled is not None:
-            deps.settled.unsettled((ns, name))
-        return True
+        return PassOutcome(released=True)
     status = record.status or status_from_object(body)
-    if deps.settled is not None:
-        _tell_settled(deps.settled, body, status, record)
     deps.metrics.observe_view(ns, name, status, record.index_rows)
     if record.switched:
         deps.metrics.gate_to_switch(ns, name, status)
-    return False
+    return PassOutcome(released=False, settled=_settled_reading(meta, status, record.source))
 
 
-def _tell_settled(watch: SettledWatch, body: dict[str, Any], status: DerivedViewStatus,
-                  record: PassRecord) -> None:
-    """A view the pass left settled waits for its log to move; any other is polled."""
-    key = (body["metadata"]["namespace"], body["metadata"]["name"])
-    source = record.source
+def _settled_reading(meta: dict[str, Any], status: DerivedViewStatus,
+                     source: SourceOffsets | None) -> Seen | None:
+    """What a view the pass left settled read of its topics (it then waits for its log to
+    move); None for any other view (it is polled)."""
     if (source is None or source.cluster is None or source.ends is None
-            or not settled(body["metadata"], status)):
-        watch.unsettled(key)
-        return
-    watch.settled(key, Seen(source.cluster, source.topics, dict(source.ends), source.missing))
+            or not settled(meta, status)):
+        return None
+    return Seen(source.cluster, source.topics, dict(source.ends), source.missing)
 
 
-def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassRecord, *,
-               stand_in: bool = False, planner: Planner = plan) -> bool:
-    """The pass; a spec that cannot be read or judged ends Stalled (core.unjudged) instead of
-    raising, and its deletion still runs (`stand_in`: the spec is deletion_spec's)."""
+@dataclass(frozen=True)
+class Observation:
+    """Everything one pass read, before anything is planned or done. `session` is the
+    sink's connection for the actions (None: the sink could not be observed); `close`
+    gives it back."""
+
+    observed: Observed
+    session: SinkSession | None
+    source: SourceOffsets
+    index_rows: dict[str, int]
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+
+def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, now: dt.datetime, *,
+            key: ViewKey | None = None) -> Observation:
+    """Read everything the planner needs: the view's jobs, its sink (through a session left
+    open for the actions), its Secrets' labels, its topics' end offsets and the cutover
+    checks' run (submitted off the pass, judged by a later pass: check_runner). Writes
+    nothing to the view, its jobs or its sink. The caller closes the observation."""
     meta = body["metadata"]
-    ns, name = meta["namespace"], meta["name"]
-    deleting = bool(meta.get("deletionTimestamp"))
-    try:
-        spec = DerivedViewSpec.model_validate(body.get("spec") or {})
-    except ValidationError as exc:
-        message = unjudged.invalid_spec_message(exc)
-        if deleting:
-            return _delete_unjudged(body, deps, now, record,
-                                    f"its spec does not validate ({message})",
-                                    stand_in=stand_in, planner=planner)
-        _stall(body, deps, now, unjudged.INVALID_SPEC, message)
-        return False
+    key = key or (meta["namespace"], meta["name"])
     status = status_from_object(body)
-    apps, drivers = _jobs(spec, status, body, deps)
+    apps, drivers = _jobs(spec, status, key, deps)
     # Ledger first, end offsets after: read the other way round, records arriving in between
     # would be committed but not yet counted at the end, so a busy topic could read as caught
     # up (or, with a committed offset above a stale end, as reset). A pass that may decide a
@@ -416,16 +440,15 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
     # others take the cluster's latest reading (one fetch per cluster per poll for all idle
     # views) and fetch again only when a committed offset is above it.
     ledger_read = deps.offsets.now()
-    secrets = PassSecrets(deps.kube, ns, deps.config.tenancy)
-    sink = _sink(spec, status, body, deps, record, secrets)
-    session = sink.session
+    secrets = PassSecrets(deps.kube, key[0], deps.config.tenancy)
+    sink = _sink(spec, status, key, deps, secrets,
+                 dropping=bool(meta.get("deletionTimestamp")) and spec.deletion_policy == "Delete")
     try:
         fresh = decides_gate(spec, status)
-        offsets = _end_offsets(spec, status, body, deps, secrets,
+        offsets = _end_offsets(spec, status, key, deps, secrets,
                                not_before=ledger_read if fresh else None)
         if not fresh and committed_beyond(sink.observed, offsets.ends):
-            offsets = _end_offsets(spec, status, body, deps, secrets, not_before=ledger_read)
-        record.source = offsets
+            offsets = _end_offsets(spec, status, key, deps, secrets, not_before=ledger_read)
         view = view_from_object(body)
         observed = Observed(view=view, status=status,
                             checks_run=_run_checks(spec, status, view, deps, sink, now),
@@ -434,9 +457,38 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
                             sink=sink.observed, sink_problem=sink.problem,
                             end_offsets=offsets.ends, missing_topics=offsets.missing,
                             source_problem=offsets.problem())
+    except BaseException:
+        if sink.session is not None:
+            sink.session.close()
+        raise
+    return Observation(observed=observed, session=sink.session, source=offsets,
+                       index_rows=sink.index_rows)
+
+
+def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
+               record: PassRecord, *, stand_in: bool = False, planner: Planner = plan) -> bool:
+    """The pass; a spec that cannot be read or judged ends Stalled (core.unjudged) instead of
+    raising, and its deletion still runs (`stand_in`: the spec is deletion_spec's)."""
+    ns, name = key
+    deleting = bool(body["metadata"].get("deletionTimestamp"))
+    try:
+        spec = DerivedViewSpec.model_validate(body.get("spec") or {})
+    except ValidationError as exc:
+        message = unjudged.invalid_spec_message(exc)
+        if deleting:
+            return _delete_unjudged(body, key, deps, now, record,
+                                    f"its spec does not validate ({message})",
+                                    stand_in=stand_in, planner=planner)
+        _stall(body, key, deps, now, unjudged.INVALID_SPEC, message)
+        return False
+    seen = observe(spec, body, deps, now, key=key)
+    try:
+        record.index_rows, record.source = dict(seen.index_rows), seen.source
+        if seen.session is not None:  # upkeep, not observation: the one sink write not planned
+            seen.session.prune_ledger()
         record.stage = "plan"
         try:
-            actions = planner(spec, observed, now)
+            actions = planner(spec, seen.observed, now)
         except Exception as exc:  # judging the author's input raised: core.unjudged
             deps.metrics.reconcile_error(ns, name, "judge")
             log.warning("%s/%s: %s: %s", ns, name, unjudged.SPEC_NOT_JUDGED,
@@ -444,25 +496,32 @@ def _reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, record: PassR
             log.debug("%s/%s: judging the spec raised", ns, name, exc_info=exc)
             if deleting:
                 return _delete_unjudged(
-                    body, deps, now, record, f"{unjudged.failed_step(exc)} failed on its spec "
-                    f"({unjudged.first_line(exc)})", stand_in=stand_in, planner=planner)
+                    body, key, deps, now, record, f"{unjudged.failed_step(exc)} failed on its "
+                    f"spec ({unjudged.first_line(exc)})", stand_in=stand_in, planner=planner)
+            status = seen.observed.status
             serving = status.active.revision if status.active is not None else None
-            _stall(body, deps, now, unjudged.SPEC_NOT_JUDGED,
+            _stall(body, key, deps, now, unjudged.SPEC_NOT_JUDGED,
                    unjudged.not_judged_message(exc, serving))
             return False
         record.stage = "act"
-        released = False
-        for action in actions:
-            released = _act(action, body, deps, session, record) or released
-        return released
+        return act(actions, body, key, deps, seen.session, record)
     finally:
-        if session is not None:
-            session.close()
+        seen.close()
 
 
-def _act(action: A.Action, body: dict[str, Any], deps: Deps, sink: SinkSession | None,
-         record: PassRecord) -> bool:
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+def act(actions: list[A.Action], body: dict[str, Any], key: ViewKey, deps: Deps,
+        sink: SinkSession | None, record: PassRecord) -> bool:
+    """Carry the plan out in order; the first failure raises and stops the pass (the next
+    pass replans). True when an action released the view for deletion."""
+    released = False
+    for action in actions:
+        released = _act(action, body, key, deps, sink, record) or released
+    return released
+
+
+def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
+         sink: SinkSession | None, record: PassRecord) -> bool:
+    ns, name = key
     if isinstance(action, (A.RecordIntent, A.UpdateStatus)):
         deps.kube.patch_view_status(ns, name, action.patch)
         if isinstance(action, A.UpdateStatus):
@@ -480,14 +539,15 @@ def _act(action: A.Action, body: dict[str, Any], deps: Deps, sink: SinkSession |
         if sink is None:  # the planner plans sink actions only on an observed sink
             raise RuntimeError(f"{ns}/{name}: {A.describe(action)} planned without the sink")
         _act_on_sink(action, ns, name, deps, sink, record)
-        if isinstance(action, A.DropIndex):
-            ckpt.delete_dropped_revision(deps.kube, deps.config, body, action.revision)
+        if isinstance(action, A.DropIndex) and action.checkpoints:
+            ckpt.delete_dropped_revision(deps.kube, deps.config, ns, name, action.revision,
+                                         action.checkpoints)
     elif isinstance(action, A.HoldSecret):
         deps.kube.hold_secret(ns, action.name, SECRET_FINALIZER)
     elif isinstance(action, A.ReleaseSecret):
         deps.kube.release_secret(ns, action.name, SECRET_FINALIZER, view=name)
     elif isinstance(action, A.EmitEvent):
-        _emit(body, action, deps)
+        _emit(body, action, key, deps)
     return False
 
 
@@ -507,11 +567,11 @@ def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, nam
                         owner_uid=action.owner_uid)
 
 
-def _emit(body: dict[str, Any], action: A.EmitEvent, deps: Deps) -> None:
+def _emit(body: dict[str, Any], action: A.EmitEvent, key: ViewKey, deps: Deps) -> None:
     """Post the event; warnings go to the log too. An event that cannot be posted never
     stops a pass: a namespace being deleted refuses new events, and its views must still be
     released."""
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    ns, name = key
     if action.type == "Warning":
         log.warning("%s/%s: %s: %s", ns, name, action.reason, action.message)
     try:

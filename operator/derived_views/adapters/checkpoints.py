@@ -131,18 +131,13 @@ def _delete_local(location: str) -> int:
     return gone
 
 
-def delete_dropped_revision(kube: Kube, config: OperatorConfig, body: Mapping[str, Any],
-                            revision: str) -> None:
-    """After the revision's index is dropped: delete its checkpoints with the operator's own
+def delete_dropped_revision(kube: Kube, config: OperatorConfig, namespace: str, view: str,
+                            revision: str, location: str) -> None:
+    """After the revision's index is dropped: delete its checkpoints at `location` (its
+    build-0 location, planned with the drop: DropIndex.checkpoints) with the operator's own
     credentials (the checkpoint Secret in the view's namespace). A failure is logged, never
     raised: the index is already gone and a leftover checkpoint is only wasted space."""
-    namespace, view = body["metadata"]["namespace"], body["metadata"]["name"]
     try:
-        spark = (body.get("spec") or {}).get("spark") or {}
-        records = (body.get("status") or {}).get("revisions") or []
-        location = checkpoints.dropped_revision_location(
-            ((str(r.get("revision")), str(r.get("checkpointLocation") or "")) for r in records),
-            spark.get("checkpointBase"), config.checkpoint_base, namespace, view, revision)
         access = None
         if checkpoints.is_s3a(location):
             access = S3Access(endpoint=config.checkpoint_s3_endpoint,

@@ -1,4 +1,4 @@
-"""The OpenSearch sink behind `derived_views.adapters.sink.SinkSession` (docs/sinks.md).
+"""The OpenSearch sink behind `derived_views.adapters.sink_contract.SinkSession` (docs/sinks.md).
 
 Each revision's index is `<index>__<revision>`; readers search the alias `<index>`, switched
 with one `_aliases` request (remove with must_exist, then add), so a concurrent switch
@@ -18,7 +18,7 @@ from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from derived_views.adapters import opensearch_ledger as ledger
 from derived_views.adapters.opensearch_checks import first_line, run_checks
 from derived_views.adapters.opensearch_client import OpenSearchClients, OpenSearchCredentials
-from derived_views.adapters.sink import (
+from derived_views.adapters.sink_contract import (
     SinkObservation,
     SinkPools,
     SinkSecretInvalid,
@@ -30,6 +30,7 @@ from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.config import OperatorConfig
 from derived_views.core.observed import (
     IndexOwner,
+    LedgerPosition,
     SinkObserved,
     SwitchBlocker,
     index_tables_to_observe,
@@ -46,6 +47,8 @@ class OpenSearchSession:
 
     def __init__(self, client: OpenSearch, ledger_index: str) -> None:
         self.client, self.ledger_index = client, ledger_index
+        self._read: tuple[dict[str, LedgerPosition], dict[str, int]] | None = None
+        """(heads, oldest batch kept) per revision of the last observe: what prune_ledger cuts."""
 
     @classmethod
     def open(cls, secret_data: Mapping[str, str], config: OperatorConfig,
@@ -66,7 +69,7 @@ class OpenSearchSession:
                 dropping: bool) -> SinkObservation:
         positions, bad, oldest = ledger.read_heads(self.client, self.ledger_index,
                                                    revisions_to_observe(spec, status))
-        ledger.prune(self.client, self.ledger_index, positions, oldest)
+        self._read = (positions, oldest)
         # After the ledger: an index its newest batch names must exist now, unless it was lost.
         found = self._indexes(spec.sink.base_name, index_tables_to_observe(spec, status))
         alias = spec.sink.base_name
@@ -136,6 +139,12 @@ class OpenSearchSession:
         blocker = SwitchBlocker("AliasNameTaken", f"an index named {alias} exists: readers "
                                 "search the alias of that name, so move or delete that index")
         return {index: blocker for index in indexes}
+
+    def prune_ledger(self) -> int:
+        if self._read is None:
+            return 0
+        positions, oldest = self._read
+        return ledger.prune(self.client, self.ledger_index, positions, oldest)
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
         return run_checks(self.client, request)

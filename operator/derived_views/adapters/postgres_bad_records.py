@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from derived_views.adapters.postgres_sink import LEDGER_TABLE
+from derived_views.core.naming import LEDGER_TABLE
 
 COLUMN = "bad_records"
 

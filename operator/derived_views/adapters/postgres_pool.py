@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from derived_views.adapters.sink import SinkUnavailable
+from derived_views.adapters.sink_contract import SinkUnavailable
 
 DEFAULT_SIZE = 4
 IDLE_SECONDS = 300.0

@@ -1,4 +1,4 @@
-"""The PostgreSQL sink behind `derived_views.adapters.sink.SinkSession`.
+"""The PostgreSQL sink behind `derived_views.adapters.sink_contract.SinkSession`.
 
 The statements live in `postgres_sink` (ledger, alias, drops), `postgres_checks`
 and `postgres_bad_records`; this class binds them to one autocommit connection
@@ -14,7 +14,7 @@ from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.postgres_bad_records import bad_record_counts
 from derived_views.adapters.postgres_checks import run_checks
 from derived_views.adapters.postgres_pool import PgPool
-from derived_views.adapters.sink import SinkObservation, SinkPools, SinkSecretInvalid
+from derived_views.adapters.sink_contract import SinkObservation, SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement
@@ -33,6 +33,8 @@ class PostgresSession:
                  release: Callable[[], None]) -> None:
         self.conn, self.ledger_table, self.check_role = conn, ledger_table, check_role
         self._release = release
+        self._read: tuple[str, list[str]] | None = None
+        """(schema, revisions with a ledger head) of the last observe: what prune_ledger cuts."""
 
     @classmethod
     def open(cls, secret_data: Mapping[str, str], config: OperatorConfig,
@@ -53,7 +55,7 @@ class PostgresSession:
         indexes = pg.existing_tables(conn, schema, tables)
         ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
                                      ledger=ledger_table)
-        pg.prune_ledger(conn, schema, ledger, ledger=ledger_table)
+        self._read = (schema, sorted(ledger))
         # After the ledger: a table its newest row names must exist now, unless it was lost.
         oids = pg.table_oids(conn, schema, tables)
         alias = spec.sink.base_name
@@ -66,6 +68,12 @@ class PostgresSession:
             drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()),
             index_owners=pg.index_owners(conn, schema, indexes),
             index_oids=oids), index_rows=dict(indexes))
+
+    def prune_ledger(self) -> int:
+        if self._read is None:
+            return 0
+        schema, revisions = self._read
+        return pg.prune_ledger(self.conn, schema, revisions, ledger=self.ledger_table)
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
         return run_checks(self.conn, request, self.check_role)

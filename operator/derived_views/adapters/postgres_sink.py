@@ -23,11 +23,9 @@ from psycopg import sql
 
 from derived_views.adapters import postgres_alias
 from derived_views.adapters.postgres_alias import SwitchRefused
-from derived_views.adapters.sink import SinkUnavailable
+from derived_views.adapters.sink_contract import SinkUnavailable
+from derived_views.core.naming import LEDGER_TABLE
 from derived_views.core.observed import IndexOwner, LedgerPosition, SwitchBlocker
-
-LEDGER_TABLE = "dv_ledger"
-
 
 APPLICATION_NAME = "derived-views-operator"
 """How the operator's sessions show in pg_stat_activity (DBAs count and kill by it)."""

@@ -89,6 +89,10 @@ class DropIndex:
     owner_uid: str = field(default="", compare=False)
     """The dropping view's metadata.uid: the adapter refuses an index recorded for another
     view (and, without one, any index with a recorded owner)."""
+    checkpoints: str = field(default="", compare=False)
+    """The revision's build-0 checkpoint location (core.checkpoints.dropped_revision_location):
+    once the index is dropped, the shell deletes the revision's checkpoints there (a failure
+    is logged, never raised). Empty: none are deleted."""
 
 
 @dataclass(frozen=True)

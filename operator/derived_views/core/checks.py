@@ -19,7 +19,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from derived_views.api.constants import PAUSED_ANNOTATION
 from derived_views.api.spec import (
     ACTIVE_PLACEHOLDER,
     INDEX_PLACEHOLDER,
@@ -116,8 +115,7 @@ def due(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObserved,
     """The checks to run this pass: the spec's candidate has held its lag gate (as the last
     pass recorded) and has no run of these checks since, or its run is intervalSeconds old.
     None while the view is paused or deleted: no query reaches the sink then."""
-    paused = (view.annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
-              or view.deletion_timestamp is not None)
+    paused = view.paused or view.deletion_timestamp is not None
     checks = checks_of(spec)
     revision = revision_of(spec)
     active = status.active

@@ -16,7 +16,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL
+from derived_views.api.constants import (
+    JOB_SETTINGS_ANNOTATION,
+    PAUSED_ANNOTATION,
+    REVISION_LABEL,
+)
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CheckRun, DerivedViewStatus
 from derived_views.core import naming
@@ -71,6 +75,12 @@ class ViewObserved:
     annotations: Mapping[str, str] = field(default_factory=dict)
     finalizers: tuple[str, ...] = ()
     deletion_timestamp: dt.datetime | None = None
+
+    @property
+    def paused(self) -> bool:
+        """The view's `derivedviews.io/paused` annotation is true (case and spaces aside):
+        read here once for the planner and the cutover checks."""
+        return self.annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from derived_views.adapters.checkpoints import (
     delete_revision_checkpoints,
 )
 from derived_views.adapters.kube import Kube
+from derived_views.core.checkpoints import dropped_revision_location
 from derived_views.core.config import OperatorConfig
 from dvstack import replay
 
@@ -102,18 +103,17 @@ def test_other_stores_are_refused_with_what_to_do() -> None:
         delete_revision_checkpoints(f"hdfs://nn:8020/ck/shop/orders/{REVISION}")
 
 
-def view_body(namespace: str, base: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": namespace, "name": "orders"},
-            "spec": {"spark": {}},
-            "status": {"revisions": [{
-                "revision": REVISION, "index": f"orders__{REVISION}", "phase": "Retiring",
-                "since": "2026-11-23T07:00:00Z",
-                "checkpointLocation": f"{base}/{namespace}/orders/{REVISION}.1"}]}}
+def planned_location(namespace: str, base: str) -> str:
+    """Where the plan's DropIndex says the revision's checkpoints are: status recorded its
+    rebuild `<revision>.1`; the drop names the build-0 location (core.checkpoints)."""
+    return dropped_revision_location(
+        [(REVISION, f"{base}/{namespace}/orders/{REVISION}.1")], None, "/unused", namespace,
+        "orders", REVISION)
 
 
 def test_after_drop_index_the_operator_deletes_with_the_views_secret(
         stack: Any, kube_api_client: Any, namespace: str) -> None:
-    """What reconcile does after DropIndex: the recorded location, the namespace's Secret."""
+    """What reconcile does after DropIndex: the planned location, the namespace's Secret."""
     from kubernetes import client
 
     base_key = f"it-drop/{uuid.uuid4().hex[:10]}"
@@ -126,7 +126,8 @@ def test_after_drop_index_the_operator_deletes_with_the_views_secret(
                             checkpoint_s3_region=stack.s3["region"])
     kube = Kube(kube_api_client)
     replay.ensure_checkpoint_secret(client.CoreV1Api(kube_api_client), namespace, stack.s3)
-    delete_dropped_revision(kube, config, view_body(namespace, base), REVISION)
+    delete_dropped_revision(kube, config, namespace, "orders", REVISION,
+                            planned_location(namespace, base))
     assert {k for k in keys(stack, prefix) if not k.endswith("/")} == set(STAYS)
 
 
@@ -141,8 +142,8 @@ def test_a_missing_secret_leaves_the_checkpoints_with_a_warning(
                             checkpoint_secret="no-such-secret",
                             checkpoint_s3_endpoint=stack.s3["endpoint"])
     with caplog.at_level(logging.WARNING, logger="derived_views"):
-        delete_dropped_revision(Kube(kube_api_client), config, view_body(namespace, base),
-                                REVISION)
+        delete_dropped_revision(Kube(kube_api_client), config, namespace, "orders", REVISION,
+                                planned_location(namespace, base))
     assert f"secret {namespace}/no-such-secret not found" in caplog.text
     assert {k for k in keys(stack, prefix) if not k.endswith("/")} == \
         {*GOES, f"{REVISION}/state/0/0/_metadata/schema"}

@@ -204,15 +204,15 @@ def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
                                               "stringData": data})
     deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
                 config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"))
-    body = {"metadata": {"namespace": namespace, "name": "v"}}
-    got = _end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), body,
+    view = (namespace, "v")
+    got = _end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), view,
                        deps)
     assert (got.ends, got.reason) == ({(a, 0): 1, (a, 1): 2, (a, 2): 3}, None)
-    got = _end_offsets(_view_spec(s["bootstrap"], a, "absent"), DerivedViewStatus(), body, deps)
+    got = _end_offsets(_view_spec(s["bootstrap"], a, "absent"), DerivedViewStatus(), view, deps)
     assert (got.ends, got.reason) == (None, "KafkaSecretMissing")
     assert got.message == f"Kafka secret {namespace}/absent not found"
     # The default tenancy policy: a Secret its owner has not labelled for views is not used.
-    got = _end_offsets(_view_spec(s["bootstrap"], a, "not-for-views"), DerivedViewStatus(), body,
+    got = _end_offsets(_view_spec(s["bootstrap"], a, "not-for-views"), DerivedViewStatus(), view,
                        deps)
     assert (got.ends, got.reason) == (None, "SecretNotLabelled")
     assert "kubectl label secret" in (got.message or "")

@@ -17,7 +17,7 @@ from opensearchpy import NotFoundError, OpenSearch
 
 from derived_views.adapters import opensearch_ledger
 from derived_views.adapters.opensearch_session import AliasConflict, OpenSearchSession
-from derived_views.adapters.sink import SinkPools, SinkSecretInvalid, SinkUnavailable
+from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid, SinkUnavailable
 from derived_views.api.spec import CutoverChecks, DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, KeySampleFound, RowCounts

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from derived_views.adapters.postgres_pool import PgPool
-from derived_views.adapters.sink import SinkUnavailable
+from derived_views.adapters.sink_contract import SinkUnavailable
 from dvstack.waiting import wait_for
 
 

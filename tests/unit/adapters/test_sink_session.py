@@ -13,13 +13,14 @@ from secrets_standin import Secrets
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.kube import Kube
-from derived_views.adapters.sink import SINK_KINDS, SinkPools, SinkSecretInvalid, open_session
+from derived_views.adapters.sink import SINK_KINDS, open_session
+from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.config import OperatorConfig
-from derived_views.reconcile import Deps, PassRecord, PassSecrets, _sink
+from derived_views.reconcile import Deps, PassSecrets, _sink
 
-BODY = {"metadata": {"namespace": "shop", "name": "orders"}}
+VIEW = ("shop", "orders")
 CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
 
 SPEC = DerivedViewSpec.model_validate({
@@ -33,8 +34,8 @@ def _reading(secrets: dict[str, dict[str, str]]) -> Any:
     kube = cast(Kube, Secrets(secrets))
     deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
                                                    clock=lambda: 0.0), config=CONFIG)
-    return _sink(SPEC, DerivedViewStatus(), BODY, deps, PassRecord(),
-                 PassSecrets(kube, "shop", CONFIG.tenancy))
+    return _sink(SPEC, DerivedViewStatus(), VIEW, deps,
+                 PassSecrets(kube, "shop", CONFIG.tenancy), dropping=False)
 
 
 def test_the_core_reads_the_sink_through_kind_neutral_names() -> None:

@@ -20,7 +20,7 @@ from derived_views.core.config import OperatorConfig
 from derived_views.core.kafka_client import KafkaCluster
 from derived_views.reconcile import Deps, _end_offsets
 
-BODY = {"metadata": {"namespace": "shop", "name": "orders"}}
+VIEW = ("shop", "orders")
 
 
 def spec(topics: list[str], secret: str | None = None,
@@ -49,7 +49,7 @@ def test_credentials_from_the_secret_reach_the_fetch_and_ends_are_the_views_topi
 
     d = deps({"kafka": {"username": "u", "password": "p", "mechanism": "SCRAM-SHA-512",
                         "securityProtocol": "SASL_PLAINTEXT"}}, fetch)
-    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), BODY, d)
+    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), VIEW, d)
     assert got.ends == {("a", 0): 4} and got.reason is None
     assert dict(seen[0].settings) == {"security.protocol": "SASL_PLAINTEXT",
                                       "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u",
@@ -67,20 +67,20 @@ def test_a_cluster_the_policy_does_not_list_is_never_connected_to() -> None:
 
     d = deps({"kafka": {"username": "u", "password": "p"}}, fetch)
     got = _end_offsets(spec(["a"], "kafka", bootstrap="kafka.attacker.example:9092"),
-                       DerivedViewStatus(), BODY, d)
+                       DerivedViewStatus(), VIEW, d)
     assert (got.ends, got.reason, seen) == (None, "PolicyViolation", [])
     assert "tenancy.kafka.clusters" in (got.message or "")
 
 
 def test_a_missing_secret_is_its_own_reason() -> None:
-    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), BODY,
+    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), VIEW,
                        deps({}, lambda c, t: Fetched({})))
     assert (got.ends, got.reason) == (None, "KafkaSecretMissing")
     assert got.message == "Kafka secret shop/kafka not found"
 
 
 def test_an_unusable_secret_is_its_own_reason() -> None:
-    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), BODY,
+    got = _end_offsets(spec(["a"], "kafka"), DerivedViewStatus(), VIEW,
                        deps({"kafka": {"user": "u"}}, lambda c, t: Fetched({})))
     assert (got.ends, got.reason) == (None, "KafkaSecretInvalid")
     assert got.message is not None and got.message.startswith(
@@ -91,13 +91,13 @@ def test_an_unreachable_cluster_is_its_own_reason() -> None:
     def fetch(cluster: KafkaCluster, topics: Iterable[str]) -> Fetched:
         raise OffsetsUnavailable("k:9092 (PLAINTEXT): Connection refused")
 
-    got = _end_offsets(spec(["a"]), DerivedViewStatus(), BODY, deps({}, fetch))
+    got = _end_offsets(spec(["a"]), DerivedViewStatus(), VIEW, deps({}, fetch))
     assert (got.ends, got.reason) == (None, "KafkaUnavailable")
     assert got.message == "k:9092 (PLAINTEXT): Connection refused"
 
 
 def test_missing_topics_are_named_and_the_present_ones_resolve() -> None:
-    got = _end_offsets(spec(["a", "typo"]), DerivedViewStatus(), BODY,
+    got = _end_offsets(spec(["a", "typo"]), DerivedViewStatus(), VIEW,
                        deps({}, lambda c, t: Fetched({("a", 0): 1}, frozenset({"typo"}))))
     assert got.ends == {("a", 0): 1}
     assert (got.missing, got.reason) == (frozenset({"typo"}), "TopicsMissing")

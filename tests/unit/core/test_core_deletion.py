@@ -161,3 +161,15 @@ def test_dependents_gone_in_time_let_the_drop_proceed() -> None:
     world.reconcile()
     assert world.gone and world.alias is None and world.tables == set()
     assert R1 not in world.ledger
+
+
+def test_a_dropped_index_carries_the_checkpoints_to_delete_after_it() -> None:
+    """Planned with the drop, not chosen by the shell from the raw body: where status
+    recorded the revision's checkpoint, cut to its build-0 location."""
+    world = _delete_policy_world()
+    world.deletion_timestamp = world.now
+    world.settle(ticks=3)
+    drops = [a for p in world.plans for a in p if isinstance(a, A.DropIndex)]
+    assert drops and world.gone
+    assert {(d.index, d.checkpoints) for d in drops} == {
+        (I1, f"s3a://checkpoints/dv/shop/orders-by-customer/{R1}")}

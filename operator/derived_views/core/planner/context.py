@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION
+from derived_views.api.constants import PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, Phase, RevisionStatus
 from derived_views.core import checks, naming, ownership, tenancy
@@ -143,8 +143,7 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
         base_field=("spec.sink.opensearch.index" if spec.sink.kind == "opensearch"
                     else "spec.sink.postgres.table"),
         # Deleting overrides a pause: the user asked for the jobs to stop.
-        paused=(annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
-                and view.deletion_timestamp is None),
+        paused=view.paused and view.deletion_timestamp is None,
         retry_token=annotations.get(RETRY_ANNOTATION),
         promote_to=annotations.get(PROMOTE_ANNOTATION, "").strip(),
         claimed_by=owner if owner not in (None, me) else None,

@@ -6,6 +6,7 @@ view's index."""
 from __future__ import annotations
 
 from derived_views.core.actions import CreateSparkApplication, DeleteSparkApplication, DropIndex
+from derived_views.core.checkpoints import dropped_revision_location
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.revision import with_content
@@ -61,9 +62,19 @@ def drop_index(ctx: Context, draft: Draft, revision: str) -> bool:
     if index == ctx.sink.alias_target or any(s.to_index == index for s in draft.switches):
         return False
     if all(d.index != index for d in draft.drops):
-        draft.drops.append(DropIndex(ctx.schema, index, revision,
-                                     owner_uid=ctx.view.uid))
+        draft.drops.append(drop_of(ctx, index, revision))
     return True
+
+
+def drop_of(ctx: Context, index: str, revision: str) -> DropIndex:
+    """The drop of a revision's index, with the view's UID (the adapter's ownership check)
+    and the checkpoints to delete after it: where status recorded the revision's, else
+    under the base in force now."""
+    recorded = ((r.revision, r.checkpoint_location) for r in ctx.obs.status.revisions)
+    return DropIndex(ctx.schema, index, revision, owner_uid=ctx.view.uid,
+                     checkpoints=dropped_revision_location(
+                         recorded, ctx.spec.spark.checkpoint_base, ctx.cfg.checkpoint_base,
+                         ctx.view.namespace, ctx.view.name, revision))
 
 
 def purge(ctx: Context, draft: Draft, revision: str) -> None:
@@ -78,5 +89,4 @@ def purge(ctx: Context, draft: Draft, revision: str) -> None:
         return  # another view's index and ledger rows
     draft.held_jobs.add(revision)
     if all(d.index != index for d in draft.drops):
-        draft.drops.append(DropIndex(ctx.schema, index, revision,
-                                     owner_uid=ctx.view.uid))
+        draft.drops.append(drop_of(ctx, index, revision))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from derived_views.api.constants import FINALIZER
 from derived_views.core import conditions as cond
 from derived_views.core import deletion, naming
-from derived_views.core.actions import DropAlias, DropIndex, ReleaseSecret, RemoveFinalizer
+from derived_views.core.actions import DropAlias, ReleaseSecret, RemoveFinalizer
 from derived_views.core.planner import announce, effects
 from derived_views.core.planner.announce import last_written
 from derived_views.core.planner.context import Context
@@ -41,8 +41,7 @@ def delete(ctx: Context, draft: Draft) -> None:
             for index in sorted(ctx.sink.indexes - set(ctx.foreign)):
                 owner = naming.index_revision(ctx.base, index)
                 if owner is not None:
-                    draft.drops.append(DropIndex(ctx.schema, index, owner,
-                                                   owner_uid=ctx.view.uid))
+                    draft.drops.append(effects.drop_of(ctx, index, owner))
             done = True
         message = (f"Stopped the view's jobs and dropped {ctx.where} and "
                    f"{len(ctx.sink.indexes - set(ctx.foreign))} index(es) "

@@ -1,0 +1,86 @@
+"""What the operator asks of a sink: the contract every sink session implements.
+
+Reconcile speaks only this interface: observe the indexes, the alias and the
+ledger; run the cutover checks; switch the alias; drop an alias or an index.
+A leaf among the adapters: the sessions (`postgres_session`, `opensearch_session`)
+import it, and the registry that picks a session for a view's sink kind
+(`adapters.sink.open_session`) imports them, so neither imports the other's importer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core.checks import CheckRequest, Measurement
+from derived_views.core.observed import SinkObserved
+
+
+class SinkUnavailable(Exception):
+    """The sink cannot be reached (the message carries no credentials)."""
+
+
+class SinkSecretInvalid(ValueError):
+    """The sink Secret's data cannot make a connection (missing or malformed keys)."""
+
+
+@dataclass(frozen=True)
+class SinkObservation:
+    """One pass's look at the sink: what the planner reads, and index sizes for metrics."""
+
+    observed: SinkObserved
+    index_rows: Mapping[str, int] = field(default_factory=dict)
+
+
+class SinkSession(Protocol):
+    """One pass's connection to one view's sink; every method may raise to fail the pass
+    (the next pass replans from a fresh observation)."""
+
+    def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
+                dropping: bool) -> SinkObservation:
+        """Indexes, alias target and owner, ledger heads, bad-record counts, what would block
+        a switch, and, when `dropping` (deletionPolicy Delete), a drop. Reads only: the
+        ledger is pruned by `prune_ledger`, a step of its own."""
+
+    def prune_ledger(self) -> int:
+        """Delete the ledger entries of the revisions the last `observe` read that neither
+        resuming nor the commit rate needs (what a deleted entry counted of bad records is
+        kept in an entry that stays); returns how many went. Nothing before an `observe`."""
+
+    def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
+        """Each cutover check's measurement and seconds; a check that cannot run says why."""
+
+    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+                     owner: str) -> None:
+        """Point the alias at `to_index` atomically if it still points at `from_index`;
+        idempotent; never touches an alias recorded for another `owner`."""
+
+    def drop_alias(self, scope: str, alias: str) -> None:
+        """Remove the alias (absent: nothing to do)."""
+
+    def drop_index(self, scope: str, index: str, revision: str, *, owner_uid: str) -> None:
+        """Remove a revision's index and its ledger entries; refuses the alias's target and
+        an index recorded for another view than `owner_uid` (the dropping view's UID)."""
+
+    def close(self) -> None:
+        """Release the connection."""
+
+
+class SinkPools:
+    """The operator's connection pools, one per sink kind, made on first use; `size` bounds
+    the connections to one database as one role (DV_SINK_POOL_SIZE)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self._pools: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def of(self, kind: str, make: Callable[[int], Any]) -> Any:
+        with self._lock:
+            if kind not in self._pools:
+                self._pools[kind] = make(self.size)
+            return self._pools[kind]
