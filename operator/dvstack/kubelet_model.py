@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dvstack.secret_volumes import conf_prefix
+
 MAX_TERMINATION_MESSAGE_BYTES = 4 * 1024
 MAX_FALLBACK_LOG_BYTES = 2 * 1024
 MAX_FALLBACK_LOG_LINES = 80
@@ -56,7 +58,7 @@ class SecretMount:
     optional: bool = False
 
 
-EXECUTOR_SECRETS_PREFIX = "spark.kubernetes.executor.secrets."
+EXECUTOR_SECRETS_PREFIX = conf_prefix("executor")
 
 
 def secret_mounts(pod_spec: dict[str, Any], container: dict[str, Any]) -> list[SecretMount]:

@@ -28,6 +28,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = "secret-volumes"
+
+
+def conf_key(role: str, secret: str) -> str:
+    """spark-submit's setting that mounts `secret` in the `role` ("driver" or "executor")
+    pods: written by `spark_local_command`, read back from the line by `kubelet_model`."""
+    return f"{conf_prefix(role)}{secret}"
+
+
+def conf_prefix(role: str) -> str:
+    return f"spark.kubernetes.{role}.secrets."
+
 DATA_LINK = "..data"
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from dvstack.secret_volumes import is_dns1123_subdomain, secret_dir
+from dvstack.secret_volumes import conf_key, is_dns1123_subdomain, secret_dir
 
 # secretTypes for which upstream also sets an environment variable to a file of the mount.
 _TYPES_WITH_ENV = {"GCPServiceAccount": "GOOGLE_APPLICATION_CREDENTIALS",
@@ -128,6 +128,6 @@ def secret_conf(namespace: str, spec: dict[str, Any], *, app_id: str,
                 raise SubmissionError(f"{where}.secretType {kind}: the local stand-in mounts "
                                       f"Generic Secrets only, without upstream's "
                                       f"{_TYPES_WITH_ENV[kind]} variable")
-            conf[f"spark.kubernetes.{role}.secrets.{name}"] = \
+            conf[conf_key(role, name)] = \
                 str(secret_dir(work_dir, namespace, app_id, name))
     return conf

@@ -90,8 +90,8 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     refuse_changelog_aggregates(output, config.source.format)
     layout = table_layout(output.schema, config.sink.primary_key)
     hook = spark.conf.get(HOLD_BEFORE_COMMIT_CONF, None)
-    sink = open_sink(config, layout, credentials, before_commit=(lambda _batch: hold(hook, config.revision))
-                     if hook else None)
+    sink = open_sink(config, layout, credentials,
+                     before_commit=(lambda _batch: hold(hook, config.revision)) if hook else None)
     say(f"writing {sink.describe()}")
     sink.prepare()
     moved = set_aside_if_stale(HadoopPaths(spark), config.checkpoint_location,
