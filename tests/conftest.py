@@ -33,6 +33,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exclusive: needs the stack to itself (restarts a shared "
                                        "component, replaces the CRD, or watches all namespaces); "
                                        "`dvstack test` runs these after the parallel phase")
+    config.addinivalue_line("markers", "product_defaults: the test's operator keeps every "
+                                       "product default (the e2e operator otherwise sets a "
+                                       "longer trigger interval, e2e_operator.TRIGGER_SECONDS)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from derived_views.core.checkpoints import EXAMPLE_BASE, SECRET_KEYS, durable_base_problem
-from derived_views.core.config import OperatorConfig
+from derived_views.core.config import DEFAULT_TRIGGER_SECONDS, OperatorConfig
 from derived_views.core.tenancy import PolicyError, TenancyPolicy, parse_policy
 
 DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
@@ -48,6 +48,8 @@ class Settings:
     spark_service_account: str | None
     spark_template: str | None
     """Path of the SparkApplication template; None means the checkout's spark_templates/."""
+    trigger_seconds: float = DEFAULT_TRIGGER_SECONDS
+    """DV_TRIGGER_SECONDS: the micro-batch interval of the jobs created from now on."""
     lag_history_seconds: int = 10
     """Spacing of `status.lagHistory` samples per revision (what `dv plot` draws)."""
     metrics_port: int = 0
@@ -77,6 +79,7 @@ def operator_config(settings: Settings, template: str) -> OperatorConfig:
                           spark_jars=settings.spark_jars,
                           spark_service_account=settings.spark_service_account,
                           lag_history_seconds=settings.lag_history_seconds,
+                          trigger_seconds=settings.trigger_seconds,
                           checkpoint_secret=settings.checkpoint_secret,
                           checkpoint_s3_endpoint=settings.checkpoint_s3_endpoint,
                           checkpoint_s3_region=settings.checkpoint_s3_region,
@@ -110,6 +113,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         spark_service_account=e.get("DV_SPARK_SERVICE_ACCOUNT") or None,
         spark_template=e.get("DV_SPARK_TEMPLATE") or None,
         lag_history_seconds=int(_float(e, "DV_LAG_HISTORY_SECONDS", 10, 1)),
+        trigger_seconds=_float(e, "DV_TRIGGER_SECONDS", DEFAULT_TRIGGER_SECONDS, 0.1),
         metrics_port=_port(e, "DV_METRICS_PORT"),
         checkpoint_secret=e.get("DV_CHECKPOINT_SECRET") or None,
         checkpoint_s3_endpoint=_endpoint(e, "DV_CHECKPOINT_S3_ENDPOINT"),

@@ -17,6 +17,11 @@ from typing import Any, Self
 
 import psycopg
 
+READER_PAUSE = 0.01
+"""Seconds a reader rests between queries: about a hundred queries a second, the pace of a
+busy application, so a cutover's moment is still seen to the query; a loop without rest
+costs a core of the two the stack and its Spark jobs share, and slows what it witnesses."""
+
 
 class Background:
     """A loop (`_run`, which watches `_stop`) on a daemon thread: `start` runs it, `stop`
@@ -50,6 +55,7 @@ class AliasReader(Background):
     worst_stall: float = 0.0
     queries: int = 0
     column_changes: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+    pause: float = READER_PAUSE
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -72,6 +78,7 @@ class AliasReader(Background):
                     self.errors.append(repr(exc))
                 self.queries += 1
                 self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
+                self._stop.wait(self.pause)
 
     def first_seen(self, column: str, after: float) -> float | None:
         """When the reader first saw `column` in the alias after time `after`."""
@@ -165,6 +172,7 @@ class SearchAliasReader(Background):
     worst_stall: float = 0.0
     queries: int = 0
     index_changes: list[tuple[float, str]] = field(default_factory=list)
+    pause: float = READER_PAUSE
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -186,6 +194,7 @@ class SearchAliasReader(Background):
                 self.errors.append(repr(exc))
             self.queries += 1
             self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
+            self._stop.wait(self.pause)
         client.close()
 
     def first_seen(self, index: str, after: float) -> float | None:

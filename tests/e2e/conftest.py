@@ -6,7 +6,6 @@ where a restarted driver keeps nothing of its pod's filesystem.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_checkpoints import checkpoint_env
-from e2e_operator import watched
+from e2e_operator import operator_env, watched
 
 from dvstack import replay
 from dvstack.cli import apply_crds
@@ -46,9 +44,8 @@ def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client
     proc = subprocess.Popen(
         [sys.executable, "-m", "derived_views.main", *namespaces], stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
-             "DV_LAG_HISTORY_SECONDS": "1",
-             **checkpoint_env(stack, f"e2e/{tmp_path.name}")})
+        env=operator_env(stack, f"e2e/{tmp_path.name}", product_trigger=request.node.
+                         get_closest_marker("product_defaults") is not None))
     yield log_path
     proc.terminate()
     proc.wait(timeout=30)

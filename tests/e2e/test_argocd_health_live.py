@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_checkpoints import checkpoint_env
-from e2e_operator import watched
+from e2e_operator import operator_env, watched
 from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
@@ -45,8 +44,7 @@ class Operator:
             [sys.executable, "-m", "derived_views.main", *watched(namespace)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
-                 "DV_LAG_HISTORY_SECONDS": "1", **checkpoint_env(stack, prefix)})
+            env=operator_env(stack, prefix))
 
     def freeze(self) -> None:
         self.proc.send_signal(signal.SIGSTOP)

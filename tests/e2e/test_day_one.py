@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from e2e_views import (
     AliasReader,
     G,
@@ -31,6 +32,8 @@ from kubernetes import client
 
 from dvstack import replay
 from dvstack.waiting import wait_for
+
+pytestmark = pytest.mark.product_defaults  # the jobs' 1 s trigger included
 
 RATE = 250  # records/s, the whole migration long
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "
@@ -232,10 +235,10 @@ def ledger_batches(dsn: str, revision: str) -> list[tuple[int, Any]]:
 def test_a_driver_killed_mid_replay_resumes_from_its_checkpoint_exactly(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic, backlog = orders_backlog(stack, core, namespace, 120_000, seed=41)
+    topic, backlog = orders_backlog(stack, core, namespace, 40_000, seed=41)
     table = f"kill_{uuid.uuid4().hex[:8]}"
     body = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table)
-    body["spec"]["source"]["maxOffsetsPerTrigger"] = 6_000  # many small batches to land in
+    body["spec"]["source"]["maxOffsetsPerTrigger"] = 4_000  # ten batches to land the kill in
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=100, seed=43).start()
     try:
         custom.create_namespaced_custom_object(G, V, namespace, P, body)

@@ -9,7 +9,6 @@ recomputation of every record produced, live traffic included.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -21,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_checkpoints import checkpoint_env
-from e2e_operator import watched
+from e2e_operator import operator_env, watched
 from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 from test_day_one import orders_backlog, view_body
@@ -46,9 +44,8 @@ def slow_settled_operator(stack: Any, kube_api_client: Any, tmp_path: Path, name
         proc = subprocess.Popen(
             [sys.executable, "-m", "derived_views.main", *watched(namespace)], stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
-                 "DV_SETTLED_POLL_SECONDS": "3600", "DV_METRICS_PORT": str(port),
-                 **checkpoint_env(stack, f"e2e/{tmp_path.name}")})
+            env=operator_env(stack, f"e2e/{tmp_path.name}", DV_SETTLED_POLL_SECONDS="3600",
+                             DV_METRICS_PORT=str(port)))
         try:
             yield port
         finally:

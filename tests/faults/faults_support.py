@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_checkpoints import checkpoint_env
+from e2e_operator import operator_env
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
 from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
 from derived_views.test_hooks import HOLD_BEFORE_SWITCH
 from dvstack import replay
-from dvstack.traffic import Background
+from dvstack.traffic import READER_PAUSE, Background
 from dvstack.waiting import TimedOut, wait_for
 
 RATE = 20  # records/s during every scenario (a 2-core machine shared with other jobs)
@@ -76,12 +76,11 @@ class OperatorProcess:
         self.namespace = namespace
         self.log_path = log_path
         self.hook_file = hook_dir / "hold-before-switch"
-        self.env = {**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
-                    "DV_LAG_HISTORY_SECONDS": "1", HOLD_BEFORE_SWITCH: str(self.hook_file),
-                    # the job's test hook is a sparkConf key the default policy refuses
-                    "DV_TENANCY_POLICY": json.dumps({"sparkConf": {"allow": [
-                        *DEFAULT_SPARK_CONF_ALLOW, "spark.derivedviews.testHook.*"]}}),
-                    **checkpoint_env(stack, checkpoint_prefix)}
+        self.env = operator_env(stack, checkpoint_prefix, **{
+            HOLD_BEFORE_SWITCH: str(self.hook_file),
+            # the job's test hook is a sparkConf key the default policy refuses
+            "DV_TENANCY_POLICY": json.dumps({"sparkConf": {"allow": [
+                *DEFAULT_SPARK_CONF_ALLOW, "spark.derivedviews.testHook.*"]}})})
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -155,6 +154,7 @@ class ReconnectingReader(Background):
                     conn = None
                 self._stop.wait(0.5)  # retry pace after a failure, not a synchronisation
             self.queries += 1
+            self._stop.wait(READER_PAUSE)
         if conn is not None:
             conn.close()
 

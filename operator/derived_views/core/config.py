@@ -9,6 +9,12 @@ from derived_views.core.tenancy import TenancyPolicy
 
 DEFAULT_MAIN_APPLICATION_FILE = "local:///opt/derived-views/spark_templates/derived_view_job.py"
 
+DEFAULT_TRIGGER_SECONDS = 1.0
+"""A view's job runs until deleted, one micro-batch per second at most: an index about a
+second behind its log. Each micro-batch that finds new records costs the driver a plan, a
+checkpoint commit and a sink transaction, whatever its size, so a platform with many quiet
+views may trade freshness for CPU (DV_TRIGGER_SECONDS)."""
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -44,6 +50,8 @@ class OperatorConfig:
     removes the finalizer anyway (a namespace being deleted may already have lost the Secret)."""
     history_limit: int = 10
     """Finished revisions (Superseded, Retired, aborted) kept in status for people to read."""
+    trigger_seconds: float = DEFAULT_TRIGGER_SECONDS
+    """Micro-batch interval written into every job created from now on (DV_TRIGGER_SECONDS)."""
     lag_history_seconds: int = 10
     """Minimum spacing of `status.lagHistory` samples of one revision."""
     lag_history_limit: int = 360

@@ -12,21 +12,22 @@ from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import naming
+from derived_views.core.config import DEFAULT_TRIGGER_SECONDS
 from derived_views.core.revision import revision_of
-
-TRIGGER: dict[str, Any] = {"processingTimeSeconds": 1}
-"""A view's job runs until deleted, one micro-batch per second at most."""
 
 
 def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,
                checkpoint_location: str, uid: str, ledger_table: str = naming.LEDGER_TABLE,
-               secrets: dict[str, str | None] | None = None) -> dict[str, Any]:
+               secrets: dict[str, str | None] | None = None,
+               trigger_seconds: float = DEFAULT_TRIGGER_SECONDS) -> dict[str, Any]:
     """The job's configuration document (camelCase keys, in the contract's order).
 
     `owner` (the view's namespace, name and metadata.uid) is recorded on the index the job
     creates, and an index recorded for another view is refused by the job at start.
     `secrets` names the Secrets mounted for the job by role (sink, kafka, checkpoint): the
-    job then reads its credentials from their files and nowhere else."""
+    job then reads its credentials from their files and nowhere else. `trigger_seconds` is
+    the installation's micro-batch interval: not content, so no revision of its own; a job
+    keeps the interval it was created with."""
     if not uid:
         raise ValueError("uid (the view's metadata.uid) is required: the job records it as "
                          "the owner of the index it creates")
@@ -64,7 +65,9 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
         "transform": transform,
         "sink": sink,
         "checkpointLocation": checkpoint_location,
-        "trigger": dict(TRIGGER),
+        # a whole number stays one: the manifests of the default interval read as before
+        "trigger": {"processingTimeSeconds": int(trigger_seconds) if float(trigger_seconds).is_integer()
+                    else trigger_seconds},
     }
     if secrets is not None:
         document["secrets"] = {role: name for role, name in secrets.items() if name}

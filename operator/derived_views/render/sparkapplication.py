@@ -112,7 +112,8 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     secrets = job_secrets(spec, config, checkpoint_location)
     config_doc = job_config(namespace=namespace, view=view, spec=spec, revision=revision,
                             checkpoint_location=checkpoint_location,
-                            ledger_table=config.ledger_table, uid=uid, secrets=secrets)
+                            ledger_table=config.ledger_table, uid=uid, secrets=secrets,
+                            trigger_seconds=config.trigger_seconds)
     spark = spec.spark
     body.update({
         "type": "Python",

@@ -214,6 +214,7 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     objs = render({
         "operator": {"lagPollSeconds": 2.5, "sinkPoolSize": 9},
         "spark": {"image": "registry.example/spark-job:9", "mainApplicationFile": "local:///job.py",
+                  "triggerSeconds": 4.5,
                   "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/",
                   "checkpointSecretName": "dv-checkpoints",
                   "checkpointS3Endpoint": "http://minio.storage:9000",
@@ -228,6 +229,7 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     assert settings.spark_image == "registry.example/spark-job:9"
     assert settings.main_application_file == "local:///job.py"
     assert settings.spark_jars == ("local:///a.jar", "local:///b.jar")
+    assert settings.trigger_seconds == 4.5
     assert settings.checkpoint_base == "s3a://ck/"
     assert settings.checkpoint_secret == "dv-checkpoints"
     assert settings.checkpoint_s3_endpoint == "http://minio.storage:9000"
@@ -402,6 +404,7 @@ def test_schema_rejects_unknown_keys(render_error: Any, values: dict[str, Any], 
 def test_schema_rejects_bad_values(render_error: Any) -> None:
     assert "lagPollSeconds" in render_error({"operator": {"lagPollSeconds": 0.1}})
     assert "sinkPoolSize" in render_error({"operator": {"sinkPoolSize": 0}})
+    assert "triggerSeconds" in render_error({"spark": {"triggerSeconds": 0}})
     assert "replicaCount" in render_error({"replicaCount": 0})
     assert "watch" in render_error({"watch": {"mode": "namespaces", "namespaces": ["Bad_Name"]}})
     assert "checkpointS3Endpoint" in render_error({"spark": {"checkpointS3Endpoint": "minio:9000"}})

@@ -70,3 +70,33 @@ def test_the_sink_pool_size_is_a_positive_whole_number(raw: str, problem: str) -
     assert from_env({"DV_SINK_POOL_SIZE": "16"}).sink_pool_size == 16
     with pytest.raises(SettingsError, match=f"DV_SINK_POOL_SIZE='{raw}' {problem}"):
         from_env({"DV_SINK_POOL_SIZE": raw})
+
+
+def test_the_trigger_interval_reaches_the_jobs_configuration() -> None:
+    """A platform's micro-batch interval (DV_TRIGGER_SECONDS) is what the job is told."""
+    from derived_views.api.spec import DerivedViewSpec
+    from derived_views.core.job_config import job_config
+    from derived_views.core.revision import revision_of
+
+    assert from_env({}).trigger_seconds == 1.0
+    config = operator_config(from_env({"DV_TRIGGER_SECONDS": "3"}), "template")
+    spec = DerivedViewSpec.model_validate({
+        "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
+                   "schema": "customer_id STRING"},
+        "transform": {"sql": "SELECT customer_id FROM events"},
+        "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "t"},
+                 "primaryKey": ["customer_id"]}})
+    revision = revision_of(spec)
+    document = job_config(namespace="ns", view="v", spec=spec, revision=revision,
+                          checkpoint_location="s3a://b/ck", uid="u",
+                          trigger_seconds=config.trigger_seconds)
+    assert document["trigger"] == {"processingTimeSeconds": 3}
+    assert job_config(namespace="ns", view="v", spec=spec, revision=revision,
+                      checkpoint_location="s3a://b/ck", uid="u", trigger_seconds=0.5
+                      )["trigger"] == {"processingTimeSeconds": 0.5}
+
+
+@pytest.mark.parametrize(("raw", "problem"), [("0", "at least 0.1"), ("soon", "not a number")])
+def test_a_trigger_interval_is_a_positive_number(raw: str, problem: str) -> None:
+    with pytest.raises(SettingsError, match=f"DV_TRIGGER_SECONDS.*{problem}"):
+        from_env({"DV_TRIGGER_SECONDS": raw})
