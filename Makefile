@@ -8,11 +8,11 @@ PYTEST_ARGS ?=
 
 .PHONY: setup demo demo-cdc test test-fast faults security-doc stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml stack/pyproject.toml
 	@bash stack/check-prereqs.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' -e ./stack
 	@touch $(STAMP)
 
 ## setup: create the virtualenv with the project and its dev tools

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import threading
 from collections import defaultdict
 from pathlib import Path
@@ -41,6 +42,7 @@ from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
 from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in
+from derived_views.failpoints import Failpoints
 from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
 from derived_views.pass_timers import PassTimers
@@ -75,7 +77,8 @@ def deps() -> Deps:
                          else TEMPLATE_PATH)),
                      sink_pools=SinkPools(SETTINGS.sink_pool_size),
                      check_runner=CheckRunner(SETTINGS.check_concurrency,
-                                              SETTINGS.check_budget_seconds))
+                                              SETTINGS.check_budget_seconds),
+                     failpoints=Failpoints.from_env(os.environ))
     return _deps
 
 

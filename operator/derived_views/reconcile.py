@@ -40,11 +40,11 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CONDITION_MESSAGE_LIMIT, CheckRun, DerivedViewStatus, clip_text
 from derived_views.check_runner import CheckRunner
 from derived_views.core import actions as A
-from derived_views.core import checks, unjudged
+from derived_views.core import checks, reasons, unjudged
 from derived_views.core.cadence import ViewKey, settled
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.job_state import KNOWN_STATES
-from derived_views.core.kafka_client import (
+from derived_views.core.kafka_connection import (
     KafkaCluster,
     KafkaSecretInvalid,
     SourceOffsets,
@@ -72,9 +72,9 @@ from derived_views.core.tenancy import (
     secret_refusal,
     secrets_of,
 )
+from derived_views.failpoints import Failpoints
 from derived_views.metrics import Metrics
 from derived_views.settled_watch import Seen
-from derived_views.test_hooks import HOLD_BEFORE_SWITCH, hold
 
 log = logging.getLogger("derived_views")
 
@@ -91,6 +91,8 @@ class Deps:
     sink_pools: SinkPools = field(default_factory=SinkPools)
     check_runner: CheckRunner = field(default_factory=CheckRunner)
     """Runs cutover checks off the pass threads (check_runner)."""
+    failpoints: Failpoints = field(default_factory=Failpoints)
+    """Where a fault test may hold the pass (all off unless the environment armed them)."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def _release_unread(body: dict[str, Any], key: ViewKey, deps: Deps, why: str) ->
                       if isinstance(r, dict) and r.get("index")})
     left = (f"; index tables it may have left in its sink: {', '.join(indexes)}" if indexes
             else "")
-    _emit(body, A.EmitEvent("LeftBehind", clip_text(
+    _emit(body, A.EmitEvent(reasons.LEFT_BEHIND, clip_text(
         f"Released the view after stopping its jobs, without touching its sink: {why}{left}.",
         CONDITION_MESSAGE_LIMIT), "Warning"), key, deps)
     deps.kube.remove_finalizer(ns, name, FINALIZER)
@@ -230,17 +232,17 @@ def _sink(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
         data = secrets.secret_data(ns, secret)
         session = open_session(spec, data, deps.config, deps.sink_pools)
     except SecretNotLabelled as exc:
-        return SinkReading(problem=("SecretNotLabelled", str(exc)))
+        return SinkReading(problem=(reasons.SECRET_NOT_LABELLED, str(exc)))
     except SecretMissing as exc:
         keys = ("url, optionally username and password" if spec.sink.kind == "opensearch"
                 else "host, port, database, user, password")
-        return SinkReading(problem=("SecretMissing", f"sink {exc}: create it (keys {keys}) or "
+        return SinkReading(problem=(reasons.SECRET_MISSING, f"sink {exc}: create it (keys {keys}) or "
                                     f"fix spec.sink.{spec.sink.kind}.secretRef"))
     except SinkSecretInvalid as exc:
-        return SinkReading(problem=("SinkSecretInvalid", f"secret {ns}/{secret}: {exc}"))
+        return SinkReading(problem=(reasons.SINK_SECRET_INVALID, f"secret {ns}/{secret}: {exc}"))
     except SinkUnavailable as exc:
         log.warning("%s/%s: sink unavailable: %s", ns, name, exc)
-        return SinkReading(problem=("SinkUnreachable", str(exc)))
+        return SinkReading(problem=(reasons.SINK_UNREACHABLE, str(exc)))
     try:
         observation = session.observe(spec, status, dropping=dropping)
     except BaseException:
@@ -281,25 +283,25 @@ def _end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
                                                                  deps.config.tenancy))
     except SecretNotLabelled as exc:
         log.warning("%s: end offsets unknown: Kafka %s", where, exc)
-        return SourceOffsets(None, reason="SecretNotLabelled", message=f"Kafka {exc}")
+        return SourceOffsets(None, reason=reasons.SECRET_NOT_LABELLED, message=f"Kafka {exc}")
     except SecretMissing as exc:
         log.warning("%s: end offsets unknown: Kafka %s", where, exc)
-        return SourceOffsets(None, reason="KafkaSecretMissing", message=f"Kafka {exc}")
+        return SourceOffsets(None, reason=reasons.KAFKA_SECRET_MISSING, message=f"Kafka {exc}")
     except KafkaSecretInvalid as exc:
         log.warning("%s: end offsets unknown: %s", where, exc)
-        return SourceOffsets(None, reason="KafkaSecretInvalid", message=str(exc))
+        return SourceOffsets(None, reason=reasons.KAFKA_SECRET_INVALID, message=str(exc))
     deps.offsets.register(cluster, topics)
     try:
         reading = deps.offsets.get(cluster, not_before=not_before)
     except OffsetsUnavailable as exc:
         log.warning("%s: end offsets unavailable: %s", where, exc)
-        return SourceOffsets(None, reason="KafkaUnavailable", message=str(exc), cluster=cluster,
+        return SourceOffsets(None, reason=reasons.KAFKA_UNAVAILABLE, message=str(exc), cluster=cluster,
                              topics=topics)
     ends, missing = reading.of(topics)
     if missing:
         message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
         log.warning("%s: %s", where, message)
-        return SourceOffsets(ends, missing, reason="TopicsMissing", message=message,
+        return SourceOffsets(ends, missing, reason=reasons.TOPIC_MISSING, message=message,
                              cluster=cluster, topics=topics)
     return SourceOffsets(ends, cluster=cluster, topics=topics)
 
@@ -479,7 +481,7 @@ def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
             return _delete_unjudged(body, key, deps, now, record,
                                     f"its spec does not validate ({message})",
                                     stand_in=stand_in, planner=planner)
-        _stall(body, key, deps, now, unjudged.INVALID_SPEC, message)
+        _stall(body, key, deps, now, reasons.INVALID_SPEC, message)
         return False
     seen = observe(spec, body, deps, now, key=key)
     try:
@@ -491,7 +493,7 @@ def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
             actions = planner(spec, seen.observed, now)
         except Exception as exc:  # judging the author's input raised: core.unjudged
             deps.metrics.reconcile_error(ns, name, "judge")
-            log.warning("%s/%s: %s: %s", ns, name, unjudged.SPEC_NOT_JUDGED,
+            log.warning("%s/%s: %s: %s", ns, name, reasons.SPEC_NOT_JUDGED,
                         unjudged.first_line(exc))
             log.debug("%s/%s: judging the spec raised", ns, name, exc_info=exc)
             if deleting:
@@ -500,7 +502,7 @@ def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
                     f"spec ({unjudged.first_line(exc)})", stand_in=stand_in, planner=planner)
             status = seen.observed.status
             serving = status.active.revision if status.active is not None else None
-            _stall(body, key, deps, now, unjudged.SPEC_NOT_JUDGED,
+            _stall(body, key, deps, now, reasons.SPEC_NOT_JUDGED,
                    unjudged.not_judged_message(exc, serving))
             return False
         record.stage = "act"
@@ -554,7 +556,7 @@ def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
 def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, name: str,
                  deps: Deps, sink: SinkSession, record: PassRecord) -> None:
     if isinstance(action, A.SwitchAlias):
-        hold(HOLD_BEFORE_SWITCH)  # a test hook, off unless a fault test arms it
+        deps.failpoints.before_switch.hold()
         started = time.perf_counter()
         sink.switch_alias(action.schema, action.alias, action.to_index, action.from_index,
                           owner=f"{ns}/{name}")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from derived_views.core.checkpoints import EXAMPLE_BASE, SECRET_KEYS, durable_base_problem
-from derived_views.core.config import DEFAULT_TRIGGER_SECONDS, OperatorConfig
+from derived_views.core.installation import DEFAULT_TRIGGER_SECONDS, OperatorConfig
 from derived_views.core.tenancy import PolicyError, TenancyPolicy, parse_policy
 
 DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"

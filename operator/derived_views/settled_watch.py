@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.core.cadence import ViewKey, log_moved
-from derived_views.core.kafka_client import KafkaCluster
+from derived_views.core.kafka_connection import KafkaCluster
 from derived_views.core.observed import TopicPartition
 
 log = logging.getLogger("derived_views")

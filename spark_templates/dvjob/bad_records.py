@@ -28,17 +28,15 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from dvjob.errors import NullKeyError
-from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets
-from dvjob.offsets import start_offsets as start_offsets  # also importable from here
+from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets, start_offsets
 from dvjob.parse import BAD_CAUSE, bad_records
+from dvjob.sink_contract import NULL_KEY_CAUSE, null_key_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType as Schema
 
 HEADER_PREFIX = "dv."
-NULL_KEY_CAUSE = "NULL in primary-key column"
 _READER_OWNED = frozenset({"subscribe", "startingoffsets", "maxoffsetspertrigger"})
 
 
@@ -129,11 +127,7 @@ class BadRecordScreen:
         if self._batch != batch_id:
             self._batch, self._null_keys = batch_id, []
         if self.policy == "fail":
-            raise NullKeyError(
-                f"batch {batch_id}: the transform emitted a row with NULL in primary-key column "
-                f"{column!r} ({self._row_text(row)}); filter such rows out in the transform "
-                "(e.g. WHERE ... IS NOT NULL), or set source.badRecords.policy to skip or "
-                "deadLetter to go past them (they are counted in the status)")
+            raise null_key_error(batch_id, column, self._row_text(row))
         self._null_keys.append((column, row))
 
     def _row_json(self, row: Sequence[Any]) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets, start_offsets
-from dvjob.sink import BadRecordHandler, BatchOutcome, FrameRows, Sink
+from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows, Sink
 from dvjob.sink_schema import TableLayout, sink_projection
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class BatchWriter:
 
     def __init__(self, *, sink: Sink, layout: TableLayout, checkpoint_location: str,
                  report: Callable[[str], None] | None = None,
-                 bad: BadRecordHandler | None = None) -> None:
+                 bad: BadRecordHandler = FAIL_ON_NULL_KEY) -> None:
         self.sink = sink
         self.bad = bad
         self.layout = layout

@@ -17,8 +17,8 @@ class ConfigError(JobError):
 class NullKeyError(JobError):
     """A row has a NULL primary-key column; no sink can key a row by NULL.
 
-    Raised by every sink and by the bad-record policy `fail`, so it lives here rather
-    than in one sink's module (dvjob.sink_postgres re-exports it under its old name).
+    Raised under the bad-record policy `fail` (dvjob.sink_contract.null_key_error), whichever
+    sink found the row.
     """
 
 

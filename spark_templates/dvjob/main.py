@@ -26,11 +26,11 @@ from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
 from dvjob.config import JobConfig, TriggerConfig, config_from_argv
 from dvjob.credentials import job_credentials
 from dvjob.errors import JobError, one_line, write_termination_message
+from dvjob.failpoints import BEFORE_COMMIT_CONF, Failpoint
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
 from dvjob.sink import open_sink
 from dvjob.sink_schema import table_layout
-from dvjob.test_hooks import HOLD_BEFORE_COMMIT_CONF, hold
 from dvjob.transform import apply_transform
 
 # Applied only when the submitter's Spark configuration does not set them.
@@ -89,9 +89,10 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     output = apply_transform(config.transform, events)
     refuse_changelog_aggregates(output, config.source.format)
     layout = table_layout(output.schema, config.sink.primary_key)
-    hook = spark.conf.get(HOLD_BEFORE_COMMIT_CONF, None)
+    failpoint = Failpoint(spark.conf.get(BEFORE_COMMIT_CONF, None) or None)
     sink = open_sink(config, layout, credentials,
-                     before_commit=(lambda _batch: hold(hook, config.revision)) if hook else None)
+                     before_commit=(lambda _batch: failpoint.hold(config.revision))
+                     if failpoint.path else None)
     say(f"writing {sink.describe()}")
     sink.prepare()
     moved = set_aside_if_stale(HadoopPaths(spark), config.checkpoint_location,

@@ -28,7 +28,7 @@ from opensearchpy.exceptions import ConflictError, NotFoundError, RequestError
 from dvjob.errors import ConfigError, JobError
 from dvjob.integrity import IndexLostError
 from dvjob.offsets import EndOffsets
-from dvjob.sink import BadRecordHandler, BatchOutcome
+from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome
 from dvjob.sink_opensearch_client import Failing, redacted_url
 from dvjob.sink_opensearch_docs import BulkLine, Documents, bulk_chunks
 from dvjob.sink_opensearch_mapping import (
@@ -85,7 +85,7 @@ class OpenSearchSink:
                  chunk_actions: int = CHUNK_ACTIONS, chunk_bytes: int = CHUNK_BYTES) -> None:
         self._client = client
         self._url = redacted_url(url)
-        self._before_commit = before_commit  # a test hook (dvjob.test_hooks); None in use
+        self._before_commit = before_commit  # a failpoint (dvjob.failpoints); None in use
         self.index = index
         self.ledger_index = ledger_index
         self.view = view
@@ -132,7 +132,7 @@ class OpenSearchSink:
         return int(found["count"])
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
-                    end_offsets: EndOffsets, bad: BadRecordHandler | None = None
+                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY
                     ) -> BatchOutcome:
         """Apply one batch, or skip it if the ledger already has it.
 

@@ -17,8 +17,8 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from dvjob.errors import ConfigError, JobError, NullKeyError
-from dvjob.sink import BadRecordHandler
+from dvjob.errors import ConfigError, JobError
+from dvjob.sink_contract import BadRecordHandler
 from dvjob.sink_opensearch_mapping import check_field_names
 from dvjob.sink_schema import SinkColumn, TableLayout
 
@@ -165,7 +165,7 @@ def delete_line(doc_id: str, version: int) -> str:
 
 
 def bulk_chunks(rows: Iterable[Sequence[Any]], docs: Documents, *, batch_id: int,
-                bad: BadRecordHandler | None, max_actions: int, max_bytes: int
+                bad: BadRecordHandler, max_actions: int, max_bytes: int
                 ) -> Iterator[list[BulkLine]]:
     """The batch's bulk actions (version batch_id + 1), in chunks to send one after another.
 
@@ -184,12 +184,7 @@ def bulk_chunks(rows: Iterable[Sequence[Any]], docs: Documents, *, batch_id: int
             raise JobError(f"batch {batch_id}: row has {len(row)} values, expected {width}")
         null = next((p for p in layout.key_positions if row[p] is None), None)
         if null is not None:
-            column = layout.column_names[null]
-            if bad is None:
-                raise NullKeyError(
-                    f"batch {batch_id}: a row has NULL in primary-key column {column!r}; filter "
-                    "such rows out in the transform (e.g. WHERE ... IS NOT NULL)")
-            bad.null_key(batch_id, column, row)
+            bad.null_key(batch_id, layout.column_names[null], row)
             continue
         try:
             doc_id = docs.document_id(row)

@@ -33,11 +33,10 @@ from psycopg.types.json import Jsonb
 
 from dvjob import pg_stage
 from dvjob.errors import ConfigError, JobError
-from dvjob.errors import NullKeyError as NullKeyError  # its old home: still importable here
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
 from dvjob.pg_stage import PartitionCopier
-from dvjob.sink import BadRecordHandler, BatchOutcome, FrameRows
+from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows
 from dvjob.sink_schema import DELETED_COLUMN, SinkColumn, TableLayout
 
 BATCH_TABLE = "_dv_batch"
@@ -322,7 +321,7 @@ class PostgresSink:
         self.stage_secret_dir = stage_secret_dir
         self.target = target or describe_target({})  # where `connect` goes, for the log
         self.app_name = app_name
-        self._before_commit = before_commit  # a test hook (dvjob.test_hooks); None in use
+        self._before_commit = before_commit  # a failpoint (dvjob.failpoints); None in use
         self.schema = schema
         self.table = table
         self.ledger_table = ledger_table
@@ -452,7 +451,7 @@ class PostgresSink:
         return int(found[0]) if found else 0
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
-                    end_offsets: EndOffsets, bad: BadRecordHandler | None = None
+                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY
                     ) -> BatchOutcome:
         """Apply one batch, or skip it if the ledger already has it.
 
@@ -498,7 +497,7 @@ class PostgresSink:
         return found is not None
 
     def _apply(self, batch_id: int, rows: Iterable[Sequence[Any]], staged: tuple[str, int] | None,
-               end_offsets: EndOffsets, bad: BadRecordHandler | None) -> BatchOutcome:
+               end_offsets: EndOffsets, bad: BadRecordHandler) -> BatchOutcome:
         """The batch's transaction: rows from `rows`, or from the staging table `staged`
         (name, rows the executors wrote)."""
         started = time.monotonic()
@@ -546,7 +545,7 @@ class PostgresSink:
                             {"transaction_seconds": round(time.monotonic() - started, 3)})
 
     def _copy_rows(self, cur: psycopg.Cursor[Any], batch_id: int,
-                   rows: Iterable[Sequence[Any]], bad: BadRecordHandler | None) -> None:
+                   rows: Iterable[Sequence[Any]], bad: BadRecordHandler) -> None:
         width = len(self.layout.columns) + 1
         keys = self.layout.key_positions
         with cur.copy(copy_statement(self.layout)) as copy:
@@ -570,16 +569,11 @@ class PostgresSink:
         return bool(found and found[0])
 
     def _null_key(self, batch_id: int, position: int, row: Sequence[Any],
-                  bad: BadRecordHandler | None) -> None:
-        column = self.layout.column_names[position]
-        if bad is None:
-            raise NullKeyError(
-                f"batch {batch_id}: a row has NULL in primary-key column {column!r}; filter "
-                "such rows out in the transform (e.g. WHERE ... IS NOT NULL)")
-        bad.null_key(batch_id, column, row)
+                  bad: BadRecordHandler) -> None:
+        bad.null_key(batch_id, self.layout.column_names[position], row)
 
     def _take_stage(self, cur: psycopg.Cursor[Any], batch_id: int, stage: str, written: int,
-                    bad: BadRecordHandler | None) -> sql.Composable:
+                    bad: BadRecordHandler) -> sql.Composable:
         """The staging table, checked complete, its rows with a NULL key handed to the policy
         (in batch order) and removed."""
         target = _qualified(self.schema, stage)

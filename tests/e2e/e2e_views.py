@@ -99,8 +99,12 @@ class ViewHandle:
     def patch(self, body: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(G, V, self.namespace, P, self.name, body)
 
-    def wait_serving_new(self, old: str | None, what: str, timeout: float = 300) -> str:
-        """Wait until a revision other than `old` serves and the view is Ready; return it."""
+    def wait_serving_new(self, old: str | None, what: str, timeout: float = 600) -> str:
+        """Wait until a revision other than `old` serves and the view is Ready; return it.
+
+        The deadline is a failure detector, not a pace: a replay beside two other tests'
+        Spark jobs on two cores took over 300 s (CI, OpenSearch lifecycle), and the call
+        returns as soon as the condition holds."""
         wait_for(lambda: self.active() not in (None, old) and self.ready(),
                  timeout=timeout, interval=1, what=what)
         revision = self.active()

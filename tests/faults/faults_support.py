@@ -25,7 +25,7 @@ from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
 from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
-from derived_views.test_hooks import HOLD_BEFORE_SWITCH
+from derived_views.failpoints import BEFORE_SWITCH_ENV
 from dvstack import replay
 from dvstack.traffic import READER_PAUSE, Background
 from dvstack.waiting import TimedOut, wait_for
@@ -35,7 +35,7 @@ BACKLOG = 2_000  # records in the topic before the view exists
 MAX_OFFSETS_PER_TRIGGER = 3_000  # several batches per replay: room to land a fault in one
 COLUMNS = ["orders", "revenue", "variant"]
 BUILDING = ("Pending", "Backfilling", "CaughtUp")
-JOB_HOLD_CONF = "spark.derivedviews.testHook.holdBeforeCommit"
+JOB_HOLD_CONF = "spark.derivedviews.failpoint.beforeCommit"
 
 
 def sql(variant: int) -> str:
@@ -66,7 +66,7 @@ class OperatorProcess:
     """`derived-views-operator -n NAMESPACE` as its own process, which a scenario kills and
     restarts; watching only the test's namespace, so scenarios may run side by side.
 
-    Every process it starts carries the hold-before-switch hook's variable; the hook stays
+    Every process it starts carries the before-switch failpoint's variable; it stays
     inert until a test arms its file (`arm_switch_hold`).
     """
 
@@ -77,10 +77,10 @@ class OperatorProcess:
         self.log_path = log_path
         self.hook_file = hook_dir / "hold-before-switch"
         self.env = operator_env(stack, checkpoint_prefix, **{
-            HOLD_BEFORE_SWITCH: str(self.hook_file),
-            # the job's test hook is a sparkConf key the default policy refuses
+            BEFORE_SWITCH_ENV: str(self.hook_file),
+            # the job's failpoint is a sparkConf key the default policy refuses
             "DV_TENANCY_POLICY": json.dumps({"sparkConf": {"allow": [
-                *DEFAULT_SPARK_CONF_ALLOW, "spark.derivedviews.testHook.*"]}})})
+                *DEFAULT_SPARK_CONF_ALLOW, "spark.derivedviews.failpoint.*"]}})})
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -307,7 +307,7 @@ def kill_driver(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespa
 
 
 class JobHold:
-    """The job's hold-before-commit hook file (see dvjob.test_hooks)."""
+    """The job's hold-before-commit failpoint file (see dvjob.failpoints)."""
 
     def __init__(self, directory: Path):
         self.path = directory / "hold-before-commit"

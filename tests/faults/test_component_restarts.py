@@ -68,7 +68,7 @@ def test_kafka_the_api_server_and_postgres_restarted_mid_migration_lose_nothing(
         replay_errors = len(scene.reader.errors) - len(before_postgres)
 
         # mid-cutover: the operator holds between its recorded intent and the switch (its
-        # test hook) while the database restarts under it, then goes on
+        # failpoint) while the database restarts under it, then goes on
         old, new = scene.views.start_next()
         operator.arm_switch_hold()
         wait_for(operator.switch_held, timeout=900, interval=0.1,

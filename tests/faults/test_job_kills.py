@@ -42,7 +42,7 @@ def test_a_driver_killed_mid_replay_and_mid_batch_loses_and_duplicates_nothing(
         replay_ready = views.wait_serving(replaying)
 
         # mid-batch: the candidate's driver holds after COPY, upsert and ledger row, before
-        # COMMIT (the job's test hook), and dies there
+        # COMMIT (the job's failpoint), and dies there
         _, batching = views.start_next()
         hold.arm(batching)
         wait_for(hold.held, timeout=900, interval=0.1,

@@ -48,7 +48,7 @@ def test_the_operator_killed_in_every_phase_three_times_then_replaced_loses_noth
             seen_phases.append(views.wait_phase(new, BUILDING))
             operator.kill_and_restart()
             kills["Backfilling"].append(time.monotonic())
-            # between the recorded intent and the alias switch (the operator's test hook)
+            # between the recorded intent and the alias switch (the operator's failpoint)
             operator.arm_switch_hold()
             wait_for(operator.switch_held, timeout=900, interval=0.1,
                      what="the operator to hold between intent and switch")

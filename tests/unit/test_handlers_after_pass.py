@@ -9,7 +9,7 @@ import pytest
 
 from derived_views import handlers
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
-from derived_views.core.kafka_client import KafkaCluster
+from derived_views.core.kafka_connection import KafkaCluster
 from derived_views.pass_timers import PassTimers
 from derived_views.reconcile import PassOutcome
 from derived_views.settled_watch import Seen, SettledWatch

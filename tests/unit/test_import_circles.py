@@ -1,4 +1,5 @@
-"""No import circles among the operator's modules, counting imports made inside functions.
+"""No import circles among the operator's modules or the job's, counting imports made inside
+functions.
 
 import-linter's layers contract (pyproject.toml) orders the packages; this test also covers
 modules inside one package, where a circle (a contract imported by the sessions whose
@@ -8,6 +9,7 @@ registry imports them) is what the layers do not see.
 from __future__ import annotations
 
 import grimp
+import pytest
 
 
 def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -57,9 +59,11 @@ def test_circles_are_found() -> None:
     assert _circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_the_operator_has_no_import_circles() -> None:
-    graph = grimp.build_graph("derived_views")
-    modules = {m for m in graph.modules if m.startswith("derived_views")}
+@pytest.mark.parametrize("package", ["derived_views", "dvjob"])
+def test_no_import_circles(package: str) -> None:
+    """The operator's package and the job's (spark_templates/dvjob, on the tests' path)."""
+    graph = grimp.build_graph(package)
+    modules = {m for m in graph.modules if m.startswith(package)}
     edges = {m: {i for i in graph.find_modules_directly_imported_by(m) if i in modules}
              for m in modules}
     assert _circles(edges) == []

@@ -18,7 +18,7 @@ from typing import Any
 
 from derived_views.adapters.kube import Kube, SecretMissing
 from derived_views.core import checkpoints
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 
 log = logging.getLogger("derived_views")
 

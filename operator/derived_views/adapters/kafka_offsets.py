@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from derived_views.core.kafka_client import KafkaCluster
+from derived_views.core.kafka_connection import KafkaCluster
 
 TopicEnds = dict[tuple[str, int], int]
 TIMEOUT_SECONDS = 5.0

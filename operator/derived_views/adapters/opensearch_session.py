@@ -26,8 +26,9 @@ from derived_views.adapters.sink_contract import (
 )
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
+from derived_views.core import reasons
 from derived_views.core.checks import CheckRequest, Measurement
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
@@ -136,7 +137,7 @@ class OpenSearchSession:
             return {}
         if not self.client.indices.exists(index=alias):
             return {}
-        blocker = SwitchBlocker("AliasNameTaken", f"an index named {alias} exists: readers "
+        blocker = SwitchBlocker(reasons.ALIAS_NAME_TAKEN, f"an index named {alias} exists: readers "
                                 "search the alias of that name, so move or delete that index")
         return {index: blocker for index in indexes}
 

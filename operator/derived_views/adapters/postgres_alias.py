@@ -29,6 +29,8 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg import sql
 
+from derived_views.core import reasons
+
 AclItem = tuple[str, str, str, bool]
 """(grantor, grantee, privilege, grantable); grantee "PUBLIC" for everyone."""
 
@@ -233,7 +235,7 @@ def plan_switch(conn: psycopg.Connection[Any], schema: str, alias: str,
     role, superuser = str(me[0]), bool(me[1])
     view = f"{schema}.{alias}"
     if not _ask(conn, "SELECT has_schema_privilege(current_user, %s, 'CREATE')", schema):
-        raise SwitchRefused("SchemaPrivileges", (
+        raise SwitchRefused(reasons.SCHEMA_PRIVILEGES, (
             f"role {role} (the sink Secret's user) needs CREATE on schema {schema} to define "
             f"view {view}: GRANT CREATE ON SCHEMA {schema} TO {role}"))
     if facts is None:
@@ -243,7 +245,7 @@ def plan_switch(conn: psycopg.Connection[Any], schema: str, alias: str,
     owner = facts.relation.owner
     if not _ask(conn, "SELECT pg_has_role(current_user, %s::oid, 'USAGE')",
                 facts.relation.owner_oid):
-        raise SwitchRefused("AliasOwner", (
+        raise SwitchRefused(reasons.ALIAS_OWNER, (
             f"view {view} is owned by role {owner}, and role {role} (the sink Secret's user) "
             f"cannot act as it: GRANT {owner} TO {role}, or ALTER VIEW {view} OWNER TO {role}"))
     changes = _column_changes(facts.columns, {c.name: c for c in new_columns})
@@ -262,7 +264,7 @@ def _check_recreate(conn: psycopg.Connection[Any], schema: str, index: str, fact
                     changes: list[str], role: str, superuser: bool, view: str) -> None:
     """DROP + CREATE must keep dependents (it cannot), the owner and every grant."""
     if facts.dependents:
-        raise SwitchRefused("AliasDependents", (
+        raise SwitchRefused(reasons.ALIAS_DEPENDENTS, (
             f"{_listing(facts.dependents)} depend{'s' if len(facts.dependents) == 1 else ''} "
             f"on view {view}, and index {index} {'; '.join(changes)}, so the view would have "
             "to be dropped: drop the dependents and re-create them after the cutover, or keep "
@@ -272,13 +274,13 @@ def _check_recreate(conn: psycopg.Connection[Any], schema: str, index: str, fact
         return
     if not _ask(conn, "SELECT pg_has_role(current_user, %s::oid, 'MEMBER')",
                 facts.relation.owner_oid):
-        raise SwitchRefused("AliasOwner", (
+        raise SwitchRefused(reasons.ALIAS_OWNER, (
             f"index {index} {'; '.join(changes)}, so view {view} must be re-created and given "
             f"back to its owner {owner}, which needs role {role} to be a member of it: "
             f"GRANT {owner} TO {role}"))
     if not _ask(conn, "SELECT has_schema_privilege(%s::oid, %s, 'CREATE')",
                 facts.relation.owner_oid, schema):
-        raise SwitchRefused("AliasOwner", (
+        raise SwitchRefused(reasons.ALIAS_OWNER, (
             f"index {index} {'; '.join(changes)}, so view {view} must be re-created and given "
             f"back to its owner {owner}, which needs CREATE on schema {schema}: "
             f"GRANT CREATE ON SCHEMA {schema} TO {owner}"))
@@ -288,7 +290,7 @@ def _check_recreate(conn: psycopg.Connection[Any], schema: str, index: str, fact
         conn, "SELECT pg_has_role(current_user, (SELECT oid FROM pg_roles WHERE rolname = %s), "
               "'MEMBER')", g)]
     if cannot:
-        raise SwitchRefused("AliasGrants", (
+        raise SwitchRefused(reasons.ALIAS_GRANTS, (
             f"index {index} {'; '.join(changes)}, so view {view} must be re-created with its "
             f"grants, but role {role} cannot re-create those made by {_listing(cannot)}: "
             f"GRANT {cannot[0]} TO {role}, or have the owner {owner} make those grants"))
@@ -308,7 +310,7 @@ def _index_grant(conn: psycopg.Connection[Any], schema: str, index: str, target:
     owner = alias.owner if alias is not None else role
     if not _ask(conn, "SELECT has_table_privilege(current_user, %s::oid, "
                       "'SELECT WITH GRANT OPTION')", target.oid):
-        raise SwitchRefused("IndexNotReadable", (
+        raise SwitchRefused(reasons.INDEX_NOT_READABLE, (
             f"view {view} reads its index with the privileges of its owner {owner}, which "
             f"cannot read {schema}.{index} (owned by {target.owner}), and role {role} cannot "
             f"grant that: GRANT SELECT ON {schema}.{index} TO {owner}"))
@@ -376,6 +378,6 @@ def _restore(conn: psycopg.Connection[Any], schema: str, alias: str, facts: Alia
         if grantor != owner:
             conn.execute("RESET ROLE")
     if _acl(conn, current.oid) != facts.acl or _column_acl(conn, current.oid) != wanted_columns:
-        raise SwitchRefused("AliasGrants", (
+        raise SwitchRefused(reasons.ALIAS_GRANTS, (
             f"could not re-create the grants of view {schema}.{alias} exactly, so nothing was "
             "changed: re-grant them as its owner"))

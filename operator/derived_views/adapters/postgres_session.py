@@ -18,7 +18,7 @@ from derived_views.adapters.sink_contract import SinkObservation, SinkPools, Sin
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
     SinkObserved,
     index_tables_to_observe,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid, SinkSession
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 
 SINK_KINDS = ("postgres", "opensearch")
 

@@ -1,7 +1,9 @@
-"""Names of the DerivedView API that the CRD, the planner and the shell must agree on."""
+"""Names of the DerivedView API that the CRD, the planner, the shell and the CLI must agree on,
+and the one reading of the annotation they all interpret."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 GROUP: Final = "derivedviews.io"
@@ -22,7 +24,7 @@ Secret too, and the view's cleanup still needs it to drop the alias and indexes.
 PROMOTE_ANNOTATION: Final = f"{GROUP}/promote"
 """`<revision>`: in manual mode, allow the cutover to that revision once its gate holds."""
 PAUSED_ANNOTATION: Final = f"{GROUP}/paused"
-"""`"true"`: plan nothing but status (observations still refresh)."""
+"""`"true"`: plan nothing but status (observations still refresh). Read with `is_paused`."""
 RETRY_ANNOTATION: Final = f"{GROUP}/retry"
 """Any new value restarts a failed job (once per value)."""
 
@@ -34,3 +36,9 @@ VIEW_LABEL: Final = f"{GROUP}/view"
 REVISION_LABEL: Final = f"{GROUP}/revision"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "derived-views"
+
+
+def is_paused(annotations: Mapping[str, str] | None) -> bool:
+    """The paused annotation is true, case and spaces aside (`kubectl annotate ... paused=True`
+    pauses too): the operator, the CLI's `describe` and `dv resume` read it alike."""
+    return (annotations or {}).get(PAUSED_ANNOTATION, "").strip().lower() == "true"

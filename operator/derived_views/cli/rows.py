@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
+from derived_views.api.constants import PROMOTE_ANNOTATION, is_paused
 from derived_views.api.status import DerivedViewStatus, Lag, shown_lag
 from derived_views.core.times import parse_timestamp
 
@@ -177,7 +177,7 @@ def header_lines(view: dict[str, Any], status: DerivedViewStatus) -> list[tuple[
     ]
     if status.checks is not None:
         lines.insert(-1, ("Checks", _checks_line(status)))
-    if annotations.get(PAUSED_ANNOTATION) == "true":
+    if is_paused(annotations):
         lines.append(("Paused", "yes"))
     if annotations.get(PROMOTE_ANNOTATION):
         lines.append(("Promote", str(annotations[PROMOTE_ANNOTATION])))

@@ -60,9 +60,10 @@ class DeleteSparkApplication:
 
 @dataclass(frozen=True)
 class SwitchAlias:
-    """In ONE PostgreSQL transaction: if `schema.alias` still selects from `from_index`
-    (None: there is no alias), make it a VIEW over `to_index`. Already on `to_index`: no-op.
-    Pointing elsewhere: fail (someone else moved it) so the next reconcile replans."""
+    """In ONE atomic step of the sink (a PostgreSQL transaction replacing a VIEW, one
+    OpenSearch `_aliases` request): if `schema.alias` still reads `from_index` (None: there is
+    no alias), point it at `to_index`. Already on `to_index`: no-op. Pointing elsewhere: fail
+    (someone else moved it) so the next reconcile replans."""
 
     schema: str
     alias: str
@@ -72,7 +73,7 @@ class SwitchAlias:
 
 @dataclass(frozen=True)
 class DropAlias:
-    """DROP VIEW IF EXISTS `schema.alias`."""
+    """Remove the alias `schema.alias` if it exists (a PostgreSQL VIEW, an OpenSearch alias)."""
 
     schema: str
     alias: str
@@ -80,8 +81,8 @@ class DropAlias:
 
 @dataclass(frozen=True)
 class DropIndex:
-    """DROP TABLE IF EXISTS `schema.index` and delete the revision's ledger rows, in one
-    transaction; refuse if a view (the alias) still selects from it."""
+    """Drop the index `schema.index` if it exists and delete the revision's ledger entries;
+    refuse while the alias still reads it (PostgreSQL: in one transaction)."""
 
     schema: str
     index: str

@@ -33,6 +33,7 @@ from derived_views.api.status import (
     DerivedViewStatus,
     Phase,
 )
+from derived_views.core import reasons
 from derived_views.core.check_sql import check_sql_problem
 from derived_views.core.observed import ViewObserved
 from derived_views.core.revision import revision_of
@@ -40,8 +41,6 @@ from derived_views.core.times import seconds_between
 
 ROW_COUNT = "rowCount"
 KEY_SAMPLE = "keySample"
-CHECK_FAILED = "CheckFailed"
-CHECK_ERROR = "CheckError"
 SHOWN_LIMIT = 300
 """Characters of a returned row or an error kept in the status."""
 
@@ -308,8 +307,8 @@ def summary(run: CheckRun | None) -> str:
 def failure_text(run: CheckRun) -> tuple[str, str]:
     """(reason, message) for a run with failing checks: each with what it found and needed."""
     failing = run.failing()
-    reason = CHECK_FAILED if any(r.outcome == CheckOutcome.Failed for r in failing) else (
-        CHECK_ERROR)
+    reason = reasons.CHECK_FAILED if any(r.outcome == CheckOutcome.Failed for r in failing) else (
+        reasons.CHECK_ERROR)
     parts = []
     for r in failing:
         if r.outcome == CheckOutcome.Failed:

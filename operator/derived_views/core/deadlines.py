@@ -13,12 +13,11 @@ import datetime as dt
 
 from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag
+from derived_views.core import reasons
 from derived_views.core.observed import LedgerPosition
 from derived_views.core.times import seconds_between
 
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
-TORN_DOWN_REASONS = frozenset({DEADLINE_EXCEEDED, PROGRESS_DEADLINE_EXCEEDED})
+TORN_DOWN_REASONS = frozenset({reasons.DEADLINE_EXCEEDED, reasons.PROGRESS_DEADLINE_EXCEEDED})
 
 
 def deadline_verdict(cutover: Cutover, started_at: dt.datetime, position: LedgerPosition | None,
@@ -26,7 +25,7 @@ def deadline_verdict(cutover: Cutover, started_at: dt.datetime, position: Ledger
     """(reason, message) when the candidate started at `started_at` must be torn down."""
     age = seconds_between(started_at, now)
     if cutover.deadline_seconds is not None and age >= cutover.deadline_seconds:
-        return DEADLINE_EXCEEDED, (f"not promoted within {cutover.deadline_seconds}s of "
+        return reasons.DEADLINE_EXCEEDED, (f"not promoted within {cutover.deadline_seconds}s of "
                                    "starting; torn down")
     if lag is None or lag.messages == 0:
         return None  # nothing to drain (or cannot tell): an idle log is not a stall
@@ -37,6 +36,6 @@ def deadline_verdict(cutover: Cutover, started_at: dt.datetime, position: Ledger
         idle, since = age, "it started, without a commit"
     if idle < cutover.progress_deadline_seconds:
         return None
-    return PROGRESS_DEADLINE_EXCEEDED, (
+    return reasons.PROGRESS_DEADLINE_EXCEEDED, (
         f"no progress for {idle}s (since {since}) while {lag.messages} messages behind; "
         f"torn down after progressDeadlineSeconds={cutover.progress_deadline_seconds}")

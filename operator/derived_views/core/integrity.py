@@ -16,8 +16,6 @@ from collections.abc import Mapping
 
 from derived_views.core.observed import LedgerPosition
 
-INDEX_LOST = "IndexLost"
-
 
 def lost_index_cause(index: str, position: LedgerPosition | None,
                      index_oids: Mapping[str, int | str] | None) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import naming
-from derived_views.core.config import DEFAULT_TRIGGER_SECONDS
+from derived_views.core.installation import DEFAULT_TRIGGER_SECONDS
 from derived_views.core.revision import revision_of
 
 

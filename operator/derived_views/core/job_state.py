@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from derived_views.core import reasons
 from derived_views.core.observed import SUBMISSION_FAILED, DriverObserved, SparkApplicationObserved
 
 
@@ -40,13 +41,6 @@ class Judgement:
     """False for a state this module does not know (a newer Spark Operator): log it."""
 
 
-JOB_FAILED = "JobFailed"
-JOB_COMPLETED = "JobCompleted"
-JOB_SUSPENDED = "JobSuspended"
-SECRET_MISSING = "SecretMissing"
-CONFIG_MAP_MISSING = "ConfigMapMissing"
-IMAGE_PULL_FAILED = "ImagePullFailed"
-DRIVER_PENDING = "DriverPending"
 
 TRANSITIONAL: dict[str, str] = {
     "": "not yet picked up by the Spark Operator",
@@ -75,10 +69,10 @@ def judge(app: SparkApplicationObserved) -> Judgement:
     if app.stopped:
         cause = failure_cause(app)
         if state == "COMPLETED":
-            return Judgement(Kind.COMPLETED, JOB_COMPLETED, cause)
-        return Judgement(Kind.FAILED, JOB_FAILED, cause)
+            return Judgement(Kind.COMPLETED, reasons.JOB_COMPLETED, cause)
+        return Judgement(Kind.FAILED, reasons.JOB_FAILED, cause)
     if state in SUSPENDED_STATES:
-        return Judgement(Kind.SUSPENDED, JOB_SUSPENDED,
+        return Judgement(Kind.SUSPENDED, reasons.JOB_SUSPENDED,
                          f"SparkApplication {app.name} is {state.lower()} (its spec.suspend is "
                          "set); derived views never suspends a job: unset spec.suspend, or "
                          "delete the SparkApplication so the operator recreates it")
@@ -112,13 +106,13 @@ def blocked_driver(driver: DriverObserved | None) -> Judgement | None:
         return None
     reason, message = driver.waiting_reason, driver.waiting_message
     if reason in _IMAGE_REASONS:
-        kind = IMAGE_PULL_FAILED
+        kind = reasons.IMAGE_PULL_FAILED
     elif reason == "CreateContainerConfigError" and "secret" in message.lower():
-        kind = SECRET_MISSING
+        kind = reasons.SECRET_MISSING
     elif reason == "CreateContainerConfigError" and "configmap" in message.lower():
-        kind = CONFIG_MAP_MISSING
+        kind = reasons.CONFIG_MAP_MISSING
     else:
-        kind = DRIVER_PENDING
+        kind = reasons.DRIVER_PENDING
     detail = f": {message}" if message else ""
     return Judgement(Kind.BLOCKED, kind,
                      f"driver pod {driver.name} cannot start ({reason}{detail}); it starts once "

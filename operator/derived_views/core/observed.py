@@ -1,6 +1,6 @@
 """One immutable snapshot of everything the planner may look at.
 
-The shell gathers it through adapters (Kubernetes, Kafka, PostgreSQL) and
+The shell gathers it through adapters (Kubernetes, Kafka, the sink) and
 never changes anything while doing so. Mappings are treated as read-only.
 `None` for a whole source (sink, end offsets) means "could not be asked this
 time": the planner then makes no decision that depends on it.
@@ -16,15 +16,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from derived_views.api.constants import (
-    JOB_SETTINGS_ANNOTATION,
-    PAUSED_ANNOTATION,
-    REVISION_LABEL,
-)
+from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL, is_paused
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CheckRun, DerivedViewStatus
 from derived_views.core import naming
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.revision import revision_of
 from derived_views.core.times import parse_timestamp
 
@@ -78,9 +74,9 @@ class ViewObserved:
 
     @property
     def paused(self) -> bool:
-        """The view's `derivedviews.io/paused` annotation is true (case and spaces aside):
-        read here once for the planner and the cutover checks."""
-        return self.annotations.get(PAUSED_ANNOTATION, "").strip().lower() == "true"
+        """The view's `derivedviews.io/paused` annotation is true (`is_paused`): read here
+        once for the planner and the cutover checks."""
+        return is_paused(self.annotations)
 
 
 @dataclass(frozen=True)
@@ -161,7 +157,7 @@ class IndexOwner:
 
 @dataclass(frozen=True)
 class SinkObserved:
-    """The PostgreSQL side: which index tables exist, where the alias points, ledger heads."""
+    """The sink's side: which indexes exist, where the alias points, ledger heads."""
 
     indexes: frozenset[str] = frozenset()
     """Existing index tables of this view (`<base>__<revision>`) in the sink schema."""

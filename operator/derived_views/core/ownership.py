@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping
 
 from derived_views.core.observed import IndexOwner, SinkObserved, ViewObserved
 
-INDEX_OWNED_BY_ANOTHER_VIEW = "IndexOwnedByAnotherView"
-
 
 def is_owner(owner: IndexOwner, view: ViewObserved) -> bool:
     """The same view: same UID (a view re-created under its name is another view); an owner

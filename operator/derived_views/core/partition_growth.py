@@ -15,8 +15,6 @@ from collections.abc import Collection, Mapping
 
 from derived_views.core.observed import TopicPartition
 
-PARTITIONS_GREW = "PartitionsGrew"
-
 _OFFSET = re.compile(r"\b_kafka_offset\b", re.IGNORECASE)
 
 

@@ -25,15 +25,11 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from derived_views.api.spec import DerivedViewSpec
+from derived_views.core import reasons
 from derived_views.core.spark_ddl import DdlError, Field, parse_schema
 from derived_views.core.spark_lexer import SqlTextError
-from derived_views.core.sql_policy import MAX_SQL_CHARS, SHOWN_NAME, parse_spark
-from derived_views.core.sql_policy import unsafe_sql as unsafe_sql  # re-exported
+from derived_views.core.sql_policy import MAX_SQL_CHARS, SHOWN_NAME, parse_spark, unsafe_sql
 
-INVALID_SCHEMA = "InvalidSchema"
-INVALID_TRANSFORM = "InvalidTransform"
-POLICY_VIOLATION = "PolicyViolation"
-"""The reason of everything the tenancy policy refuses (core.tenancy, core.sql_policy)."""
 EVENTS_VIEW = "events"
 KAFKA_COLUMNS = ("_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset",
                  "_kafka_timestamp", "_kafka_tombstone")
@@ -89,7 +85,7 @@ def _check(ddl: str, fmt: str, sql: str | None, primary_key: tuple[str, ...]
     try:
         refusal = _judge(ddl, fmt, sql, primary_key)
     except Exception as exc:
-        refusal = Refusal(POLICY_VIOLATION, (
+        refusal = Refusal(reasons.POLICY_VIOLATION, (
             f"transform.sql: could not be checked ({type(exc).__name__}), so it is refused: "
             "simplify the query (less nesting, shorter names)"))
     if refusal is not None and len(refusal.message) > MESSAGE_CHARS:
@@ -102,7 +98,7 @@ def _judge(ddl: str, fmt: str, sql: str | None, primary_key: tuple[str, ...]
     try:
         fields = parse_schema(ddl)
     except DdlError as exc:
-        return Refusal(INVALID_SCHEMA, f"source.schema: cannot parse {_quote(ddl)}: {exc}")
+        return Refusal(reasons.INVALID_SCHEMA, f"source.schema: cannot parse {_quote(ddl)}: {exc}")
     if sql is None:
         return None  # a Python transform: only the job can run it
     if len(sql) <= MAX_SQL_CHARS:
@@ -111,12 +107,12 @@ def _judge(ddl: str, fmt: str, sql: str | None, primary_key: tuple[str, ...]
         except (SqlTextError, RecursionError):
             pass  # unsafe_sql names it
         except ParseError as exc:  # a mistake, in the parser's words: not the policy's
-            return Refusal(INVALID_TRANSFORM, _unreadable(sql, exc))
+            return Refusal(reasons.INVALID_TRANSFORM, _unreadable(sql, exc))
     unsafe = unsafe_sql(sql)
     if unsafe is not None:
-        return Refusal(POLICY_VIOLATION, f"transform.sql: {unsafe}")
+        return Refusal(reasons.POLICY_VIOLATION, f"transform.sql: {unsafe}")
     problem = check_sql(sql, fields, fmt, primary_key)
-    return None if problem is None else Refusal(INVALID_TRANSFORM, problem)
+    return None if problem is None else Refusal(reasons.INVALID_TRANSFORM, problem)
 
 
 def _unreadable(sql: str, exc: ParseError) -> str:

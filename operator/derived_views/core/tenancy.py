@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
+from derived_views.core import reasons
 
 SECRET_LABEL = "derivedviews.io/view-secret"
 """A Secret a view may name carries this label with the value "true": its owner says views may
@@ -214,8 +215,6 @@ def secrets_of(spec: DerivedViewSpec) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-SECRET_MISSING = "SecretMissing"
-"""The reason the sink reading already gives a missing Secret: one reason, whichever says it."""
 
 
 def secret_refusal(namespace: str, name: str, labels: Mapping[str, str] | None,
@@ -225,7 +224,7 @@ def secret_refusal(namespace: str, name: str, labels: Mapping[str, str] | None,
     missing, the job would start with whatever Secret of that name appeared later."""
     if labels is None:
         return PolicyRefusal(
-            SECRET_MISSING,
+            reasons.SECRET_MISSING,
             f"secret {namespace}/{name} not found: a view's jobs use only Secrets that exist "
             f"(and are labelled for views) when the job is created; create it in namespace "
             f"{namespace} or fix the view's secretRef")
@@ -234,14 +233,14 @@ def secret_refusal(namespace: str, name: str, labels: Mapping[str, str] | None,
     if labels.get(policy.secret_label) == "true":
         return None
     return PolicyRefusal(
-        "SecretNotLabelled",
+        reasons.SECRET_NOT_LABELLED,
         f"secret {namespace}/{name} is not labelled {policy.secret_label}=true, so views may "
         f"not use it: its owner labels it (kubectl label secret -n {namespace} {name} "
         f"{policy.secret_label}=true) to let views connect with it")
 
 
 def _refuse(what: str, fix: str, value: str) -> PolicyRefusal:
-    return PolicyRefusal("PolicyViolation",
+    return PolicyRefusal(reasons.POLICY_VIOLATION,
                          f"{what}: refused by the tenancy policy (chart value {CHART_VALUE}."
                          f"{value}); {fix}, or ask the platform team to allow it")
 

@@ -24,10 +24,6 @@ from derived_views.api.status import Condition
 from derived_views.core import conditions as cond
 from derived_views.core.times import utc
 
-INVALID_SPEC = "InvalidSpec"
-"""The spec does not validate (pydantic): a view stored before a limit was tightened."""
-SPEC_NOT_JUDGED = "SpecNotJudged"
-"""Judging the spec raised: the operator cannot say whether it may run."""
 FIRST_LINE_LIMIT = 240
 """Characters of the exception's first line quoted: it may hold the author's input."""
 

@@ -24,7 +24,7 @@ from derived_views.api.constants import (
 )
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import checkpoints, naming
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.job_config import job_config, job_config_json
 from derived_views.core.revision import job_settings_of
 

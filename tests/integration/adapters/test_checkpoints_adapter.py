@@ -19,7 +19,7 @@ from derived_views.adapters.checkpoints import (
 )
 from derived_views.adapters.kube import Kube
 from derived_views.core.checkpoints import dropped_revision_location
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from dvstack import replay
 
 REVISION, OTHER = "71250ff800", "71250ff801"

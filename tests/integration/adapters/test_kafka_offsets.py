@@ -23,8 +23,8 @@ from derived_views.adapters.kafka_offsets import (
 from derived_views.adapters.kube import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.config import OperatorConfig
-from derived_views.core.kafka_client import KafkaCluster, client_settings
+from derived_views.core.installation import OperatorConfig
+from derived_views.core.kafka_connection import KafkaCluster, client_settings
 from derived_views.reconcile import Deps, _end_offsets
 from dvstack.waiting import wait_for
 

@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from derived_views.adapters.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
     DriverObserved,
     driver_from_pod,

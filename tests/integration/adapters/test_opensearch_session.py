@@ -21,7 +21,7 @@ from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid, S
 from derived_views.api.spec import CutoverChecks, DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, KeySampleFound, RowCounts
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 
 CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)

@@ -43,15 +43,14 @@ from pyspark.sql.types import (  # noqa: E402
 )
 
 from dvjob.batch_writer import BatchWriter  # noqa: E402
-from dvjob.errors import JobError  # noqa: E402
+from dvjob.errors import JobError, NullKeyError  # noqa: E402
 from dvjob.offsets import OffsetLogError  # noqa: E402
 from dvjob.pg_stage import PartitionCopier  # noqa: E402
-from dvjob.sink import FrameRows  # noqa: E402
+from dvjob.sink_contract import FrameRows  # noqa: E402
 from dvjob.sink_postgres import (  # noqa: E402
     Connect,
     IndexTableMismatchError,
     LedgerMismatchError,
-    NullKeyError,
     PostgresSink,
     stage_prefix,
     stage_table_ddl,
@@ -260,7 +259,7 @@ def test_a_failure_mid_batch_leaves_neither_rows_nor_ledger_row(connect: Connect
 
 def test_a_null_key_fails_the_whole_batch(connect: Connect, schema: str) -> None:
     sink = make_sink(connect, schema)
-    with pytest.raises(NullKeyError, match="batch 0: a row has NULL in primary-key column 'order_id'"):
+    with pytest.raises(NullKeyError, match="batch 0: the transform emitted a row with NULL in primary-key column 'order_id'"):
         sink.write_batch(0, [order("o1", "c1", "1.00"), order(None, "c2", "2.00")],  # type: ignore[arg-type]
                          {"orders": {"0": 2}})
     assert index_rows(connect, schema) == []

@@ -417,7 +417,7 @@ def test_a_failure_mid_batch_leaves_no_ledger_document(client: OpenSearch, names
 
 def test_a_null_key_fails_the_whole_batch(client: OpenSearch, names: Names) -> None:
     sink = make_sink(client, names)
-    with pytest.raises(NullKeyError, match="batch 0: a row has NULL in primary-key column "
+    with pytest.raises(NullKeyError, match="batch 0: the transform emitted a row with NULL in primary-key column "
                                            "'order_id'"):
         sink.write_batch(0, [order("o1", "c1", "1.00"), order(None, "c2", "2.00")],
                          {"orders": {"0": 2}})

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.revision import revision_of
 from derived_views.render.sparkapplication import load_template, render_spark_application
 from dvstack import replay

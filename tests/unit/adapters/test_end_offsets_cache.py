@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import pytest
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
-from derived_views.core.kafka_client import KafkaCluster
+from derived_views.core.kafka_connection import KafkaCluster
 
 PLAIN = KafkaCluster.of("k:9092")
 ALICE = KafkaCluster.of("k:9092", {"sasl.username": "alice", "sasl.password": "a"})

@@ -18,7 +18,7 @@ from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.kube import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import Observed
 from derived_views.reconcile import Deps, PassOutcome, observe, reconcile, run_pass
 

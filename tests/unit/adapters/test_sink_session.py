@@ -17,7 +17,7 @@ from derived_views.adapters.sink import SINK_KINDS, open_session
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.reconcile import Deps, PassSecrets, _sink
 
 VIEW = ("shop", "orders")

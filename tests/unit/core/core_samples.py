@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.tenancy import SECRET_LABEL, KafkaClusters, TenancyPolicy
 from derived_views.render.sparkapplication import load_template
 

@@ -23,7 +23,7 @@ from core_samples import NAMESPACE, T0, UID, VIEW, make_config
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,

@@ -173,3 +173,17 @@ def test_a_dropped_index_carries_the_checkpoints_to_delete_after_it() -> None:
     assert drops and world.gone
     assert {(d.index, d.checkpoints) for d in drops} == {
         (I1, f"s3a://checkpoints/dv/shop/orders-by-customer/{R1}")}
+
+
+def test_what_stayed_is_said_in_the_words_of_the_sink() -> None:
+    """An OpenSearch view left behind is dropped by REST requests, not SQL."""
+    from derived_views.core.deletion import left_behind
+
+    said = left_behind("opensearch", "", "orders", ["orders__r2", "orders__r1"], "dv_ledger")
+    assert said == ("left alias orders, index orders__r1, index orders__r2 (and their entries "
+                    "in index dv_ledger) in OpenSearch; to drop them by hand: "
+                    "DELETE /orders__r1,orders__r2 (an alias goes with its indexes)")
+    assert "DROP" not in said
+    assert "POST /_aliases" in left_behind("opensearch", "", "orders", [], "dv_ledger")
+    assert 'DROP VIEW IF EXISTS "public"."orders";' in left_behind(
+        "postgres", "public", "orders", [], "dv_ledger")

@@ -17,6 +17,7 @@ from core_world import World
 
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
+from derived_views.core import reasons
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
@@ -25,7 +26,6 @@ from derived_views.core.observed import (
     SparkApplicationObserved,
     ViewObserved,
 )
-from derived_views.core.ownership import INDEX_OWNED_BY_ANOTHER_VIEW
 from derived_views.core.plan import plan
 
 R1 = "71250ff800"
@@ -72,7 +72,7 @@ def test_a_second_namespace_with_the_same_content_never_resumes_into_the_first_s
                if isinstance(a, A.CreateSparkApplication)]
     assert created == []
     assert second.apps == {}
-    assert second.condition("Stalled") in (("True", INDEX_OWNED_BY_ANOTHER_VIEW),
+    assert second.condition("Stalled") in (("True", reasons.INDEX_OWNED_BY_ANOTHER_VIEW),
                                            ("True", "SinkTableClaimed"))
     assert sink_effects(second) == []
     assert first.alias == I1 and first.phases() == {R1: "Active"}
@@ -85,7 +85,7 @@ def test_the_refusal_names_both_views_and_the_index() -> None:
     second = twin(first)
     second.reconcile()
     stalled = second.parsed_status().condition("Stalled")
-    assert stalled is not None and stalled.reason == INDEX_OWNED_BY_ANOTHER_VIEW
+    assert stalled is not None and stalled.reason == reasons.INDEX_OWNED_BY_ANOTHER_VIEW
     assert I1 in stalled.message
     assert f"{NAMESPACE}/{VIEW}" in stalled.message and UID in stalled.message
     assert f"billing/{VIEW}" in stalled.message and OTHER_UID in stalled.message
@@ -101,7 +101,7 @@ def test_deleting_the_second_view_while_the_first_builds_drops_nothing_of_the_fi
     step([first, second], ticks=2)  # both jobs start; the first's, started first, owns I1
     assert first.owners[I1].uid == UID
     step([first, second], ticks=2)
-    assert second.condition("Stalled") == ("True", INDEX_OWNED_BY_ANOTHER_VIEW)
+    assert second.condition("Stalled") == ("True", reasons.INDEX_OWNED_BY_ANOTHER_VIEW)
     assert second.apps == {}  # its refused job was deleted, not restarted for good
     assert first.alias is None  # still building: no alias protects the table
     tables, ledger = set(first.tables), dict(first.ledger)
@@ -124,7 +124,7 @@ def test_a_view_re_created_under_the_same_name_does_not_take_the_old_one_s_index
     step([first], ticks=2)
     again = twin(first, namespace=NAMESPACE, uid=OTHER_UID)
     again.reconcile()
-    assert again.condition("Stalled") == ("True", INDEX_OWNED_BY_ANOTHER_VIEW)
+    assert again.condition("Stalled") == ("True", reasons.INDEX_OWNED_BY_ANOTHER_VIEW)
     assert again.apps == {}
 
 

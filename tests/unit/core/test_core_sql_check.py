@@ -12,16 +12,10 @@ import pytest
 import yaml
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core import sql_check
+from derived_views.core import reasons, sql_check
 from derived_views.core.spark_ddl import DdlError, parse_schema
-from derived_views.core.sql_check import (
-    INVALID_SCHEMA,
-    INVALID_TRANSFORM,
-    aggregate_functions,
-    check_spec,
-    check_sql,
-    unsafe_sql,
-)
+from derived_views.core.sql_check import aggregate_functions, check_spec, check_sql
+from derived_views.core.sql_policy import unsafe_sql
 
 ROOT = Path(__file__).resolve().parents[3]
 DDL = ("order_id STRING, customer_id STRING, amount DOUBLE, ts TIMESTAMP, "
@@ -220,10 +214,10 @@ def _spec(schema: str, sql: str | None, key: str = "order_id") -> DerivedViewSpe
 
 def test_check_spec_names_the_reason() -> None:
     bad_schema = check_spec(_spec("order_id STRNG", "SELECT * FROM events"))
-    assert bad_schema is not None and bad_schema.reason == INVALID_SCHEMA
+    assert bad_schema is not None and bad_schema.reason == reasons.INVALID_SCHEMA
     assert bad_schema.message.startswith("source.schema: cannot parse 'order_id STRNG': ")
     bad_sql = check_spec(_spec("order_id STRING", "SELECT ordr_id FROM events"))
-    assert bad_sql is not None and bad_sql.reason == INVALID_TRANSFORM
+    assert bad_sql is not None and bad_sql.reason == reasons.INVALID_TRANSFORM
     assert check_spec(_spec("order_id STRING", "SELECT * FROM events")) is None
 
 
@@ -250,7 +244,7 @@ DELIBERATELY_INVALID = {"admission_catalogue.py", "hostile_transforms.py"}
 def _sql_literals() -> list[tuple[str, str]]:
     """String values of "sql" keys and sql= arguments in the test and doc sources."""
     found = []
-    paths = [*ROOT.glob("tests/**/*.py"), *ROOT.glob("operator/dvstack/*.py"),
+    paths = [*ROOT.glob("tests/**/*.py"), *ROOT.glob("stack/dvstack/*.py"),
              *ROOT.glob("benchmarks/*.py")]
     for path in sorted(paths):
         if path.name in DELIBERATELY_INVALID:

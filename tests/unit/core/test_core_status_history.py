@@ -15,7 +15,7 @@ from core_world import World
 from test_core_plan_scenarios import I1, I2, R1, R2, served_world
 
 from derived_views.core import actions as A
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 
 
 def test_lag_carries_the_end_offsets_it_was_measured_against() -> None:

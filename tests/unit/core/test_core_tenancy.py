@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.sql_check import POLICY_VIOLATION, check_spec
+from derived_views.core import reasons
+from derived_views.core.sql_check import check_spec
 from derived_views.core.tenancy import (
     DEFAULT_DEAD_LETTER_TOPICS,
     DEFAULT_KAFKA_CLUSTERS,
@@ -68,7 +69,7 @@ def test_tuning_and_the_platforms_own_choices_pass(attempt: Attempt) -> None:
 def test_every_sql_attempt_is_a_policy_violation_before_any_job(what: str, sql: str,
                                                                  expected: str) -> None:
     found = check_spec(spec_of(Attempt(what, transform={"sql": sql})))
-    assert found is not None and found.reason == POLICY_VIOLATION
+    assert found is not None and found.reason == reasons.POLICY_VIOLATION
     assert expected in found.message and found.message.startswith("transform.sql: ")
 
 

@@ -17,7 +17,7 @@ from test_core_plan_scenarios import served_world
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CONDITION_MESSAGE_LIMIT, Condition
 from derived_views.core import actions as A
-from derived_views.core import unjudged
+from derived_views.core import reasons, unjudged
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 DEEP_SQL = "SELECT " + "(" * 400 + "1" + ")" * 400 + " AS x FROM events"
@@ -81,7 +81,7 @@ def stalled_body(conditions: list[dict[str, Any]] | None = None, generation: int
 
 
 def test_the_stalled_status_has_all_five_conditions_with_a_bounded_message() -> None:
-    patch = unjudged.stalled_status(stalled_body(), unjudged.SPEC_NOT_JUDGED, "m" * 40000, NOW)
+    patch = unjudged.stalled_status(stalled_body(), reasons.SPEC_NOT_JUDGED, "m" * 40000, NOW)
     assert patch is not None and patch["observedGeneration"] == 3
     conditions = {c["type"]: c for c in patch["conditions"]}
     assert set(conditions) == {"Ready", "Reconciling", "Stalled", "CaughtUp", "Degraded"}
@@ -94,27 +94,27 @@ def test_the_stalled_status_has_all_five_conditions_with_a_bounded_message() -> 
 
 
 def test_an_unchanged_stalled_status_is_not_written_again() -> None:
-    first = unjudged.stalled_status(stalled_body(), unjudged.INVALID_SPEC, "spec.x: bad", NOW)
+    first = unjudged.stalled_status(stalled_body(), reasons.INVALID_SPEC, "spec.x: bad", NOW)
     assert first is not None
     stored = stalled_body(first["conditions"])
     later = NOW + dt.timedelta(minutes=5)
-    assert unjudged.stalled_status(stored, unjudged.INVALID_SPEC, "spec.x: bad", later) is None
+    assert unjudged.stalled_status(stored, reasons.INVALID_SPEC, "spec.x: bad", later) is None
     # another message: written, but the time of the transition stays
-    changed = unjudged.stalled_status(stored, unjudged.INVALID_SPEC, "spec.y: bad", later)
+    changed = unjudged.stalled_status(stored, reasons.INVALID_SPEC, "spec.y: bad", later)
     assert changed is not None
     stalled = next(c for c in changed["conditions"] if c["type"] == "Stalled")
     assert stalled["message"] == "spec.y: bad"
     assert stalled["lastTransitionTime"] == "2026-03-01T12:00:00Z"
     # a new generation: written
     assert unjudged.stalled_status(stalled_body(first["conditions"], generation=4),
-                                   unjudged.INVALID_SPEC, "spec.x: bad", later) is not None
+                                   reasons.INVALID_SPEC, "spec.x: bad", later) is not None
 
 
 def test_caught_up_is_kept_and_unreadable_stored_conditions_are_rebuilt() -> None:
     caught_up = {"type": "CaughtUp", "status": "True", "reason": "LagWithinGate",
                  "message": "lag 0", "lastTransitionTime": "2026-02-01T00:00:00Z"}
     broken = {"type": "Ready", "status": "Maybe"}
-    patch = unjudged.stalled_status(stalled_body([caught_up, broken]), unjudged.INVALID_SPEC,
+    patch = unjudged.stalled_status(stalled_body([caught_up, broken]), reasons.INVALID_SPEC,
                                     "spec.x: bad", NOW)
     assert patch is not None
     parsed = {c["type"]: Condition.model_validate(c) for c in patch["conditions"]}

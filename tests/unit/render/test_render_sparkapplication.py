@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.render.sparkapplication import load_template, render_spark_application
 from dvjob.config import parse_config
 

@@ -10,9 +10,10 @@ import pytest
 from pyspark.sql import DataFrame
 
 from conftest import KafkaRecord
-from dvjob.bad_records import range_reader_options, range_text, start_offsets, writer_options
+from dvjob.bad_records import range_reader_options, range_text, writer_options
 from dvjob.config import TransformConfig, parse_config
 from dvjob.errors import ConfigError
+from dvjob.offsets import start_offsets
 from dvjob.parse import BAD_CAUSE, bad_records, parse_events, value_schema
 from dvjob.transform import apply_transform
 

@@ -220,7 +220,7 @@ def test_rows_are_read_as_chunks_are_taken() -> None:
 
 def test_a_null_key_fails_the_batch_or_goes_to_the_bad_record_policy() -> None:
     rows = [("o1", "c1", Decimal(1), False), (None, "c2", Decimal(2), False)]
-    with pytest.raises(NullKeyError, match="batch 4: a row has NULL in primary-key column "
+    with pytest.raises(NullKeyError, match="batch 4: the transform emitted a row with NULL in primary-key column "
                                            "'order_id'; filter such rows out"):
         chunked(rows)
 

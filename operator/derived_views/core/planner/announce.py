@@ -5,8 +5,8 @@ record's check run)."""
 from __future__ import annotations
 
 from derived_views.core import conditions as cond
-from derived_views.core import integrity, partition_growth
-from derived_views.core.job_state import DRIVER_PENDING, Judgement, Kind
+from derived_views.core import reasons
+from derived_views.core.job_state import Judgement, Kind
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 
@@ -28,7 +28,7 @@ def job_problem(ctx: Context, draft: Draft, revision: str, judgement: Judgement,
                 degraded: cond.Verdict) -> None:
     """One event when a blocked or suspended job becomes the view's shown problem (or its
     cause changes)."""
-    reason = DRIVER_PENDING if judgement.kind == Kind.BLOCKED else judgement.reason
+    reason = reasons.DRIVER_PENDING if judgement.kind == Kind.BLOCKED else judgement.reason
     on_change(draft, last_written(ctx, cond.DEGRADED, "status", "reason", "message"),
               (degraded.status, degraded.reason, degraded.message), reason,
               f"The job of revision {revision} cannot run: {judgement.message}.",
@@ -38,7 +38,7 @@ def job_problem(ctx: Context, draft: Draft, revision: str, judgement: Judgement,
 def integrity_problem(ctx: Context, draft: Draft, degraded: cond.Verdict) -> None:
     """One warning event when the view becomes Degraded for a lost index or partition
     growth (or the cause changes)."""
-    if degraded.reason not in (integrity.INDEX_LOST, partition_growth.PARTITIONS_GREW):
+    if degraded.reason not in (reasons.INDEX_LOST, reasons.PARTITIONS_GREW):
         return
     on_change(draft, last_written(ctx, cond.DEGRADED, "reason", "message"),
               (degraded.reason, degraded.message), degraded.reason, degraded.message,

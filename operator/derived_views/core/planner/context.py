@@ -15,7 +15,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, Phase, RevisionStatus
 from derived_views.core import checks, naming, ownership, tenancy
 from derived_views.core.checkpoints import durable_base_problem, is_s3a
-from derived_views.core.config import OperatorConfig
+from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,

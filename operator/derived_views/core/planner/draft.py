@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from derived_views.api.status import CutoverRecord, Lag, Phase, RevisionStatus
 from derived_views.core import conditions as cond
+from derived_views.core import reasons
 from derived_views.core.actions import (
     AddFinalizer,
     CreateSparkApplication,
@@ -88,7 +89,7 @@ class Draft:
         for extra in status.revisions:
             if extra.phase == Phase.Active and extra.revision != ctx.recorded_active:
                 draft.set(extra.revision, phase=Phase.Retiring,
-                          retire_after=ctx.retire_after(), reason="Replaced")
+                          retire_after=ctx.retire_after(), reason=reasons.REPLACED)
         return draft
 
     def set(self, revision: str, **changes: Any) -> RevisionStatus:

@@ -5,12 +5,13 @@ view's index."""
 
 from __future__ import annotations
 
+from derived_views.core import reasons
 from derived_views.core.actions import CreateSparkApplication, DeleteSparkApplication, DropIndex
 from derived_views.core.checkpoints import dropped_revision_location
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.revision import with_content
-from derived_views.core.sql_check import POLICY_VIOLATION, check_spec
+from derived_views.core.sql_check import check_spec
 from derived_views.render.sparkapplication import render_spark_application
 
 
@@ -42,7 +43,7 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
     else:
         return  # a record from before contents were kept: nothing to render it from
     refused = check_spec(effective) if revision != ctx.desired else None
-    if refused is not None and refused.reason == POLICY_VIOLATION:
+    if refused is not None and refused.reason == reasons.POLICY_VIOLATION:
         return  # an older revision's SQL the policy now refuses: it does not run again
     manifest = render_spark_application(
         ctx.cfg.spark_template, config=ctx.cfg, namespace=ctx.view.namespace,

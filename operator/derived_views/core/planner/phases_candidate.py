@@ -4,7 +4,7 @@ lost what its ledger claims; restarts for changed job settings."""
 from __future__ import annotations
 
 from derived_views.api.status import Phase
-from derived_views.core import checks, integrity
+from derived_views.core import checks, reasons
 from derived_views.core.deadlines import deadline_verdict
 from derived_views.core.job_state import judge
 from derived_views.core.planner import announce, effects, phases_cutover, readings
@@ -24,19 +24,19 @@ def rebuild_lost_candidate(ctx: Context, draft: Draft) -> None:
         return
     cause = readings.lost_cause(ctx, revision)
     if cause is None:
-        if record.reason == integrity.INDEX_LOST and revision in ctx.apps:
-            draft.set(revision, reason="BackfillStarted")  # rebuilding; a new loss counts anew
+        if record.reason == reasons.INDEX_LOST and revision in ctx.apps:
+            draft.set(revision, reason=reasons.BACKFILL_STARTED)  # rebuilding; a new loss counts anew
         return
-    if record.reason != integrity.INDEX_LOST:
+    if record.reason != reasons.INDEX_LOST:
         build = record.build + 1
-        draft.set(revision, phase=Phase.Pending, reason=integrity.INDEX_LOST,
+        draft.set(revision, phase=Phase.Pending, reason=reasons.INDEX_LOST,
                   message=clip(f"{cause}; rebuilding from offset 0 (build {build}); it is "
                                "not promoted before the rebuild catches up"),
                   build=build, checkpoint_location=ctx.checkpoint(revision, build),
                   started_at=ctx.now, caught_up_since=None, lag=None, job_state=None,
                   execution_attempts=None,
                   source_partitions=readings.partitions_now(ctx, draft, revision))
-        draft.event(integrity.INDEX_LOST, f"Rebuilding candidate revision {revision} from "
+        draft.event(reasons.INDEX_LOST, f"Rebuilding candidate revision {revision} from "
                                           f"offset 0: {cause}.", warning=True)
     effects.delete_app(ctx, draft, revision)
     draft.held_jobs.add(revision)
@@ -93,7 +93,7 @@ def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
                               record.started_at)
     draft.set(revision, checks=run)
     if run.passed:
-        announce.on_change(draft, before is not None and before.passed, True, "ChecksPassed",
+        announce.on_change(draft, before is not None and before.passed, True, reasons.CHECKS_PASSED,
                            f"Cutover checks of revision {revision}: {checks.summary(run)}.")
         return
     reason, text = checks.failure_text(run)
@@ -114,6 +114,6 @@ def apply_job_settings(ctx: Context, draft: Draft) -> None:
                 or not (record.phase in BUILDING or revision == draft.active)):
             continue
         effects.delete_app(ctx, draft, revision)
-        draft.event("JobRestarted", f"Restarted the job of revision {revision} from its "
+        draft.event(reasons.JOB_RESTARTED, f"Restarted the job of revision {revision} from its "
                                     "checkpoint to apply changed job settings (spec.spark or "
                                     "the Kafka connection).")

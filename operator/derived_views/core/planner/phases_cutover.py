@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from derived_views.api.status import CutoverRecord, Phase, RevisionStatus
-from derived_views.core import checks, switch_guard
+from derived_views.core import checks, reasons, switch_guard
 from derived_views.core.actions import SwitchAlias
 from derived_views.core.planner import effects, readings
 from derived_views.core.planner.context import Context
@@ -32,24 +32,24 @@ def resume_cutover(ctx: Context, draft: Draft) -> None:
 
 def finish_cutover(ctx: Context, draft: Draft, revision: str) -> None:
     old = draft.active
-    draft.set(revision, phase=Phase.Active, reason="Promoted", message=None,
+    draft.set(revision, phase=Phase.Active, reason=reasons.PROMOTED, message=None,
               caught_up_since=None, retire_after=None)
     draft.active = revision
     if old is not None and old != revision:
         follow_until = readings.follow_until(ctx, old)
         draft.set(old, phase=Phase.Retiring, retire_after=ctx.retire_after(),
-                  follow_until=follow_until, reason="Replaced",
+                  follow_until=follow_until, reason=reasons.REPLACED,
                   message=f"replaced by revision {revision}" + (
                       "; its job keeps following the log for a rollback until "
                       f"{follow_until.isoformat()}" if follow_until else ""),
                   caught_up_since=None, lag=None, job_state=None, execution_attempts=None)
         if follow_until is None:
             effects.delete_app(ctx, draft, old)
-        draft.event("CutoverCompleted",
+        draft.event(reasons.CUTOVER_COMPLETED,
                     f"Switched readers of {ctx.where} from revision {old} "
                     f"to {revision}.")
     else:
-        draft.event("CutoverCompleted",
+        draft.event(reasons.CUTOVER_COMPLETED,
                     f"Started serving revision {revision} as {ctx.where}.")
 
 

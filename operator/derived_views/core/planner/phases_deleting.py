@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from derived_views.api.constants import FINALIZER
 from derived_views.core import conditions as cond
-from derived_views.core import deletion, naming
+from derived_views.core import deletion, naming, reasons
 from derived_views.core.actions import DropAlias, ReleaseSecret, RemoveFinalizer
 from derived_views.core.planner import announce, effects
 from derived_views.core.planner.announce import last_written
@@ -49,25 +49,25 @@ def delete(ctx: Context, draft: Draft) -> None:
                    + (f"; left {', '.join(sorted(ctx.foreign))} to the view(s) that own "
                       "them" if ctx.foreign else "") + ".")
     else:
-        reason, detail = ctx.obs.sink_problem or ("SinkUnreachable", "sink unreachable")
+        reason, detail = ctx.obs.sink_problem or (reasons.SINK_UNREACHABLE, "sink unreachable")
         # A Secret that is gone or unusable does not come back by waiting; a database that
         # does not answer may (a restart): it gets the grace period.
-        done = reason != "SinkUnreachable" or grace_over
+        done = reason != reasons.SINK_UNREACHABLE or grace_over
         message = "Stopped the view's jobs."
         if done:
             kept = [r.index for r in draft.records.values() if not is_torn_down(r)]
-            draft.event(deletion.LEFT_BEHIND,
+            draft.event(reasons.LEFT_BEHIND,
                         f"Released the view without dropping its alias and indexes "
                         f"(deletionPolicy Delete): {detail}"
-                        + (f" for {waited}s" if reason == "SinkUnreachable" else "") + "; "
-                        + deletion.left_behind(ctx.schema, ctx.alias, kept,
+                        + (f" for {waited}s" if reason == reasons.SINK_UNREACHABLE else "") + "; "
+                        + deletion.left_behind(ctx.spec.sink.kind, ctx.schema, ctx.alias, kept,
                                                ctx.cfg.ledger_table) + ".", warning=True)
     if done:
         # also what the spec would hold: a status that lost its record must not leave a
         # Secret held for good (the shell keeps a hold another view still records)
         for held in sorted(set(draft.held_secrets) | set(ctx.secrets_for_cleanup())):
             draft.secret_holds.append(ReleaseSecret(held))
-        draft.event("Deleted", message)
+        draft.event(reasons.DELETED, message)
         draft.finalizers_removed.append(RemoveFinalizer(FINALIZER))
 
 
@@ -82,21 +82,22 @@ def deletion_blocked(ctx: Context, draft: Draft, blockers: tuple[str, ...],
     if ctx.apps:
         return False, ""
     if grace_over:
-        draft.event(deletion.LEFT_BEHIND,
+        draft.event(reasons.LEFT_BEHIND,
                     f"Released the view without dropping its alias and indexes "
                     f"(deletionPolicy Delete): {names} {verb} on them; "
-                    + deletion.left_behind(ctx.schema, ctx.alias, ctx.sink.indexes
+                    + deletion.left_behind(ctx.spec.sink.kind, ctx.schema, ctx.alias,
+                                           ctx.sink.indexes
                                            if ctx.sink else (), ctx.cfg.ledger_table)
                     + ".", warning=True)
         return True, "Stopped the view's jobs."
     draft.deletion_problem = cond.Verdict(
-        "True", deletion.DELETION_BLOCKED,
+        "True", reasons.DELETION_BLOCKED,
         f"{names} {verb} on {ctx.where} or its indexes: drop or re-point "
         f"them (nothing is dropped with CASCADE); after "
         f"{ctx.cfg.deletion_sink_grace_seconds}s from the deletion the view is released "
         "and its alias and indexes are left in place")
     announce.on_change(draft, last_written(ctx, cond.STALLED, "reason"),
-                       (deletion.DELETION_BLOCKED,), deletion.DELETION_BLOCKED,
+                       (reasons.DELETION_BLOCKED,), reasons.DELETION_BLOCKED,
                        f"Not dropping {ctx.where} and its indexes: "
                        f"{draft.deletion_problem.message}.", warning=True)
     return False, ""

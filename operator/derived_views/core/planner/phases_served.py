@@ -4,8 +4,9 @@ tear down replaced revisions, prune old records; stop jobs the view must not run
 from __future__ import annotations
 
 from derived_views.api.status import Phase
+from derived_views.core import reasons
 from derived_views.core.actions import SwitchAlias
-from derived_views.core.job_state import JOB_COMPLETED, JOB_FAILED, judge
+from derived_views.core.job_state import judge
 from derived_views.core.planner import effects, readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
@@ -24,20 +25,20 @@ def maintain_active(ctx: Context, draft: Draft) -> None:
         if (target != record.index and record.index in ctx.sink.indexes
                 and record.index not in ctx.foreign and readings.lost_cause(ctx, revision) is None):
             draft.switches.append(SwitchAlias(ctx.schema, ctx.alias, record.index, target))
-            draft.event("AliasRepaired", f"Pointed {ctx.where} back at index "
+            draft.event(reasons.ALIAS_REPAIRED, f"Pointed {ctx.where} back at index "
                                          f"{record.index} (it selected from "
                                          f"{target or 'nothing'}).", warning=True)
     app = ctx.apps.get(revision)
     if app is not None and app.deleting:
         return
-    failed = record.reason in (JOB_FAILED, JOB_COMPLETED)
+    failed = record.reason in (reasons.JOB_FAILED, reasons.JOB_COMPLETED)
     if failed and ctx.paused:
         return
     if failed and ctx.retry_requested(record):
         effects.delete_app(ctx, draft, revision)
-        draft.set(revision, reason="Promoted", message=None, retry_token=ctx.retry_token,
+        draft.set(revision, reason=reasons.PROMOTED, message=None, retry_token=ctx.retry_token,
                   generation=ctx.view.generation, job_state=None, execution_attempts=None)
-        draft.event("RetryStarted", f"Restarted the job of active revision {revision} from "
+        draft.event(reasons.RETRY_STARTED, f"Restarted the job of active revision {revision} from "
                                     "its checkpoint.")
         if app is None:
             effects.create_app(ctx, draft, revision)
@@ -73,9 +74,9 @@ def retire_and_tear_down(ctx: Context, draft: Draft) -> None:
                 continue
             if ctx.index_exists(revision) and not effects.drop_index(ctx, draft, revision):
                 continue  # the alias still selects from it: not yet
-            draft.set(revision, phase=Phase.Retired, reason="Retired",
+            draft.set(revision, phase=Phase.Retired, reason=reasons.RETIRED,
                       message="index dropped after the retention period", content=None)
-            draft.event("Retired", f"Dropped index {record.index} of revision {revision} "
+            draft.event(reasons.RETIRED, f"Dropped index {record.index} of revision {revision} "
                                    "after its retention period.")
         elif is_torn_down(record):
             effects.delete_app(ctx, draft, revision)

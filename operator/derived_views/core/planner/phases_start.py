@@ -7,7 +7,7 @@ from typing import Any
 
 from derived_views.api.constants import FINALIZER
 from derived_views.api.status import Phase, RevisionStatus
-from derived_views.core import naming
+from derived_views.core import naming, reasons
 from derived_views.core.actions import AddFinalizer, HoldSecret, ReleaseSecret
 from derived_views.core.planner import effects, readings
 from derived_views.core.planner.context import Context
@@ -41,11 +41,11 @@ def supersede_others(ctx: Context, draft: Draft) -> None:
             continue
         if record.phase in BUILDING or (record.phase == Phase.Failed
                                         and not is_torn_down(record)):
-            draft.set(revision, phase=Phase.Superseded, reason="Superseded",
+            draft.set(revision, phase=Phase.Superseded, reason=reasons.SUPERSEDED,
                       message=f"superseded by revision {ctx.desired} before cutover",
                       caught_up_since=None, lag=None, content=None, job_state=None,
                       execution_attempts=None)
-            draft.event("Superseded", f"Superseded candidate revision {revision} by "
+            draft.event(reasons.SUPERSEDED, f"Superseded candidate revision {revision} by "
                                       f"{ctx.desired} before cutover.")
 
 
@@ -86,13 +86,13 @@ def start_new(ctx: Context, draft: Draft, revision: str) -> None:
         spark_application=naming.spark_application_name(ctx.view.name, revision),
         checkpoint_location=ctx.checkpoint(revision, build), content=content_of(ctx.spec),
         build=build, started_at=ctx.now, generation=ctx.view.generation,
-        retry_token=ctx.retry_token, reason="BackfillStarted",
+        retry_token=ctx.retry_token, reason=reasons.BACKFILL_STARTED,
         source_partitions=readings.partitions_now(ctx, draft, revision))
     if exists:
-        draft.event("BackfillStarted", f"Resumed revision {revision} into its existing index "
+        draft.event(reasons.BACKFILL_STARTED, f"Resumed revision {revision} into its existing index "
                                        f"{ctx.index(revision)} from its checkpoint.")
     else:
-        draft.event("BackfillStarted", f"Started replaying revision {revision} from offset 0 "
+        draft.event(reasons.BACKFILL_STARTED, f"Started replaying revision {revision} from offset 0 "
                                        f"into index {ctx.index(revision)}.")
 
 
@@ -100,12 +100,12 @@ def switch_back(ctx: Context, draft: Draft, revision: str) -> None:
     """Roll back to a revision whose job never stopped following the log: it is a
     candidate again at once, its gate record intact, so it is promoted as soon as the
     gate (and any checks) hold, without a job start or a replay."""
-    draft.set(revision, phase=Phase.Backfilling, reason="RollbackStarted",
+    draft.set(revision, phase=Phase.Backfilling, reason=reasons.ROLLBACK_STARTED,
               message="its job kept following the log; no restart, no replay",
               started_at=ctx.now, generation=ctx.view.generation,
               retry_token=ctx.retry_token, content=content_of(ctx.spec),
               retire_after=None, follow_until=None)
-    draft.event("RollbackStarted", f"Rolling back to revision {revision}, whose job kept "
+    draft.event(reasons.ROLLBACK_STARTED, f"Rolling back to revision {revision}, whose job kept "
                                    "following the log.")
 
 
@@ -125,15 +125,15 @@ def restart(ctx: Context, draft: Draft, revision: str, *, rollback: bool) -> Non
         if app is not None and app.stopped:
             effects.delete_app(ctx, draft, revision)  # a stopped job is resubmitted as a new object
         if rollback:
-            draft.set(revision, reason="RollbackStarted",
+            draft.set(revision, reason=reasons.ROLLBACK_STARTED,
                       message="resuming from its checkpoint; no replay from offset 0",
                       **common)
-            draft.event("RollbackStarted", f"Resumed retained revision {revision} from its "
+            draft.event(reasons.ROLLBACK_STARTED, f"Resumed retained revision {revision} from its "
                                            "checkpoint to roll back.")
         else:
-            draft.set(revision, reason="Resumed", message="resuming from its checkpoint",
+            draft.set(revision, reason=reasons.RESUMED, message="resuming from its checkpoint",
                       **common)
-            draft.event("Resumed", f"Resumed revision {revision} from its checkpoint.")
+            draft.event(reasons.RESUMED, f"Resumed revision {revision} from its checkpoint.")
         return
     if app is not None:
         effects.delete_app(ctx, draft, revision)  # it runs on the spent checkpoint
@@ -144,8 +144,8 @@ def restart(ctx: Context, draft: Draft, revision: str, *, rollback: bool) -> Non
             effects.purge(ctx, draft, revision)
         return
     build = record.build + 1
-    draft.set(revision, reason="BackfillStarted", message="rebuilding from offset 0",
+    draft.set(revision, reason=reasons.BACKFILL_STARTED, message="rebuilding from offset 0",
               build=build, checkpoint_location=ctx.checkpoint(revision, build),
               source_partitions=readings.partitions_now(ctx, draft, revision), **common)
-    draft.event("BackfillStarted", f"Started rebuilding revision {revision} from offset 0 "
+    draft.event(reasons.BACKFILL_STARTED, f"Started rebuilding revision {revision} from offset 0 "
                                    f"into index {ctx.index(revision)}.")

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from derived_views.api.constants import RETRY_ANNOTATION
 from derived_views.api.status import Phase
-from derived_views.core import integrity, ownership, partition_growth
+from derived_views.core import ownership, reasons
 from derived_views.core.conditions import Verdict
-from derived_views.core.job_state import JOB_COMPLETED, JOB_FAILED
 from derived_views.core.planner import readings
-from derived_views.core.planner.records import TOPIC_MISSING, TOPIC_RESET, failing_checks
+from derived_views.core.planner.records import failing_checks
 from derived_views.core.planner.standing import Rule, Standing
-from derived_views.core.sql_check import POLICY_VIOLATION
 
 
 def deletion_blocked(s: Standing) -> Verdict | None:
@@ -21,7 +19,7 @@ def deletion_blocked(s: Standing) -> Verdict | None:
 def checkpoint_not_durable(s: Standing) -> Verdict | None:
     if s.ctx.checkpoint_problem is None:
         return None
-    return Verdict("True", "CheckpointNotDurable",
+    return Verdict("True", reasons.CHECKPOINT_NOT_DURABLE,
                    f"spec.spark.checkpointBase: {s.ctx.checkpoint_problem}; remove it to use "
                    "the operator's base, or name a store every pod reaches")
 
@@ -47,7 +45,7 @@ def check_refused(s: Standing) -> Verdict | None:
     if s.ctx.check_refusal is None or s.desired == s.active:
         return None
     name, why = s.ctx.check_refusal
-    return Verdict("True", POLICY_VIOLATION,
+    return Verdict("True", reasons.POLICY_VIOLATION,
                    f"cutover.checks.assertions {name}: {why.rstrip('.')}; revision "
                    f"{s.desired} is not promoted until the check is fixed (no replay needed)"
                    + s.keeps_serving)
@@ -56,7 +54,7 @@ def check_refused(s: Standing) -> Verdict | None:
 def sink_table_claimed(s: Standing) -> Verdict | None:
     if s.ctx.claimed_by is None:
         return None
-    return Verdict("True", "SinkTableClaimed",
+    return Verdict("True", reasons.SINK_TABLE_CLAIMED,
                    f"{s.ctx.where} belongs to DerivedView {s.ctx.claimed_by}; "
                    "two views cannot share an alias: choose another "
                    f"{s.ctx.base_field}")
@@ -68,7 +66,7 @@ def index_owned_by_another_view(s: Standing) -> Verdict | None:
         return None
     index, owner = ctx.owned_refusal
     ours = active if active and ctx.index(active) not in ctx.foreign else None
-    return Verdict("True", ownership.INDEX_OWNED_BY_ANOTHER_VIEW, ownership.refusal_message(
+    return Verdict("True", reasons.INDEX_OWNED_BY_ANOTHER_VIEW, ownership.refusal_message(
         index, owner, ctx.view, ctx.where, ctx.base_field, ours))
 
 
@@ -90,7 +88,7 @@ def source_unreadable(s: Standing) -> Verdict | None:
 def topic_missing(s: Standing) -> Verdict | None:
     if not s.missing:
         return None
-    return Verdict("True", TOPIC_MISSING,
+    return Verdict("True", reasons.TOPIC_MISSING,
                    f"topic(s) {', '.join(s.missing)} not found on "
                    f"{s.ctx.spec.source.kafka.bootstrap_servers}: create them or fix "
                    "spec.source.topics; no job reads a topic that does not exist")
@@ -100,7 +98,7 @@ def topic_reset(s: Standing) -> Verdict | None:
     revision = next((r for r, parts in s.resets.items() if parts), None)
     if revision is None:
         return None
-    return Verdict("True", TOPIC_RESET,
+    return Verdict("True", reasons.TOPIC_RESET,
                    f"the log is behind the index of revision {revision} on "
                    f"{', '.join(s.resets[revision])} (end offset below the committed "
                    "one): the topic was deleted and recreated or truncated, so that index "
@@ -115,7 +113,7 @@ def active_index_lost(s: Standing) -> Verdict | None:
         return None
     serves = ("serves the incomplete table" if ctx.sink is not None
               and ctx.sink.alias_target == ctx.index(active) else "serves nothing")
-    return Verdict("True", integrity.INDEX_LOST,
+    return Verdict("True", reasons.INDEX_LOST,
                    f"active revision {active}: {lost}; {ctx.where} {serves}"
                    " and is not repaired onto it; apply a new revision (any change to "
                    "the view's content) to rebuild beside it, or roll back to a retained "
@@ -125,14 +123,14 @@ def active_index_lost(s: Standing) -> Verdict | None:
 def partitions_grew(s: Standing) -> Verdict | None:
     grown = next((cause for r in dict.fromkeys(s.serving)
                   if (cause := readings.growth_cause(s.ctx, s.draft, r)) is not None), None)
-    return None if grown is None else Verdict("True", partition_growth.PARTITIONS_GREW, grown)
+    return None if grown is None else Verdict("True", reasons.PARTITIONS_GREW, grown)
 
 
 def candidate_failed(s: Standing) -> Verdict | None:
     candidate = s.candidate
     if candidate is None or candidate.phase != Phase.Failed:
         return None
-    return Verdict("True", candidate.reason or JOB_FAILED,
+    return Verdict("True", candidate.reason or reasons.JOB_FAILED,
                    f"revision {s.desired}: {candidate.message or 'failed'}; {s.who_serves}"
                    f"; set a new value of {RETRY_ANNOTATION} or change the spec to retry")
 
@@ -149,7 +147,7 @@ def checks_failing(s: Standing) -> Verdict | None:
 
 def active_job_stopped(s: Standing) -> Verdict | None:
     record = s.active_record
-    if record is None or record.reason not in (JOB_FAILED, JOB_COMPLETED):
+    if record is None or record.reason not in (reasons.JOB_FAILED, reasons.JOB_COMPLETED):
         return None
     return Verdict("True", record.reason,
                    f"the job of active revision {s.active} stopped: {record.message}; "
@@ -160,7 +158,7 @@ def active_index_missing(s: Standing) -> Verdict | None:
     record, sink = s.active_record, s.ctx.sink
     if record is None or sink is None or record.index in sink.indexes:
         return None
-    return Verdict("True", "IndexMissing",
+    return Verdict("True", reasons.INDEX_MISSING,
                    f"index {record.index} of active revision {s.active} is missing")
 
 

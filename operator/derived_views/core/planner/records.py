@@ -10,8 +10,6 @@ from derived_views.core.deadlines import TORN_DOWN_REASONS
 BUILDING = frozenset({Phase.Pending, Phase.Backfilling, Phase.CaughtUp})
 FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})
 
-TOPIC_MISSING = "TopicMissing"
-TOPIC_RESET = "TopicReset"
 MAX_MESSAGE = 1024
 
 

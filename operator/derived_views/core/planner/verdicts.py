@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
 from derived_views.api.status import Phase
 from derived_views.core import conditions as cond
-from derived_views.core import switch_guard
+from derived_views.core import reasons, switch_guard
 from derived_views.core.conditions import Verdict
 from derived_views.core.lag import within_gate
 from derived_views.core.planner.context import Context
@@ -38,13 +38,13 @@ def job_problem(s: Standing) -> JobProblem | None:
 # Reconciling -------------------------------------------------------------------------------
 
 def reconciling_deleting(s: Standing) -> Verdict | None:
-    return Verdict("True", "Deleting", "the view is being deleted") if s.deleting else None
+    return Verdict("True", reasons.DELETING, "the view is being deleted") if s.deleting else None
 
 
 def reconciling_paused(s: Standing) -> Verdict | None:
     if not s.ctx.paused:
         return None
-    return Verdict("False", "Paused", f"{PAUSED_ANNOTATION} is true: no actions are taken")
+    return Verdict("False", reasons.PAUSED, f"{PAUSED_ANNOTATION} is true: no actions are taken")
 
 
 def building(s: Standing) -> Verdict | None:
@@ -54,9 +54,9 @@ def building(s: Standing) -> Verdict | None:
     hold = s.draft.promotion_hold
     awaiting_promotion = hold is not None and hold.cause == "approval"
     checks_waiting = hold is not None and hold.cause == "checks"
-    reason = ("AwaitingPromotion" if awaiting_promotion else
-              "Checking" if checks_waiting else
-              "CaughtUp" if candidate.phase == Phase.CaughtUp else "Backfilling")
+    reason = (reasons.AWAITING_PROMOTION if awaiting_promotion else
+              reasons.CHECKING if checks_waiting else
+              reasons.CAUGHT_UP if candidate.phase == Phase.CaughtUp else reasons.BACKFILLING)
     message = f"revision {s.desired} is {candidate.phase.value.lower()}: {s.lag_said}"
     if checks_waiting:
         message += f"; cutover checks: {checks_column(s.ctx.spec, candidate)}"
@@ -73,13 +73,13 @@ def not_started(s: Standing) -> Verdict | None:
     for refusal in (s.ctx.policy_refusal, s.ctx.spec_refusal):
         if refusal is not None:
             return Verdict("False", refusal.reason, f"revision {s.desired} is refused")
-    return Verdict("True", "Starting", f"revision {s.desired} is about to start")
+    return Verdict("True", reasons.STARTING, f"revision {s.desired} is about to start")
 
 
 def reconciled(s: Standing) -> Verdict | None:
     # Also right after a cutover: this status is written only once the
     # switch has succeeded, so nothing is left in progress.
-    return Verdict("False", "Reconciled", "")
+    return Verdict("False", reasons.RECONCILED, "")
 
 
 RECONCILING: tuple[Rule, ...] = (
@@ -89,7 +89,7 @@ RECONCILING: tuple[Rule, ...] = (
 # Ready -------------------------------------------------------------------------------------
 
 def ready_deleting(s: Standing) -> Verdict | None:
-    return Verdict("False", "Deleting", "the view is being deleted") if s.deleting else None
+    return Verdict("False", reasons.DELETING, "the view is being deleted") if s.deleting else None
 
 
 def has_problem(s: Standing) -> Verdict | None:
@@ -106,14 +106,14 @@ def job_cannot_run_and_nothing_serves(s: Standing) -> Verdict | None:
 def sink_unknown(s: Standing) -> Verdict | None:
     if s.ctx.sink is not None:
         return None
-    return Verdict("Unknown", "SinkUnreachable", "could not ask the sink where the alias points")
+    return Verdict("Unknown", reasons.SINK_UNREACHABLE, "could not ask the sink where the alias points")
 
 
 def nothing_serves(s: Standing) -> Verdict | None:
     if s.active is not None:
         return None
     reconciling = s.reconciled()
-    return Verdict("False", reconciling.reason if s.building else "Pending",
+    return Verdict("False", reconciling.reason if s.building else reasons.PENDING,
                    f"nothing serves yet: {reconciling.message or 'waiting'}")
 
 
@@ -125,7 +125,7 @@ def alias_misdirected(s: Standing) -> Verdict | None:
         ctx.sink.alias_target if ctx.sink is not None else None)
     if switched == ctx.index(s.active):
         return None
-    return Verdict("False", "AliasMisdirected",
+    return Verdict("False", reasons.ALIAS_MISDIRECTED,
                    f"{ctx.where} does not select from {ctx.index(s.active)}")
 
 
@@ -140,7 +140,7 @@ def older_revision_serves(s: Standing) -> Verdict | None:
 def serving(s: Standing) -> Verdict | None:
     active = s.active
     assert active is not None  # nothing_serves spoke otherwise
-    return Verdict("True", "Serving",
+    return Verdict("True", reasons.SERVING,
                    f"{s.ctx.where} serves revision {active} from {s.ctx.index(active)}")
 
 
@@ -154,17 +154,17 @@ READY: tuple[Rule, ...] = (
 def lag_unknown(s: Standing) -> Verdict | None:
     if s.lag is not None:
         return None
-    return Verdict("Unknown", "LagUnknown", f"revision {s.desired}: lag unknown")
+    return Verdict("Unknown", reasons.LAG_UNKNOWN, f"revision {s.desired}: lag unknown")
 
 
 def lag_within_gate(s: Standing) -> Verdict | None:
     if not within_gate(s.lag, s.ctx.spec.cutover) or s.resets.get(s.desired):
         return None
-    return Verdict("True", "LagWithinGate", f"revision {s.desired}: {s.lag_said}")
+    return Verdict("True", reasons.LAG_WITHIN_GATE, f"revision {s.desired}: {s.lag_said}")
 
 
 def lag_above_gate(s: Standing) -> Verdict | None:
-    return Verdict("False", "LagAboveGate", f"revision {s.desired}: {s.lag_said}")
+    return Verdict("False", reasons.LAG_ABOVE_GATE, f"revision {s.desired}: {s.lag_said}")
 
 
 CAUGHT_UP: tuple[Rule, ...] = (lag_unknown, lag_within_gate, lag_above_gate)
@@ -172,7 +172,7 @@ CAUGHT_UP: tuple[Rule, ...] = (lag_unknown, lag_within_gate, lag_above_gate)
 
 # all five ----------------------------------------------------------------------------------
 
-CALM = Verdict("False", "AsExpected", "")
+CALM = Verdict("False", reasons.AS_EXPECTED, "")
 
 
 @dataclass(frozen=True)

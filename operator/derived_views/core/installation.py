@@ -1,4 +1,5 @@
-"""Operator settings the planner needs to write manifests: plain values, read by the shell."""
+"""The installation (not the view): operator settings the planner needs to write manifests, as
+plain values read by the shell."""
 
 from __future__ import annotations
 

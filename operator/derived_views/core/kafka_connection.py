@@ -103,7 +103,7 @@ class SourceOffsets:
     nothing could be asked); `missing` the view's topics the cluster does not
     have; `reason`/`message` say why ends are absent or partial, in the words
     of a status condition (`KafkaSecretMissing`, `KafkaSecretInvalid`,
-    `KafkaUnavailable`, `TopicsMissing`).
+    `KafkaUnavailable`, `TopicMissing`: core.reasons).
     """
 
     ends: Mapping[tuple[str, int], int] | None

@@ -1,0 +1,110 @@
+"""Every reason the operator writes, in one catalogue: conditions', revision records' and
+Events'.
+
+Tools match on these strings (`kubectl wait`, Argo CD's health script, alert rules, the
+CLI), so each has one spelling, said here; renaming one is an API change. A module that
+decides a reason imports it from here, and nothing else defines one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- calm and in-progress ------------------------------------------------------------
+AS_EXPECTED: Final = "AsExpected"
+"""Degraded and Stalled when nothing is wrong."""
+RECONCILED: Final = "Reconciled"
+"""Reconciling is False: the view is where its spec says."""
+STARTING: Final = "Starting"
+"""The desired revision's job is about to be created."""
+PENDING: Final = "Pending"
+"""Ready is False: nothing serves yet and no candidate builds."""
+SERVING: Final = "Serving"
+"""Ready is True: the alias points at the active revision's index."""
+DELETING: Final = "Deleting"
+PAUSED: Final = "Paused"
+"""The paused annotation is true: status only, no actions."""
+AWAITING_PROMOTION: Final = "AwaitingPromotion"
+"""Manual cutover: the gate holds, the promote annotation does not name the candidate."""
+BACKFILLING: Final = "Backfilling"
+"""Reconciling: the candidate replays (the candidate's phase, said as a reason)."""
+CAUGHT_UP: Final = "CaughtUp"
+"""Reconciling: the candidate is within the gate, not yet stable for long enough."""
+CHECKING: Final = "Checking"
+"""Reconciling: the gate holds and the cutover checks run (or wait to)."""
+
+# --- lag (CaughtUp) ---------------------------------------------------------------------
+LAG_WITHIN_GATE: Final = "LagWithinGate"
+LAG_ABOVE_GATE: Final = "LagAboveGate"
+LAG_UNKNOWN: Final = "LagUnknown"
+
+# --- the spec --------------------------------------------------------------------------
+INVALID_SPEC: Final = "InvalidSpec"
+"""The spec does not validate (pydantic): a view stored before a limit was tightened."""
+SPEC_NOT_JUDGED: Final = "SpecNotJudged"
+"""Judging the spec raised: the operator cannot say whether it may run."""
+INVALID_SCHEMA: Final = "InvalidSchema"
+INVALID_TRANSFORM: Final = "InvalidTransform"
+POLICY_VIOLATION: Final = "PolicyViolation"
+"""Everything the tenancy policy refuses (core.tenancy, core.sql_policy)."""
+CHECKPOINT_NOT_DURABLE: Final = "CheckpointNotDurable"
+
+# --- Secrets, Kafka, the sink ------------------------------------------------------------
+SECRET_MISSING: Final = "SecretMissing"
+"""A Secret the view names does not exist: said alike by the sink reading and the job."""
+SECRET_NOT_LABELLED: Final = "SecretNotLabelled"
+SINK_SECRET_INVALID: Final = "SinkSecretInvalid"
+SINK_UNREACHABLE: Final = "SinkUnreachable"
+SINK_TABLE_CLAIMED: Final = "SinkTableClaimed"
+KAFKA_SECRET_MISSING: Final = "KafkaSecretMissing"
+KAFKA_SECRET_INVALID: Final = "KafkaSecretInvalid"
+KAFKA_UNAVAILABLE: Final = "KafkaUnavailable"
+TOPIC_MISSING: Final = "TopicMissing"
+TOPIC_RESET: Final = "TopicReset"
+PARTITIONS_GREW: Final = "PartitionsGrew"
+
+# --- indexes and the alias ---------------------------------------------------------------
+INDEX_MISSING: Final = "IndexMissing"
+INDEX_LOST: Final = "IndexLost"
+INDEX_OWNED_BY_ANOTHER_VIEW: Final = "IndexOwnedByAnotherView"
+ALIAS_MISDIRECTED: Final = "AliasMisdirected"
+# why a switch is refused (adapters' SwitchRefused / SwitchBlocker)
+SCHEMA_PRIVILEGES: Final = "SchemaPrivileges"
+ALIAS_OWNER: Final = "AliasOwner"
+ALIAS_DEPENDENTS: Final = "AliasDependents"
+ALIAS_GRANTS: Final = "AliasGrants"
+INDEX_NOT_READABLE: Final = "IndexNotReadable"
+ALIAS_NAME_TAKEN: Final = "AliasNameTaken"
+
+# --- the job -----------------------------------------------------------------------------
+JOB_FAILED: Final = "JobFailed"
+JOB_COMPLETED: Final = "JobCompleted"
+JOB_SUSPENDED: Final = "JobSuspended"
+CONFIG_MAP_MISSING: Final = "ConfigMapMissing"
+IMAGE_PULL_FAILED: Final = "ImagePullFailed"
+DRIVER_PENDING: Final = "DriverPending"
+DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
+PROGRESS_DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
+
+# --- cutover checks ----------------------------------------------------------------------
+CHECK_FAILED: Final = "CheckFailed"
+CHECK_ERROR: Final = "CheckError"
+CHECKS_PASSED: Final = "ChecksPassed"
+
+# --- deletion ----------------------------------------------------------------------------
+DELETION_BLOCKED: Final = "DeletionBlocked"
+LEFT_BEHIND: Final = "LeftBehind"
+
+# --- revision records and Events: what happened ------------------------------------------
+BACKFILL_STARTED: Final = "BackfillStarted"
+ROLLBACK_STARTED: Final = "RollbackStarted"
+RESUMED: Final = "Resumed"
+JOB_RESTARTED: Final = "JobRestarted"
+RETRY_STARTED: Final = "RetryStarted"
+PROMOTED: Final = "Promoted"
+REPLACED: Final = "Replaced"
+SUPERSEDED: Final = "Superseded"
+RETIRED: Final = "Retired"
+CUTOVER_COMPLETED: Final = "CutoverCompleted"
+ALIAS_REPAIRED: Final = "AliasRepaired"
+DELETED: Final = "Deleted"
