@@ -42,12 +42,12 @@ from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
 from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in
+from derived_views.core.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.failpoints import Failpoints
 from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
 from derived_views.pass_timers import PassTimers
 from derived_views.reconcile import Deps, PassOutcome, run_pass
-from derived_views.render.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.settings import from_env, operator_config
 from derived_views.settled_watch import SettledWatch
 

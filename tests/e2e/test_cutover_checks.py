@@ -92,8 +92,9 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
                  "transform": {"sql": V1_SQL},
                  "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                           "primaryKey": ["customer_id"]},
-                 "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 5,
-                             "checks": CHECKS}}})
+                 # a wider gate than the default: see test_opensearch_lifecycle
+                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": 30,
+                             "retainPreviousSeconds": 5, "checks": CHECKS}}})
     view = ViewHandle(custom, namespace, "balances")
     seen: dict[str, Any] = {}
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=20).start()

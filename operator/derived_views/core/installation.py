@@ -26,7 +26,7 @@ class OperatorConfig:
     """
 
     spark_template: str
-    """Text of spark_templates/sparkapplication.yaml (see render.sparkapplication.load_template)."""
+    """Text of spark_templates/sparkapplication.yaml (see core.sparkapplication.load_template)."""
     spark_image: str
     """Job image when the view does not name one."""
     checkpoint_base: str

@@ -1,7 +1,7 @@
 """How the operator connects to a view's Kafka cluster: the Secret contract, pure.
 
 `spec.source.kafka.secretRef` names a Secret that the Spark job (its files, mounted
-where `render.sparkapplication.secret_mounts` asks; dvjob.credentials) and the
+where `core.sparkapplication.secret_mounts` asks; dvjob.credentials) and the
 operator's own offsets client read the same way:
 
 - `username`, `password`: SASL credentials (required for the SASL protocols);

@@ -28,7 +28,7 @@ FIRST_LINE_LIMIT = 240
 """Characters of the exception's first line quoted: it may hold the author's input."""
 
 STEPS: tuple[tuple[str, str], ...] = (
-    ("derived_views.render", "rendering the job"),
+    ("derived_views.core.sparkapplication", "rendering the job"),
     ("derived_views.core.sql_policy", "the tenancy policy's SQL check"),
     ("derived_views.core.tenancy", "the tenancy policy"),
     ("derived_views.core.check_sql", "the cutover checks' SQL check"),

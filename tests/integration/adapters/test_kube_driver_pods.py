@@ -23,7 +23,7 @@ from derived_views.core.observed import (
     spark_application_from_object,
 )
 from derived_views.core.revision import revision_of
-from derived_views.render.sparkapplication import load_template, render_spark_application
+from derived_views.core.sparkapplication import load_template, render_spark_application
 from dvstack.waiting import wait_for
 
 VIEW = "orders-by-customer"

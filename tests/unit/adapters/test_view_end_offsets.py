@@ -100,5 +100,5 @@ def test_missing_topics_are_named_and_the_present_ones_resolve() -> None:
     got = _end_offsets(spec(["a", "typo"]), DerivedViewStatus(), VIEW,
                        deps({}, lambda c, t: Fetched({("a", 0): 1}, frozenset({"typo"}))))
     assert got.ends == {("a", 0): 1}
-    assert (got.missing, got.reason) == (frozenset({"typo"}), "TopicsMissing")
+    assert (got.missing, got.reason) == (frozenset({"typo"}), "TopicMissing")
     assert got.message == "topics not found on 127.0.0.1:9092 (PLAINTEXT): typo"

@@ -1,6 +1,6 @@
 """The functional core stays functional: no I/O libraries, no clock reads.
 
-Static checks over the source of derived_views.api, .core and .render, subpackages
+Static checks over the source of derived_views.api and .core, subpackages
 included (core.planner), so a stray import fails here rather than in review.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[3] / "operator" / "derived_views"
-SOURCES = sorted(p for folder in ("api", "core", "render") for p in (PACKAGE / folder).rglob("*.py"))
+SOURCES = sorted(p for folder in ("api", "core") for p in (PACKAGE / folder).rglob("*.py"))
 
 FORBIDDEN_IMPORTS = {"kubernetes", "kopf", "confluent_kafka", "psycopg", "socket", "subprocess",
                      "requests", "urllib", "http", "time", "random", "os", "uuid"}

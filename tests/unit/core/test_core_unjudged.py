@@ -39,7 +39,7 @@ def raised_in(module: str, exc: Exception) -> Exception:
     ("derived_views.core.spark_ddl", "reading spec.source.schema"),
     ("derived_views.core.tenancy", "the tenancy policy"),
     ("derived_views.core.sql_policy", "the tenancy policy's SQL check"),
-    ("derived_views.render.sparkapplication", "rendering the job"),
+    ("derived_views.core.sparkapplication", "rendering the job"),
     ("derived_views.core.plan", "planning"),
     ("somewhere.else", "planning"),
 ])

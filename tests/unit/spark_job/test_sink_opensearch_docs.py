@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 
 from dvjob.errors import ConfigError, JobError, NullKeyError
 from dvjob.offsets import EndOffsets
+from dvjob.sink_contract import FAIL_ON_NULL_KEY
 from dvjob.sink_opensearch_docs import (
     Documents,
     bulk_chunks,
@@ -173,7 +174,7 @@ def lines(chunks: list[list[tuple[str, str | None]]]) -> list[list[Any]]:
 
 
 def chunked(rows: list[tuple[Any, ...]], *, batch_id: int = 4, max_actions: int = 100,
-            max_bytes: int = 1 << 20, bad: Any = None) -> list[list[Any]]:
+            max_bytes: int = 1 << 20, bad: Any = FAIL_ON_NULL_KEY) -> list[list[Any]]:
     return lines(list(bulk_chunks(iter(rows), Documents(ORDERS), batch_id=batch_id, bad=bad,
                                   max_actions=max_actions, max_bytes=max_bytes)))
 
@@ -212,7 +213,7 @@ def test_rows_are_read_as_chunks_are_taken() -> None:
             read.append(i)
             yield (f"o{i}", "c", Decimal(i), False)
 
-    chunks = bulk_chunks(rows(), Documents(ORDERS), batch_id=0, bad=None, max_actions=2,
+    chunks = bulk_chunks(rows(), Documents(ORDERS), batch_id=0, bad=FAIL_ON_NULL_KEY, max_actions=2,
                          max_bytes=1 << 20)
     next(chunks)
     assert read == [0, 1]

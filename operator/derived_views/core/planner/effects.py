@@ -11,8 +11,8 @@ from derived_views.core.checkpoints import dropped_revision_location
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.revision import with_content
+from derived_views.core.sparkapplication import render_spark_application
 from derived_views.core.sql_check import check_spec
-from derived_views.render.sparkapplication import render_spark_application
 
 
 def delete_app(ctx: Context, draft: Draft, revision: str) -> None:

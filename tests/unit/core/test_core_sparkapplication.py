@@ -1,7 +1,7 @@
 """The SparkApplication of one revision: a reviewed snapshot plus the contract, field by field.
 
 Regenerate the snapshot after a deliberate change with
-`DV_UPDATE_SNAPSHOTS=1 pytest tests/unit/render` and review the diff.
+`DV_UPDATE_SNAPSHOTS=1 pytest tests/unit/core/test_core_sparkapplication.py` and review the diff.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import yaml
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
-from derived_views.render.sparkapplication import load_template, render_spark_application
+from derived_views.core.sparkapplication import load_template, render_spark_application
 from dvjob.config import parse_config
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"

@@ -1,1 +1,0 @@
-"""Pure renderers of the Kubernetes objects the operator creates."""
