@@ -24,7 +24,7 @@ from derived_views.core.sparkapplication import load_template, render_spark_appl
 from dvstack import replay
 
 G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
-SNAPSHOT = Path(__file__).resolve().parents[2] / "unit" / "render" / "snapshots" / \
+SNAPSHOT = Path(__file__).resolve().parents[2] / "unit" / "core" / "snapshots" / \
     "sparkapplication.yaml"
 BODY: dict[str, Any] = {
     "source": {"kafka": {"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-creds"}},
