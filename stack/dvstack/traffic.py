@@ -55,7 +55,6 @@ class AliasReader(Background):
     worst_stall: float = 0.0
     queries: int = 0
     column_changes: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
-    pause: float = READER_PAUSE
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -78,7 +77,7 @@ class AliasReader(Background):
                     self.errors.append(repr(exc))
                 self.queries += 1
                 self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
-                self._stop.wait(self.pause)
+                self._stop.wait(READER_PAUSE)
 
     def first_seen(self, column: str, after: float) -> float | None:
         """When the reader first saw `column` in the alias after time `after`."""
@@ -172,7 +171,6 @@ class SearchAliasReader(Background):
     worst_stall: float = 0.0
     queries: int = 0
     index_changes: list[tuple[float, str]] = field(default_factory=list)
-    pause: float = READER_PAUSE
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -194,7 +192,7 @@ class SearchAliasReader(Background):
                 self.errors.append(repr(exc))
             self.queries += 1
             self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
-            self._stop.wait(self.pause)
+            self._stop.wait(READER_PAUSE)
         client.close()
 
     def first_seen(self, index: str, after: float) -> float | None:

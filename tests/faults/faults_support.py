@@ -26,6 +26,7 @@ from kubernetes import client
 
 from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
 from derived_views.failpoints import BEFORE_SWITCH_ENV
+from dvjob.failpoints import BEFORE_COMMIT_CONF
 from dvstack import replay
 from dvstack.traffic import READER_PAUSE, Background
 from dvstack.waiting import TimedOut, wait_for
@@ -35,7 +36,6 @@ BACKLOG = 2_000  # records in the topic before the view exists
 MAX_OFFSETS_PER_TRIGGER = 3_000  # several batches per replay: room to land a fault in one
 COLUMNS = ["orders", "revenue", "variant"]
 BUILDING = ("Pending", "Backfilling", "CaughtUp")
-JOB_HOLD_CONF = "spark.derivedviews.failpoint.beforeCommit"
 
 
 def sql(variant: int) -> str:
@@ -313,7 +313,7 @@ class JobHold:
         self.path = directory / "hold-before-commit"
 
     def conf(self) -> dict[str, str]:
-        return {JOB_HOLD_CONF: str(self.path)}
+        return {BEFORE_COMMIT_CONF: str(self.path)}
 
     def arm(self, revision: str) -> None:
         Path(f"{self.path}.held").unlink(missing_ok=True)
