@@ -79,7 +79,7 @@ def _transforms(results: Path) -> tuple[str, str | None]:
              "earliest layer that refused each one, by class:", "",
              *_counts(e2e, "layer"), "",
              f"The job's guard, given the same {len(both)} texts on a real Spark session "
-             f"(`tests/unit/spark_job/test_dvjob_sql_guard.py`), refused {refused_by_job}; no "
+             f"(`tests/unit/spark_job/test_sql_guard.py`), refused {refused_by_job}; no "
              "SparkApplication was created for any of them.", "",
              "| class | attempt | refused at | reason | operator's message | job's message |",
              "|---|---|---|---|---|---|"]

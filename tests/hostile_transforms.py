@@ -1,8 +1,8 @@
 """Hostile transforms a tenant may write, and legitimate ones that must keep working.
 
 One corpus for three tests: the operator's verdicts (tests/unit/core/
-test_core_sql_hostile.py), the job's on a real Spark session and the agreement of
-both (tests/unit/spark_job/test_dvjob_sql_guard.py), and the live operator
+test_sql_hostile.py), the job's on a real Spark session and the agreement of
+both (tests/unit/spark_job/test_sql_guard.py), and the live operator
 (tests/e2e/test_hostile_transforms.py), whose results feed docs/security.md.
 Every hostile transform is refused first by the operator (layer "operator":
 Stalled before any job; one is too long for the API server's schema, layer

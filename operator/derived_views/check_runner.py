@@ -27,7 +27,10 @@ from derived_views.core.checks import (
     ROW_COUNT,
     CheckRequest,
     CouldNotRun,
+    Finished,
+    Held,
     Measurement,
+    judge,
 )
 
 log = logging.getLogger("derived_views")
@@ -40,27 +43,11 @@ Measure = Callable[[CheckRequest], Found]
 ViewKey = tuple[str, str]
 
 
-@dataclass(frozen=True)
-class Finished:
-    """A run's measurements, for `checks.judge`, dated when the run was submitted: the pass
-    that submitted it saw the gate holding, and a later change of the gate makes it stale
-    (core.checks.current_run), never the other way round."""
-
-    request: CheckRequest
-    found: Found
-    submitted_at: dt.datetime
-
-
 @dataclass
 class _Run:
     request: CheckRequest
     submitted_at: dt.datetime
     future: Future[Found]
-
-
-def _same(a: CheckRequest, b: CheckRequest) -> bool:
-    """The same checks of the same tables (the budget is the runner's, not the request's)."""
-    return replace(a, budget_seconds=None) == replace(b, budget_seconds=None)
 
 
 def names_of(request: CheckRequest) -> list[str]:
@@ -76,7 +63,7 @@ def names_of(request: CheckRequest) -> list[str]:
 
 
 class CheckRunner:
-    """Thread-safe: passes of different views poll it at once."""
+    """Thread-safe: passes of different views read and plan runs at once."""
 
     def __init__(self, concurrency: int = DEFAULT_CONCURRENCY,
                  budget_seconds: float = DEFAULT_BUDGET_SECONDS) -> None:
@@ -89,29 +76,35 @@ class CheckRunner:
             queue.SimpleQueue())
         self._workers: list[threading.Thread] = []
 
-    def poll(self, view: ViewKey, request: CheckRequest, measure: Measure,
-             now: dt.datetime) -> Finished | None:
-        """The view's finished run of `request`, once; else None, after submitting a run
-        unless one of the view's is queued or measuring. A finished run of other checks (or
-        tables) is dropped; one still measuring is waited for, so a view never has two."""
+    def held(self, view: ViewKey) -> Held:
+        """What the runner holds for the view, read and left as it is: a finished run (judged
+        by core.checks, dated when it was submitted), or one queued or measuring."""
+        with self._lock:
+            run = self._runs.get(view)
+            if run is None:
+                return Held()
+            if not run.future.done():
+                return Held(in_flight=True)
+        return Held(finished=Finished(run.request,
+                                      judge(run.request, _found(run), run.submitted_at)))
+
+    def submit(self, view: ViewKey, request: CheckRequest, measure: Measure,
+               at: dt.datetime) -> None:
+        """Queue a run of `request`, dated `at`, in place of the view's finished run; nothing
+        while one of the view's runs is queued or measuring (a view never has two)."""
         with self._lock:
             run = self._runs.get(view)
             if run is not None and not run.future.done():
-                return None
-            if run is not None:
-                del self._runs[view]
-                if _same(run.request, request):
-                    return Finished(run.request, _found(run), run.submitted_at)
+                return
             budgeted = replace(request, budget_seconds=self.budget_seconds)
             future: Future[Found] = Future()
-            self._runs[view] = _Run(budgeted, now, future)
+            self._runs[view] = _Run(budgeted, at, future)
             self._start_workers()
         self._queue.put((future, lambda: measure(budgeted)))
-        return None
 
     def forget(self, view: ViewKey) -> None:
-        """The view's checks are no longer due (switched, paused, deleted): drop its run,
-        unless it is measuring (then the next poll drops it when done)."""
+        """The view's run is taken, or its checks are no longer due (switched, paused,
+        deleted): drop it, unless it is measuring (then a later pass forgets it when done)."""
         with self._lock:
             run = self._runs.get(view)
             if run is not None and (run.future.cancel() or run.future.done()):

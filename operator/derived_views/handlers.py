@@ -47,7 +47,8 @@ from derived_views.failpoints import Failpoints
 from derived_views.heap import keep_trimmed
 from derived_views.metrics import Metrics
 from derived_views.pass_timers import PassTimers
-from derived_views.reconcile import Deps, PassOutcome, run_pass
+from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.run import PassOutcome, run_pass
 from derived_views.settings import from_env, operator_config
 from derived_views.settled_watch import SettledWatch
 

@@ -45,9 +45,16 @@ class Background:
             self._thread.join(timeout=30)
 
 
+RECONNECT_PAUSE = 0.5
+"""Seconds a reader rests after a failed query before it reconnects: a retry pace, not a
+synchronisation."""
+
+
 @dataclass
 class AliasReader(Background):
-    """Queries the alias in a loop; the zero-downtime witness."""
+    """Queries the alias in a loop on its own connection; the zero-downtime witness. Every
+    failed query (or connection) is an error; after one it reconnects, so it keeps
+    witnessing through a restart of the database itself."""
 
     dsn: str
     table: str
@@ -60,24 +67,34 @@ class AliasReader(Background):
 
     def _run(self) -> None:
         columns: tuple[str, ...] = ()
-        # No server-side prepared statements: a prepared `SELECT *` cannot survive a cutover
-        # that changes the alias's columns (PostgreSQL: "cached plan must not change result
-        # type"); the README tells readers to name their columns for that reason.
-        with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None) as conn:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                try:
-                    cur = conn.execute(f'SELECT * FROM "{self.table}" LIMIT 1')
-                    cur.fetchall()
-                    seen = tuple(d.name for d in cur.description or ())
-                    if seen != columns:
-                        columns = seen
-                        self.column_changes.append((time.time(), seen))
-                except psycopg.Error as exc:
-                    self.errors.append(repr(exc))
-                self.queries += 1
-                self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
-                self._stop.wait(READER_PAUSE)
+        conn: psycopg.Connection[Any] | None = None
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            try:
+                if conn is None:
+                    # No server-side prepared statements: a prepared `SELECT *` cannot survive
+                    # a cutover that changes the alias's columns (PostgreSQL: "cached plan
+                    # must not change result type"); the README tells readers to name their
+                    # columns for that reason.
+                    conn = psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None,
+                                           connect_timeout=5)
+                cur = conn.execute(f'SELECT * FROM "{self.table}" LIMIT 1')
+                cur.fetchall()
+                seen = tuple(d.name for d in cur.description or ())
+                if seen != columns:
+                    columns = seen
+                    self.column_changes.append((time.time(), seen))
+            except psycopg.Error as exc:
+                self.errors.append(repr(exc))
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                self._stop.wait(RECONNECT_PAUSE)
+            self.queries += 1
+            self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
+            self._stop.wait(READER_PAUSE)
+        if conn is not None:
+            conn.close()
 
     def first_seen(self, column: str, after: float) -> float | None:
         """When the reader first saw `column` in the alias after time `after`."""

@@ -5,6 +5,7 @@ shares)."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -13,8 +14,7 @@ import psycopg
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack.traffic import AliasReader as AliasReader
-from dvstack.traffic import LiveProducer as LiveProducer
+from dvstack import replay
 from dvstack.waiting import wait_for
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
@@ -134,3 +134,28 @@ def wait_alias_equals(dsn: str, table: str, events: list[dict[str, Any]], column
     expected = expected_rows(events, columns)
     wait_for(lambda: alias_rows(dsn, table, columns) == expected, timeout=timeout, interval=1,
              what=what)
+
+
+def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
+              secret: str = "views-db") -> dict[str, Any]:
+    """A view with NO cutover settings: the defaults are what is under test."""
+    return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"source": {"kafka": {"bootstrapServers": bootstrap},
+                                "topics": [topic], "schema": replay.ORDER_SCHEMA},
+                     "transform": {"sql": replay.ORDERS_BY_CUSTOMER_SQL},
+                     "sink": {"postgres": {"secretRef": {"name": secret}, "table": table},
+                              "primaryKey": ["customer_id"]},
+                     "deletionPolicy": "Delete"}}
+
+
+def orders_backlog(stack: Any, core: client.CoreV1Api, namespace: str, count: int,
+                   seed: int) -> tuple[str, list[dict[str, Any]]]:
+    """A fresh 3-partition topic holding `count` order events, and the namespace's sink
+    Secret; returns the topic and the events."""
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 3)
+    backlog = replay.make_orders(count, seed=seed)
+    replay.produce(stack.kafka_bootstrap, topic, backlog)
+    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
+    return topic, backlog

@@ -22,12 +22,13 @@ from typing import Any
 import pytest
 import yaml
 from e2e_operator import operator_env, watched
-from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from argocd_lua import CUSTOMIZATION, health
 from dvstack import replay
 from dvstack.cli import apply_crds
+from dvstack.traffic import LiveProducer
 from dvstack.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from dvstack import replay
+from dvstack.traffic import LiveProducer
 from dvstack.waiting import wait_for
 
 COLUMNS = ["orders", "revenue"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from e2e_views import AliasReader, G, P, V, ViewHandle
+from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
 from dvstack import replay
@@ -37,6 +37,7 @@ from dvstack.cdc import (
     settle,
     v2_of,
 )
+from dvstack.traffic import AliasReader
 from dvstack.waiting import wait_for
 
 SEED_ROWS = 2_000

@@ -19,20 +19,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_views import (
-    AliasReader,
-    G,
-    LiveProducer,
-    P,
-    V,
-    ViewHandle,
-    aggregate,
-    alias_rows,
-    parse_time,
-)
+from e2e_views import G, P, V, ViewHandle, aggregate, alias_rows, parse_time
 from kubernetes import client
 
 from dvstack import replay
+from dvstack.traffic import AliasReader, LiveProducer
 from dvstack.waiting import wait_for
 
 BALANCES = ("SELECT customer_id, count(*) AS orders, sum(amount) AS balance FROM events "

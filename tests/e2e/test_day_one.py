@@ -18,19 +18,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from e2e_views import (
-    AliasReader,
-    G,
-    LiveProducer,
-    P,
-    V,
-    ViewHandle,
-    alias_rows,
-    expected_rows,
-)
+from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows, orders_backlog, view_body
 from kubernetes import client
 
 from dvstack import replay
+from dvstack.traffic import AliasReader, LiveProducer
 from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.product_defaults  # the jobs' 1 s trigger included
@@ -38,19 +30,6 @@ pytestmark = pytest.mark.product_defaults  # the jobs' 1 s trigger included
 RATE = 250  # records/s, the whole migration long
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "
           "FROM events GROUP BY customer_id")
-
-
-def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
-              secret: str = "views-db") -> dict[str, Any]:
-    """A view with NO cutover settings: the defaults are what is under test."""
-    return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"source": {"kafka": {"bootstrapServers": bootstrap},
-                                "topics": [topic], "schema": replay.ORDER_SCHEMA},
-                     "transform": {"sql": replay.ORDERS_BY_CUSTOMER_SQL},
-                     "sink": {"postgres": {"secretRef": {"name": secret}, "table": table},
-                              "primaryKey": ["customer_id"]},
-                     "deletionPolicy": "Delete"}}
 
 
 def select_only_role(dsn: str, pg: dict[str, Any], table: str) -> str:
@@ -63,18 +42,6 @@ def select_only_role(dsn: str, pg: dict[str, Any], table: str) -> str:
         conn.execute(f'GRANT SELECT ON public."{table}" TO {role}')
     return (f"host={pg['host']} port={pg['port']} dbname={pg['database']} user={role} "
             f"password={password}")
-
-
-def orders_backlog(stack: Any, core: client.CoreV1Api, namespace: str, count: int,
-                   seed: int) -> tuple[str, list[dict[str, Any]]]:
-    """A fresh 3-partition topic holding `count` order events, and the namespace's sink
-    Secret; returns the topic and the events."""
-    topic = f"orders-{uuid.uuid4().hex[:8]}"
-    replay.create_topic(stack.kafka_bootstrap, topic, 3)
-    backlog = replay.make_orders(count, seed=seed)
-    replay.produce(stack.kafka_bootstrap, topic, backlog)
-    replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
-    return topic, backlog
 
 
 def results_file(stack: Any, name: str) -> Path:

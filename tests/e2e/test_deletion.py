@@ -14,21 +14,12 @@ from typing import Any
 
 import pytest
 from e2e_operator import second_namespace
-from e2e_views import (
-    G,
-    LiveProducer,
-    P,
-    V,
-    ViewHandle,
-    ledger_rows,
-    sink_relations,
-    wait_alias_equals,
-)
+from e2e_views import G, P, V, ViewHandle, ledger_rows, sink_relations, view_body, wait_alias_equals
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_day_one import view_body
 
 from dvstack import replay
+from dvstack.traffic import LiveProducer
 from dvstack.waiting import wait_for
 
 SECRET_FINALIZER = "derivedviews.io/sink-secret"  # written out: the test's own expectation

@@ -17,10 +17,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_views import G, LiveProducer, P, V, ViewHandle
+from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
 from dvstack import replay
+from dvstack.traffic import LiveProducer
 from dvstack.waiting import wait_for
 
 MESSAGE_LIMIT = 1024  # written out: the test's own expectation of a condition's length

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_views import AliasReader, G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from dvstack import replay
+from dvstack.traffic import AliasReader, LiveProducer
 from dvstack.waiting import wait_for
 
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "

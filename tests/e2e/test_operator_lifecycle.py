@@ -17,20 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_views import (
-    AliasReader,
-    G,
-    LiveProducer,
-    P,
-    V,
-    ViewHandle,
-    alias_rows,
-    expected_rows,
-    parse_time,
-)
+from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows, parse_time
 from kubernetes import client
 
 from dvstack import replay
+from dvstack.traffic import AliasReader, LiveProducer
 from dvstack.waiting import wait_for
 
 SQL = {

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 from e2e_operator import operator_env, watched
-from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from e2e_views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
 from kubernetes import client
-from test_day_one import orders_backlog, view_body
 
 from dvstack.cli import apply_crds
 from dvstack.processes import free_port
+from dvstack.traffic import LiveProducer
 from dvstack.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,10 +20,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_views import G, LiveProducer, P, V, ViewHandle, wait_alias_equals
+from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from dvstack import replay
+from dvstack.traffic import LiveProducer
 from dvstack.waiting import wait_for
 from tenancy_attempts import ADMISSION, MISSING_SECRET, SQL, Attempt
 

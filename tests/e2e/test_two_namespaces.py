@@ -19,19 +19,20 @@ import psycopg
 from e2e_operator import second_namespace
 from e2e_views import (
     G,
-    LiveProducer,
     P,
     V,
     ViewHandle,
     ledger_rows,
+    orders_backlog,
     sink_relations,
+    view_body,
     wait_alias_equals,
 )
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from test_day_one import orders_backlog, view_body
 
 from dvstack import replay
+from dvstack.traffic import LiveProducer
 from dvstack.waiting import wait_for
 
 REFUSALS = ("IndexOwnedByAnotherView", "SinkTableClaimed")

@@ -8,21 +8,16 @@ merged into the table of docs/reliability.md.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from faults_support import OperatorProcess, results_dir
+from reliability_table import write_from
 
-E2E = Path(__file__).resolve().parents[1] / "e2e"
-sys.path.insert(0, str(E2E))  # the e2e helpers (views, producer, checkpoints) are shared
-
-from faults_support import OperatorProcess, results_dir  # noqa: E402
-from reliability_table import write_from  # noqa: E402
-
-from dvstack import replay  # noqa: E402
-from dvstack.cli import apply_crds  # noqa: E402
+from dvstack import replay
+from dvstack.cli import apply_crds
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = Path(__file__).resolve().parent

@@ -12,10 +12,9 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
 from derived_views.failpoints import BEFORE_SWITCH_ENV
 from dvjob.failpoints import BEFORE_COMMIT_CONF
 from dvstack import replay
-from dvstack.traffic import READER_PAUSE, Background
+from dvstack.traffic import AliasReader
 from dvstack.waiting import TimedOut, wait_for
 
 RATE = 20  # records/s during every scenario (a 2-core machine shared with other jobs)
@@ -122,42 +121,6 @@ class OperatorProcess:
 
     def release_switch(self) -> None:
         Path(f"{self.hook_file}.release").write_text("")
-
-
-@dataclass
-class ReconnectingReader(Background):
-    """Reads the alias in a loop on its own connection; every failed query is an error.
-
-    Unlike the e2e AliasReader it reconnects (with a pause) after a failure, so it keeps
-    witnessing when the database itself restarts.
-    """
-
-    dsn: str
-    table: str
-    errors: list[str] = field(default_factory=list)
-    queries: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def _run(self) -> None:
-        conn: psycopg.Connection[Any] | None = None
-        while not self._stop.is_set():
-            try:
-                if conn is None:
-                    conn = psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None,
-                                           connect_timeout=5)
-                conn.execute(f'SELECT customer_id, orders FROM "{self.table}" LIMIT 1').fetchall()
-            except psycopg.Error as exc:
-                self.errors.append(repr(exc))
-                if conn is not None:
-                    conn.close()
-                    conn = None
-                self._stop.wait(0.5)  # retry pace after a failure, not a synchronisation
-            self.queries += 1
-            self._stop.wait(READER_PAUSE)
-        if conn is not None:
-            conn.close()
-
 
 
 @dataclass
@@ -334,7 +297,7 @@ class Scene:
     table: str
     backlog: list[dict[str, Any]]
     producer: Any
-    reader: ReconnectingReader
+    reader: AliasReader
     views: Migrations
 
     @classmethod
@@ -359,7 +322,7 @@ class Scene:
         except BaseException:
             producer.stop()
             raise
-        reader = ReconnectingReader(stack.pg_dsn, table).start()
+        reader = AliasReader(stack.pg_dsn, table).start()
         return cls(stack, core, custom, namespace, table, backlog, producer, reader, views)
 
     def stop_traffic(self) -> list[dict[str, Any]]:

@@ -6,16 +6,21 @@ idempotent when carried out: replanning after a partial run repeats at most
 the steps that did not land. Order within a plan:
 
     RecordIntent, AddFinalizer, SwitchAlias, DeleteSparkApplication,
-    CreateSparkApplication, DropAlias, DropIndex, UpdateStatus, EmitEvent...,
-    RemoveFinalizer
+    CreateSparkApplication, DropAlias, DropIndex, UpdateStatus, upkeep (TakeChecks,
+    SubmitChecks or ForgetChecks, PruneLedger), EmitEvent..., RemoveFinalizer
+
+Upkeep is neither in the intent nor an effect: it repeats harmlessly on every pass that
+plans it, and a pass that stops before it loses nothing a later pass does not redo.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from derived_views.api.status import DerivedViewStatus, Intent
+from derived_views.api.status import CheckRun, DerivedViewStatus, Intent
+from derived_views.core.checks import CheckRequest
 
 
 @dataclass(frozen=True)
@@ -131,9 +136,45 @@ class EmitEvent:
     type: Literal["Normal", "Warning"] = "Normal"
 
 
+@dataclass(frozen=True)
+class SubmitChecks:
+    """Queue a run of the candidate's cutover checks on the operator's check runner (off the
+    pass threads), dated `at`: the pass that saw the gate holding. The planner plans it only
+    when none of the view's runs is queued or measuring."""
+
+    request: CheckRequest
+    at: dt.datetime
+
+
+@dataclass(frozen=True)
+class TakeChecks:
+    """The finished run this pass recorded in status: log it, count its failing checks, and
+    clear it from the check runner (after the status that records it)."""
+
+    revision: str
+    run: CheckRun
+
+
+@dataclass(frozen=True)
+class ForgetChecks:
+    """The view's checks are not due (paused, deleted, switched, the gate broke): drop its run
+    from the check runner (a run measuring is dropped when it finishes)."""
+
+
+@dataclass(frozen=True)
+class PruneLedger:
+    """Cut the sink's ledger to what resuming and the rate read, as this pass's observation
+    found it (SinkSession.prune_ledger): the observation itself writes nothing."""
+
+
+Upkeep = SubmitChecks | TakeChecks | ForgetChecks | PruneLedger
+
+UPKEEP = (SubmitChecks, TakeChecks, ForgetChecks, PruneLedger)
+"""Actions kept out of the intent: they repeat harmlessly on every pass that plans them."""
+
 Action = (RecordIntent | AddFinalizer | RemoveFinalizer | CreateSparkApplication
           | DeleteSparkApplication | SwitchAlias | DropAlias | DropIndex | UpdateStatus | EmitEvent
-          | HoldSecret | ReleaseSecret)
+          | HoldSecret | ReleaseSecret | SubmitChecks | TakeChecks | ForgetChecks | PruneLedger)
 
 EFFECTS = (AddFinalizer, RemoveFinalizer, CreateSparkApplication, DeleteSparkApplication,
            SwitchAlias, DropAlias, DropIndex, HoldSecret, ReleaseSecret)
@@ -161,6 +202,14 @@ def describe(action: Action) -> str:
             return f"hold Secret {name} until the view's cleanup is done"
         case ReleaseSecret(name=name):
             return f"release Secret {name}"
+        case SubmitChecks(request=request):
+            return f"run the cutover checks of revision {request.revision}"
+        case TakeChecks(revision=rev):
+            return f"take the cutover checks' run of revision {rev}"
+        case ForgetChecks():
+            return "forget the cutover checks' run"
+        case PruneLedger():
+            return "prune the sink's ledger"
         case RecordIntent():
             return "record intent"
         case UpdateStatus():

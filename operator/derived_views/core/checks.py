@@ -6,8 +6,9 @@ once the gate holds, the shell runs the checks the spec names against the candid
 index (this module says when, and what), an adapter measures, and this module judges
 the measurements; the planner switches only on a passing run made while the gate held.
 
-Pure: the shell asks `due` each pass, hands the adapter the `CheckRequest`, and gives
-`judge` what the adapter measured.
+Pure: the planner asks `due` each pass and plans a run of the `CheckRequest` (the shell
+queues it on its check runner, an adapter measures); the shell gives `judge` what the
+adapter measured, and a later pass's planner takes the judged run (`Held`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from derived_views.api.spec import (
     ACTIVE_PLACEHOLDER,
@@ -35,7 +36,6 @@ from derived_views.api.status import (
 )
 from derived_views.core import reasons
 from derived_views.core.check_sql import check_sql_problem
-from derived_views.core.observed import ViewObserved
 from derived_views.core.revision import revision_of
 from derived_views.core.times import seconds_between
 
@@ -109,17 +109,39 @@ class CheckRequest:
         return self.active_index is not None and self.same_key
 
 
-def due(spec: DerivedViewSpec, status: DerivedViewStatus, view: ViewObserved,
-        now: dt.datetime) -> CheckRequest | None:
+def same_request(a: CheckRequest, b: CheckRequest) -> bool:
+    """The same checks of the same tables (the budget is the runner's, not the request's)."""
+    return replace(a, budget_seconds=None) == replace(b, budget_seconds=None)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished run as the check runner holds it until a pass takes it: what was asked,
+    and its judged results (dated when it was submitted)."""
+
+    request: CheckRequest
+    run: CheckRun
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the operator's check runner holds for a view, as a pass reads it."""
+
+    finished: Finished | None = None
+    in_flight: bool = False
+    """A run of the view is queued or measuring: no second one is submitted."""
+
+
+def due(spec: DerivedViewSpec, status: DerivedViewStatus, now: dt.datetime, *,
+        stopped: bool) -> CheckRequest | None:
     """The checks to run this pass: the spec's candidate has held its lag gate (as the last
     pass recorded) and has no run of these checks since, or its run is intervalSeconds old.
-    None while the view is paused or deleted: no query reaches the sink then."""
-    paused = view.paused or view.deletion_timestamp is not None
+    None while the view is `stopped` (paused or deleted): no query reaches the sink then."""
     checks = checks_of(spec)
     revision = revision_of(spec)
     active = status.active
     record = status.record(revision)
-    if (checks is None or paused or record is None or record.phase != Phase.CaughtUp
+    if (checks is None or stopped or record is None or record.phase != Phase.CaughtUp
             or record.caught_up_since is None or (active and active.revision == revision)):
         return None
     active_index = active.index if active is not None else None

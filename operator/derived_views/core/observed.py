@@ -18,8 +18,9 @@ from typing import Any
 
 from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL, is_paused
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import CheckRun, DerivedViewStatus
+from derived_views.api.status import DerivedViewStatus
 from derived_views.core import naming
+from derived_views.core.checks import Held
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.revision import revision_of
 from derived_views.core.times import parse_timestamp
@@ -206,8 +207,9 @@ class Observed:
     driver_pods: Mapping[str, DriverObserved] = field(default_factory=dict)
     """Driver pods of this view's jobs by revision, whether or not their SparkApplication still
     exists: a new SparkApplication must wait until the previous one's driver pod is gone."""
-    checks_run: tuple[str, CheckRun] | None = None
-    """(revision, run) when this pass ran the candidate's cutover checks (core.checks.due)."""
+    checks: Held = field(default_factory=Held)
+    """The view's cutover checks as the operator's check runner holds them: a finished run
+    no pass has taken yet, and whether one is queued or measuring."""
 
 
 # Helpers for the shell ----------------------------------------------------------------------

@@ -25,7 +25,8 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.kafka_connection import KafkaCluster, client_settings
-from derived_views.reconcile import Deps, _end_offsets
+from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.observe import end_offsets
 from dvstack.waiting import wait_for
 
 
@@ -205,14 +206,14 @@ def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
     deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
                 config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"))
     view = (namespace, "v")
-    got = _end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), view,
+    got = end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), view,
                        deps)
     assert (got.ends, got.reason) == ({(a, 0): 1, (a, 1): 2, (a, 2): 3}, None)
-    got = _end_offsets(_view_spec(s["bootstrap"], a, "absent"), DerivedViewStatus(), view, deps)
+    got = end_offsets(_view_spec(s["bootstrap"], a, "absent"), DerivedViewStatus(), view, deps)
     assert (got.ends, got.reason) == (None, "KafkaSecretMissing")
     assert got.message == f"Kafka secret {namespace}/absent not found"
     # The default tenancy policy: a Secret its owner has not labelled for views is not used.
-    got = _end_offsets(_view_spec(s["bootstrap"], a, "not-for-views"), DerivedViewStatus(), view,
+    got = end_offsets(_view_spec(s["bootstrap"], a, "not-for-views"), DerivedViewStatus(), view,
                        deps)
     assert (got.ends, got.reason) == (None, "SecretNotLabelled")
     assert "kubectl label secret" in (got.message or "")

@@ -28,7 +28,8 @@ from derived_views.core import actions as A
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
-from derived_views.reconcile import Deps, reconcile
+from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
 from dvstack.waiting import wait_for
 

@@ -10,6 +10,20 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from dvjob.sink_postgres import Connect
+
+
+@pytest.fixture
+def connect(stack: Any) -> Connect:
+    """Connections to the stack's PostgreSQL, as the job's sink opens them (its `dsn` too:
+    the sink's executors connect with it)."""
+    dsn: str = stack.pg_dsn
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(dsn)
+    connect.dsn = dsn  # type: ignore[attr-defined]
+    return connect
+
 
 @pytest.fixture
 def schema(stack: Any) -> Iterator[str]:

@@ -1,4 +1,5 @@
-"""spark-submit of the project's job against the stack, as the integration tests run it."""
+"""spark-submit of the project's job against the stack, as the integration tests run it, and
+what those tests feed it and read back."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import psycopg
+from confluent_kafka import Producer
+from psycopg import sql
 
 JOB = Path(__file__).resolve().parents[3] / "spark_templates" / "derived_view_job.py"
 
@@ -23,3 +28,33 @@ def submit(stack: Any, config: dict[str, Any], timeout: float) -> subprocess.Com
         [spark_submit, "--master", "local[1]", "--jars", ",".join(stack.spark_jars),
          "--conf", "spark.ui.enabled=false", str(JOB), "--config-json", json.dumps(config)],
         env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[str, str | None]]) -> None:
+    """Keyed records to partition 0, in order; None is a tombstone."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for key, value in records:
+        producer.produce(topic, key=key.encode(),
+                         value=None if value is None else value.encode(), partition=0)
+    assert producer.flush(30) == 0
+
+
+def run_job(stack: Any, *, topic: str, schema: str, fmt: str, row_ddl: str, sql_text: str,
+            key: list[str], checkpoint: Path, revision: str = "r1") -> subprocess.CompletedProcess[str]:
+    config = {
+        "view": "it/job", "revision": revision,
+        "source": {"bootstrapServers": stack.kafka_bootstrap, "topics": [topic], "format": fmt,
+                   "schema": row_ddl, "kafkaOptions": {}},
+        "transform": {"sql": sql_text},
+        "sink": {"table": f"mirror__{revision}", "schema": schema, "primaryKey": key,
+                 "ledgerTable": "dv_ledger"},
+        "checkpointLocation": str(checkpoint),
+        "trigger": {"availableNow": True},
+    }
+    return submit(stack, config, timeout=600)
+
+
+def rows(stack: Any, schema: str, table: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(stack.pg_dsn) as conn:
+        return [tuple(r) for r in conn.execute(
+            sql.SQL("SELECT * FROM {} ORDER BY 1").format(sql.Identifier(schema, table)))]

@@ -18,14 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-SPARK_TEMPLATES = Path(__file__).resolve().parents[3] / "spark_templates"
-if str(SPARK_TEMPLATES) not in sys.path:
-    sys.path.insert(0, str(SPARK_TEMPLATES))
-
-from opensearchpy import OpenSearch  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql.types import (  # noqa: E402
+from opensearchpy import OpenSearch
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     DateType,
@@ -36,10 +31,10 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 
-from dvjob.batch_writer import BatchWriter  # noqa: E402
-from dvjob.errors import NullKeyError  # noqa: E402
-from dvjob.integrity import IndexLostError  # noqa: E402
-from dvjob.sink_opensearch import (  # noqa: E402
+from dvjob.batch_writer import BatchWriter
+from dvjob.errors import NullKeyError
+from dvjob.integrity import IndexLostError
+from dvjob.sink_opensearch import (
     BulkRefusedError,
     ForeignIndexError,
     IndexMappingMismatchError,
@@ -47,8 +42,8 @@ from dvjob.sink_opensearch import (  # noqa: E402
     LedgerMismatchError,
     OpenSearchSink,
 )
-from dvjob.sink_opensearch_mapping import index_body  # noqa: E402
-from dvjob.sink_schema import SinkColumn, TableLayout, table_layout  # noqa: E402
+from dvjob.sink_opensearch_mapping import index_body
+from dvjob.sink_schema import SinkColumn, TableLayout, table_layout
 
 pytestmark = pytest.mark.integration
 

@@ -8,19 +8,17 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from chart_render import Render, RenderError
 
 from dvstack.chart import CHART
 from dvstack.helm import helm_binary
 from dvstack.settings import load
-
-Render = Callable[..., list[dict[str, Any]]]
-RenderError = Callable[..., str]
 
 
 @pytest.fixture(scope="session")

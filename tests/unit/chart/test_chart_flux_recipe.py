@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from chart_render import Render
 
-from conftest import Render
 from derived_views.core import conditions
 from dvstack import spark_crd
 

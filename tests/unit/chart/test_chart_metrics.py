@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import Render, RenderError
+from chart_render import Render, RenderError
+
 from derived_views.metrics import Metrics
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "charts" / "derived-views" / "dashboards" \

@@ -21,6 +21,10 @@ SQL_V2 = "SELECT customer_id, sum(amount) AS revenue FROM events GROUP BY custom
 SQL_V3 = "SELECT customer_id, max(amount) AS biggest FROM events GROUP BY customer_id"
 SQLS = (SQL_V1, SQL_V2, SQL_V3)
 
+# Revisions of spec_body(SQL_V1 / SQL_V2 / SQL_V3), checked in test_revision.
+R1, R2, R3 = "71250ff800", "5d31ce3608", "1146c643c6"
+I1, I2, I3 = (f"orders_by_customer__{r}" for r in (R1, R2, R3))
+
 BASE: dict[str, Any] = {
     "source": {
         "kafka": {"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-creds"}},

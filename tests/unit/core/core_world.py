@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from core_samples import NAMESPACE, T0, UID, VIEW, make_config
+from core_samples import I1, NAMESPACE, SQL_V1, T0, UID, VIEW, make_config, spec_body
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
@@ -391,3 +391,20 @@ class World:
 
     def event_reasons(self) -> list[str]:
         return [e.reason for e in self.events]
+
+
+def served_world(**world_options: object) -> World:
+    """A view whose first revision (SQL_V1) serves, 40 seconds after creation."""
+    world = World(spec_body(SQL_V1), **world_options)  # type: ignore[arg-type]
+    world.settle(ticks=8)
+    assert world.alias == I1
+    return world
+
+
+def run_until(world: World, predicate: object, ticks: int = 60, growth: int = 0) -> None:
+    for _ in range(ticks):
+        world.reconcile()
+        if predicate(world):  # type: ignore[operator]
+            return
+        world.tick(growth=growth)
+    raise AssertionError("condition not reached")

@@ -6,38 +6,11 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-HERE = Path(__file__).resolve().parent
-SPARK_TEMPLATES = HERE.parents[2] / "spark_templates"
-for path in (SPARK_TEMPLATES, HERE):  # the job's package; the sample transform module
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.sql.types import (  # noqa: E402
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
-
-# The columns Spark's Kafka source produces (headers off).
-KAFKA_SOURCE_SCHEMA = StructType([
-    StructField("key", BinaryType()), StructField("value", BinaryType()),
-    StructField("topic", StringType()), StructField("partition", IntegerType()),
-    StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-    StructField("timestampType", IntegerType()),
-])
-
-KafkaRecord = tuple[str | None, str | None, int, int]
-"""(key, value JSON or None for a tombstone, partition, offset) of topic `orders`."""
+from kafka_records import KAFKA_SOURCE_SCHEMA, KafkaRecord
+from pyspark.sql import DataFrame, SparkSession
 
 
 @pytest.fixture(scope="session")

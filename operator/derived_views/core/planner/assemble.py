@@ -1,5 +1,5 @@
 """The one place a pass ends: the status (summary, verdicts, lag history) and the actions
-(intent, effects, status, events, finalizer) built from the context and the finished draft.
+(intent, effects, status, upkeep, events, finalizer) built from the context and the finished draft.
 
 The effects come in a fixed order, after the intent that lists them; the status goes last
 but for the events and a removed finalizer, so a restarted operator replans from the same
@@ -127,6 +127,7 @@ def assemble(ctx: Context, draft: Draft, deleting: bool) -> list[Action]:
         patch["intent"] = None  # RecordIntent wrote one; this pass has carried it out
     if patch and not draft.finalizers_removed:
         actions.append(UpdateStatus(status, patch))
+    actions.extend(draft.upkeep)
     actions.extend(draft.events)
     actions.extend(draft.finalizers_removed)
     return actions

@@ -67,6 +67,11 @@ class Context:
     the view is created (a running one is left alone: the policy gates what starts)."""
     check_refusal: tuple[str, str] | None
     """A check's SQL the policy refuses: the candidate builds, but is never promoted on it."""
+    checks_due: checks.CheckRequest | None
+    """The candidate's cutover checks this pass wants measured (core.checks.due), if any."""
+    checks_taken: checks.Finished | None
+    """The check runner's finished run of exactly `checks_due`: the one this pass records.
+    A finished run of other checks or tables speaks for nothing and is forgotten."""
 
     def index(self, revision: str) -> str:
         return naming.index_table(self.base, revision)
@@ -136,6 +141,9 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
     foreign = ownership.foreign_indexes(sink, view)
     index_of_active = naming.index_table(base, active) if active else None
     checkpoint_base = spec.spark.checkpoint_base
+    due = checks.due(spec, observed.status, now,
+                     stopped=view.paused or view.deletion_timestamp is not None)
+    finished = observed.checks.finished
     return Context(
         spec=spec, obs=observed, now=now, cfg=observed.config, view=view, sink=sink,
         apps=observed.spark_applications, desired=desired, recorded_active=active, base=base,
@@ -155,4 +163,7 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
         spec_refusal=check_spec(spec),
         policy_refusal=tenancy_refusal(spec, observed),
         check_refusal=checks.refused_assertion(spec, naming.index_table(base, desired),
-                                               index_of_active))
+                                               index_of_active),
+        checks_due=due,
+        checks_taken=(finished if finished is not None and due is not None
+                      and checks.same_request(finished.request, due) else None))

@@ -23,6 +23,7 @@ from derived_views.core.actions import (
     ReleaseSecret,
     RemoveFinalizer,
     SwitchAlias,
+    Upkeep,
 )
 from derived_views.core.job_state import Judgement
 from derived_views.core.observed import SwitchBlocker
@@ -63,6 +64,8 @@ class Draft:
     drops: list[DropIndex] = field(default_factory=list)
     secret_holds: list[HoldSecret | ReleaseSecret] = field(default_factory=list)
     finalizers_removed: list[RemoveFinalizer] = field(default_factory=list)
+    upkeep: list[Upkeep] = field(default_factory=list)
+    """After the status, outside the intent (core.actions.UPKEEP)."""
     events: list[EmitEvent] = field(default_factory=list)
     cutover: tuple[str, str | None] | None = None
     """(to, from) of the switch this plan makes."""

@@ -82,13 +82,13 @@ def progress_desired(ctx: Context, draft: Draft) -> None:
 
 
 def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
-    """Record this pass's run of the candidate's checks; one event when the outcome (or
-    which checks fail) changes, not one per run."""
-    taken = ctx.obs.checks_run
-    if taken is None or taken[0] != revision:
+    """Record the finished run of the candidate's checks this pass takes (Context.checks_taken);
+    one event when the outcome (or which checks fail) changes, not one per run."""
+    taken = ctx.checks_taken
+    if taken is None or taken.request.revision != revision:
         return
     record = draft.records[revision]
-    run = taken[1]
+    run = taken.run
     before = checks.shown_run(ctx.spec, record.checks, record.caught_up_since,
                               record.started_at)
     draft.set(revision, checks=run)

@@ -22,6 +22,7 @@ from derived_views.core.planner import (
     phases_deleting,
     phases_served,
     phases_start,
+    phases_upkeep,
 )
 from derived_views.core.planner.assemble import assemble
 from derived_views.core.planner.context import Context
@@ -54,18 +55,21 @@ def case_of(ctx: Context) -> Case:
     return Case.PAUSED if ctx.paused else Case.NORMAL
 
 
+_UPKEEP: tuple[PlanPhase, ...] = (phases_upkeep.check_runs, phases_upkeep.prune_ledger)
+
 _KEEP_GOING: tuple[PlanPhase, ...] = (
     phases_candidate.progress_desired,
     phases_served.maintain_active,
     phases_served.retire_and_tear_down,
     phases_served.prune,
+    *_UPKEEP,
 )
 
 PHASES: dict[Case, tuple[PlanPhase, ...]] = {
     Case.RELEASED: (),
-    Case.DELETING: (phases_deleting.delete,),
-    Case.CLAIMED: (phases_served.stop_all_jobs,),
-    Case.FOREIGN_INDEX: (phases_served.stop_jobs_on_foreign_indexes,),
+    Case.DELETING: (phases_deleting.delete, phases_upkeep.check_runs),
+    Case.CLAIMED: (phases_served.stop_all_jobs, *_UPKEEP),
+    Case.FOREIGN_INDEX: (phases_served.stop_jobs_on_foreign_indexes, *_UPKEEP),
     Case.PAUSED: (phases_cutover.resume_cutover, *_KEEP_GOING),
     Case.NORMAL: (
         phases_cutover.resume_cutover,

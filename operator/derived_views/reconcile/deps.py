@@ -1,0 +1,39 @@
+"""What a pass is handed (Deps: the adapters, the settings, the metrics, the check runner,
+the failpoints) and what it notes as it goes (PassRecord, for metrics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from derived_views.adapters.kafka_offsets import EndOffsetsCache
+from derived_views.adapters.kube import Kube
+from derived_views.adapters.sink_contract import SinkPools
+from derived_views.api.status import DerivedViewStatus
+from derived_views.check_runner import CheckRunner
+from derived_views.core.installation import OperatorConfig
+from derived_views.core.kafka_connection import SourceOffsets
+from derived_views.failpoints import Failpoints
+from derived_views.metrics import Metrics
+
+
+@dataclass
+class Deps:
+    kube: Kube
+    offsets: EndOffsetsCache
+    config: OperatorConfig
+    metrics: Metrics = field(default_factory=Metrics)
+    sink_pools: SinkPools = field(default_factory=SinkPools)
+    check_runner: CheckRunner = field(default_factory=CheckRunner)
+    """Runs cutover checks off the pass threads (check_runner)."""
+    failpoints: Failpoints = field(default_factory=Failpoints)
+    """Where a fault test may hold the pass (all off unless the environment armed them)."""
+
+@dataclass
+class PassRecord:
+    """What one pass did that metrics care about; filled in as it goes."""
+
+    stage: str = "observe"
+    index_rows: dict[str, int] = field(default_factory=dict)
+    status: DerivedViewStatus | None = None
+    switched: bool = False
+    source: SourceOffsets | None = None

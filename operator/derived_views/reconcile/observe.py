@@ -1,0 +1,208 @@
+"""Observe: everything the planner needs, read and nothing written (the view's jobs, its sink
+through a session left open for the actions, its Secrets' labels, its topics' end
+offsets, what the check runner holds for it)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from derived_views.adapters.kafka_offsets import OffsetsUnavailable
+from derived_views.adapters.kube import Kube, SecretMissing
+from derived_views.adapters.sink import open_session
+from derived_views.adapters.sink_contract import SinkSecretInvalid, SinkSession, SinkUnavailable
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
+from derived_views.core import reasons
+from derived_views.core.cadence import ViewKey
+from derived_views.core.job_state import KNOWN_STATES
+from derived_views.core.kafka_connection import (
+    KafkaCluster,
+    KafkaSecretInvalid,
+    SourceOffsets,
+    client_settings,
+)
+from derived_views.core.observed import (
+    DriverObserved,
+    Observed,
+    SinkObserved,
+    SparkApplicationObserved,
+    drivers_by_revision,
+    revisions_to_observe,
+    spark_application_from_object,
+    status_from_object,
+    topics_to_observe,
+    view_from_object,
+    with_drivers,
+)
+from derived_views.core.offsets_freshness import committed_beyond, decides_gate
+from derived_views.core.tenancy import cluster_refusal, secrets_of
+from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
+
+log = logging.getLogger("derived_views")
+
+
+@dataclass(frozen=True)
+class SinkReading:
+    """The sink's session and observation, or why there are none this time."""
+
+    session: SinkSession | None = None
+    observed: SinkObserved | None = None
+    problem: tuple[str, str] | None = None
+    index_rows: dict[str, int] = field(default_factory=dict)
+    """Rows per index, for metrics."""
+
+def sink_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
+          secrets: PassSecrets, *, dropping: bool) -> SinkReading:
+    """Connect to the sink and observe it; a problem (reason, message) when it cannot.
+    `dropping`: the view is being deleted with deletionPolicy Delete."""
+    ns, name = key
+    secret = spec.sink.secret_ref.name
+    try:
+        data = secrets.secret_data(ns, secret)
+        session = open_session(spec, data, deps.config, deps.sink_pools)
+    except SecretNotLabelled as exc:
+        return SinkReading(problem=(reasons.SECRET_NOT_LABELLED, str(exc)))
+    except SecretMissing as exc:
+        keys = ("url, optionally username and password" if spec.sink.kind == "opensearch"
+                else "host, port, database, user, password")
+        return SinkReading(problem=(reasons.SECRET_MISSING, f"sink {exc}: create it (keys {keys}) or "
+                                    f"fix spec.sink.{spec.sink.kind}.secretRef"))
+    except SinkSecretInvalid as exc:
+        return SinkReading(problem=(reasons.SINK_SECRET_INVALID, f"secret {ns}/{secret}: {exc}"))
+    except SinkUnavailable as exc:
+        log.warning("%s/%s: sink unavailable: %s", ns, name, exc)
+        return SinkReading(problem=(reasons.SINK_UNREACHABLE, str(exc)))
+    try:
+        observation = session.observe(spec, status, dropping=dropping)
+    except BaseException:
+        session.close()  # a query that failed after connecting must not leak the connection
+        raise
+    return SinkReading(session=session, observed=observation.observed,
+                       index_rows=dict(observation.index_rows))
+
+def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecrets
+                  ) -> KafkaCluster:
+    """The view's Kafka connection, with the credentials of its Secret if it names one.
+
+    Raises SecretMissing (no such Secret) or KafkaSecretInvalid (unusable data).
+    """
+    kafka = spec.source.kafka
+    if kafka.secret_ref is None:
+        return KafkaCluster.of(kafka.bootstrap_servers)
+    secret = kafka.secret_ref.name
+    data = kube.secret_data(namespace, secret)
+    return KafkaCluster.of(kafka.bootstrap_servers,
+                           client_settings(data, secret=f"secret {namespace}/{secret}"))
+
+def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
+                 deps: Deps, secrets: PassSecrets | None = None, *,
+                 not_before: float | None = None) -> SourceOffsets:
+    """End offsets of the topics the view needs, fetched no earlier than `not_before`
+    (the offsets cache's clock, `deps.offsets.now()`) when given."""
+    ns = key[0]
+    where = "/".join(key)
+    topics = frozenset(topics_to_observe(spec, status))
+    refused = cluster_refusal(spec, deps.config.tenancy, ns)
+    if refused is not None:  # the operator does not connect there either, Secret or not
+        return SourceOffsets(None, reason=refused.reason, message=refused.message)
+    try:
+        cluster = kafka_cluster(spec, ns, secrets or PassSecrets(deps.kube, ns,
+                                                                 deps.config.tenancy))
+    except SecretNotLabelled as exc:
+        log.warning("%s: end offsets unknown: Kafka %s", where, exc)
+        return SourceOffsets(None, reason=reasons.SECRET_NOT_LABELLED, message=f"Kafka {exc}")
+    except SecretMissing as exc:
+        log.warning("%s: end offsets unknown: Kafka %s", where, exc)
+        return SourceOffsets(None, reason=reasons.KAFKA_SECRET_MISSING, message=f"Kafka {exc}")
+    except KafkaSecretInvalid as exc:
+        log.warning("%s: end offsets unknown: %s", where, exc)
+        return SourceOffsets(None, reason=reasons.KAFKA_SECRET_INVALID, message=str(exc))
+    deps.offsets.register(cluster, topics)
+    try:
+        reading = deps.offsets.get(cluster, not_before=not_before)
+    except OffsetsUnavailable as exc:
+        log.warning("%s: end offsets unavailable: %s", where, exc)
+        return SourceOffsets(None, reason=reasons.KAFKA_UNAVAILABLE, message=str(exc), cluster=cluster,
+                             topics=topics)
+    ends, missing = reading.of(topics)
+    if missing:
+        message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
+        log.warning("%s: %s", where, message)
+        return SourceOffsets(ends, missing, reason=reasons.TOPIC_MISSING, message=message,
+                             cluster=cluster, topics=topics)
+    return SourceOffsets(ends, cluster=cluster, topics=topics)
+
+def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps
+          ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
+    """The view's SparkApplications and driver pods by revision: two list calls."""
+    ns, name = key
+    apps = {}
+    for obj in deps.kube.spark_applications(ns, name):
+        observed_app = spark_application_from_object(obj)
+        if observed_app is not None:
+            apps[observed_app.revision] = observed_app
+            if observed_app.state not in KNOWN_STATES:
+                log.warning("%s/%s: SparkApplication %s is in state %r, which this operator "
+                            "does not know; treating it as not running", ns, name,
+                            observed_app.name, observed_app.state)
+    drivers = drivers_by_revision(deps.kube.driver_pods(ns, name), name, apps,
+                                  revisions_to_observe(spec, status))
+    return with_drivers(apps, drivers), drivers
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything one pass read, before anything is planned or done. `session` is the
+    sink's connection for the actions (None: the sink could not be observed); `close`
+    gives it back."""
+
+    observed: Observed
+    session: SinkSession | None
+    source: SourceOffsets
+    index_rows: dict[str, int]
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
+            key: ViewKey | None = None) -> Observation:
+    """Read everything the planner needs: the view's jobs, its sink (through a session left
+    open for the actions), its Secrets' labels, its topics' end offsets and what the check
+    runner holds for the view (a finished run, or one in flight). Writes nothing to the
+    view, its jobs, its sink or the runner. The caller closes the observation."""
+    meta = body["metadata"]
+    key = key or (meta["namespace"], meta["name"])
+    status = status_from_object(body)
+    apps, drivers = _jobs(spec, status, key, deps)
+    # Ledger first, end offsets after: read the other way round, records arriving in between
+    # would be committed but not yet counted at the end, so a busy topic could read as caught
+    # up (or, with a committed offset above a stale end, as reset). A pass that may decide a
+    # gate needs a fetch started after its ledger read (passes that overlap share one); the
+    # others take the cluster's latest reading (one fetch per cluster per poll for all idle
+    # views) and fetch again only when a committed offset is above it.
+    ledger_read = deps.offsets.now()
+    secrets = PassSecrets(deps.kube, key[0], deps.config.tenancy)
+    sink = sink_reading(spec, status, key, deps, secrets,
+                 dropping=bool(meta.get("deletionTimestamp")) and spec.deletion_policy == "Delete")
+    try:
+        fresh = decides_gate(spec, status)
+        offsets = end_offsets(spec, status, key, deps, secrets,
+                               not_before=ledger_read if fresh else None)
+        if not fresh and committed_beyond(sink.observed, offsets.ends):
+            offsets = end_offsets(spec, status, key, deps, secrets, not_before=ledger_read)
+        observed = Observed(view=view_from_object(body), status=status,
+                            checks=deps.check_runner.held(key),
+                            secret_labels=secrets.labels(secrets_of(spec)),
+                            config=deps.config, spark_applications=apps, driver_pods=drivers,
+                            sink=sink.observed, sink_problem=sink.problem,
+                            end_offsets=offsets.ends, missing_topics=offsets.missing,
+                            source_problem=offsets.problem())
+    except BaseException:
+        if sink.session is not None:
+            sink.session.close()
+        raise
+    return Observation(observed=observed, session=sink.session, source=offsets,
+                       index_rows=sink.index_rows)

@@ -1,0 +1,100 @@
+"""The job itself (spark-submit, availableNow) from a real Kafka topic into real PostgreSQL.
+
+Covers what only a whole run shows: Debezium change events mirrored into an
+index (upserts, deletes by `before`, tombstones by key), an unmappable event
+failing the run with a line naming the record, and a checkpoint that outlived
+its index being moved aside so the revision replays from offset 0.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from job_submit import produce, rows, run_job
+from psycopg import sql
+
+from dvstack import replay
+
+pytestmark = pytest.mark.integration
+
+MIRROR_SQL = "SELECT id, name, _debezium_deleted AS _dv_deleted FROM events"
+
+
+def change(op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
+           wrapped: bool = False) -> str:
+    event = {"before": before, "after": after, "op": op, "ts_ms": 1}
+    return json.dumps({"schema": {"type": "struct"}, "payload": event} if wrapped else event)
+
+
+def test_debezium_events_mirror_the_table(stack: Any, schema: str, tmp_path: Path) -> None:
+    topic = f"dbz-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    produce(stack.kafka_bootstrap, topic, [
+        ('{"id":1}', change("r", None, {"id": 1, "name": "ada"})),
+        ('{"id":2}', change("r", None, {"id": 2, "name": "bob"})),
+        ('{"id":3}', change("c", None, {"id": 3, "name": "cy"}, wrapped=True)),
+        ('{"id":1}', change("u", {"id": 1, "name": "ada"}, {"id": 1, "name": "ada l."})),
+        ('{"id":2}', change("d", {"id": 2, "name": None}, None)),
+        ('{"id":2}', None),
+        ('{"id":3}', None),                      # a tombstone alone deletes by key too
+        ('{"id":4}', change("c", None, {"id": 4, "name": "dee"})),
+        ('{"id":4}', change("d", {"id": 4, "name": "dee"}, None)),
+        ('{"id":4}', change("c", None, {"id": 4, "name": "dee again"})),
+    ])
+    done = run_job(stack, topic=topic, schema=schema, fmt="debezium", row_ddl="id INT, name STRING",
+                   sql_text=MIRROR_SQL, key=["id"], checkpoint=tmp_path / "ckpt")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert rows(stack, schema, "mirror__r1") == [(1, "ada l."), (4, "dee again")]
+
+
+def test_an_unmappable_op_fails_the_run_naming_the_record(stack: Any, schema: str,
+                                                          tmp_path: Path) -> None:
+    topic = f"dbz-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    produce(stack.kafka_bootstrap, topic, [
+        ('{"id":1}', change("c", None, {"id": 1, "name": "ada"})),
+        ('{"id":1}', json.dumps({"op": "t", "ts_ms": 2})),
+    ])
+    failed = run_job(stack, topic=topic, schema=schema, fmt="debezium",
+                     row_ddl="id INT, name STRING", sql_text=MIRROR_SQL, key=["id"],
+                     checkpoint=tmp_path / "ckpt")
+    assert failed.returncode == 1
+    last = [line for line in failed.stdout.splitlines() if line.startswith("dvjob: error:")]
+    assert last and f"refused record {topic}/0@1: Debezium op 't'" in last[-1]
+    # the batch failed as a whole: nothing before the bad record was written either
+    assert rows(stack, schema, "mirror__r1") == []
+
+
+def test_a_checkpoint_that_outlived_its_index_is_moved_aside(stack: Any, schema: str,
+                                                             tmp_path: Path) -> None:
+    topic = f"json-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    produce(stack.kafka_bootstrap, topic, [(f"k{i}", json.dumps({"id": i, "name": f"n{i}"}))
+                                           for i in range(1, 6)])
+    checkpoint = tmp_path / "ckpt"
+    kwargs: dict[str, Any] = dict(topic=topic, schema=schema, fmt="json",
+                                  row_ddl="id INT, name STRING",
+                                  sql_text="SELECT id, name FROM events", key=["id"],
+                                  checkpoint=checkpoint)
+    first = run_job(stack, **kwargs)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert len(rows(stack, schema, "mirror__r1")) == 5
+    # The database loses the index and its ledger rows; the checkpoint survives.
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, "mirror__r1")))
+        conn.execute(sql.SQL("DELETE FROM {} WHERE revision = 'r1'").format(
+            sql.Identifier(schema, "dv_ledger")))
+    second = run_job(stack, **kwargs)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "has committed batches but the ledger has none for revision r1" in second.stdout
+    assert [r[0] for r in rows(stack, schema, "mirror__r1")] == [1, 2, 3, 4, 5]
+    assert [p.name.startswith("ckpt.stale-") for p in tmp_path.iterdir()].count(True) == 1
+    # A third run resumes the fresh checkpoint normally: nothing moved, nothing duplicated.
+    third = run_job(stack, **kwargs)
+    assert third.returncode == 0 and "moved it" not in third.stdout
+    assert [p.name.startswith("ckpt.stale-") for p in tmp_path.iterdir()].count(True) == 1
