@@ -27,7 +27,7 @@ from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
 from derived_views.failpoints import BEFORE_SWITCH_ENV
 from dvjob.failpoints import BEFORE_COMMIT_CONF
 from dvstack import replay
-from dvstack.traffic import AliasReader
+from dvstack.traffic import AliasReader, LiveProducer
 from dvstack.waiting import TimedOut, wait_for
 
 RATE = 20  # records/s during every scenario (a 2-core machine shared with other jobs)
@@ -303,8 +303,6 @@ class Scene:
     @classmethod
     def start(cls, stack: Any, kube_api_client: Any, namespace: str, seed: int,
               spark_conf: dict[str, str] | None = None) -> Scene:
-        from e2e_views import LiveProducer
-
         core = client.CoreV1Api(kube_api_client)
         custom = client.CustomObjectsApi(kube_api_client)
         topic, backlog = seeded_topic(stack, core, namespace, seed)
