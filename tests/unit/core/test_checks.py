@@ -19,6 +19,7 @@ from core_samples import (
     make_config,
     make_spec,
 )
+from hand_observed import record
 from pydantic import ValidationError
 
 from derived_views.api.spec import DerivedViewSpec
@@ -56,13 +57,6 @@ def spec_with(checks_body: dict[str, Any] | None, sql: str = SQL_V2) -> DerivedV
 V1 = revision_of(make_spec(SQL_V1))
 V2 = revision_of(spec_with(CHECKS))
 I1, I2 = f"orders_by_customer__{V1}", f"orders_by_customer__{V2}"
-
-
-def record(revision: str, phase: str, **extra: Any) -> dict[str, Any]:
-    return {"revision": revision, "index": f"orders_by_customer__{revision}", "phase": phase,
-            "since": "2026-03-01T11:58:00Z", "sparkApplication": f"{VIEW}-{revision}",
-            "checkpointLocation": f"s3a://checkpoints/dv/shop/{VIEW}/{revision}",
-            "startedAt": "2026-03-01T11:58:00Z", "generation": 1, **extra}
 
 
 def migrating(run: dict[str, Any] | None = None, *, caught_up: str = "2026-03-01T11:59:00Z",
