@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from derived_views.adapters import checkpoints as ckpt
@@ -15,6 +14,7 @@ from derived_views.adapters.sink import open_session
 from derived_views.adapters.sink_contract import SinkSession
 from derived_views.api.constants import SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
+from derived_views.check_runner import Found, Measure
 from derived_views.core import actions as A
 from derived_views.core import checks
 from derived_views.core.cadence import ViewKey
@@ -36,6 +36,7 @@ def act(actions: list[A.Action], body: dict[str, Any], key: ViewKey, deps: Deps,
             released = _act(action, body, key, deps, sink, record) or released
     return released
 
+
 def _upkeep(action: A.Upkeep, key: ViewKey, deps: Deps, sink: SinkSession | None,
             spec: DerivedViewSpec) -> None:
     ns, name = key
@@ -56,14 +57,14 @@ def _upkeep(action: A.Upkeep, key: ViewKey, deps: Deps, sink: SinkSession | None
             raise RuntimeError(f"{ns}/{name}: {A.describe(action)} planned without the sink")
         sink.prune_ledger()
 
-def _measure(spec: DerivedViewSpec, namespace: str, deps: Deps) -> Callable[
-        [checks.CheckRequest], dict[str, tuple[checks.Measurement, float]]]:
+
+def _measure(spec: DerivedViewSpec, namespace: str, deps: Deps) -> Measure:
     """How the check runner measures a run of this view: it reads the sink Secret and connects
     on its own (the pass's connection is given back when the pass ends), through the same
     tenancy check as the pass."""
     secret = spec.sink.secret_ref.name
 
-    def measure(req: checks.CheckRequest) -> dict[str, tuple[checks.Measurement, float]]:
+    def measure(req: checks.CheckRequest) -> Found:
         data = PassSecrets(deps.kube, namespace, deps.config.tenancy).secret_data(namespace,
                                                                                   secret)
         session = open_session(spec, data, deps.config, deps.sink_pools)
@@ -73,6 +74,7 @@ def _measure(spec: DerivedViewSpec, namespace: str, deps: Deps) -> Callable[
             session.close()
 
     return measure
+
 
 def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
          sink: SinkSession | None, record: PassRecord) -> bool:
@@ -105,6 +107,7 @@ def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
         emit(body, action, key, deps)
     return False
 
+
 def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, name: str,
                  deps: Deps, sink: SinkSession, record: PassRecord) -> None:
     if isinstance(action, A.SwitchAlias):
@@ -119,6 +122,7 @@ def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, nam
     else:
         sink.drop_index(action.schema, action.index, action.revision,
                         owner_uid=action.owner_uid)
+
 
 def emit(body: dict[str, Any], action: A.EmitEvent, key: ViewKey, deps: Deps) -> None:
     """Post the event; warnings go to the log too. An event that cannot be posted never

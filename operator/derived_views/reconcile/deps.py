@@ -28,6 +28,7 @@ class Deps:
     failpoints: Failpoints = field(default_factory=Failpoints)
     """Where a fault test may hold the pass (all off unless the environment armed them)."""
 
+
 @dataclass
 class PassRecord:
     """What one pass did that metrics care about; filled in as it goes."""

@@ -54,6 +54,7 @@ class SinkReading:
     index_rows: dict[str, int] = field(default_factory=dict)
     """Rows per index, for metrics."""
 
+
 def sink_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
           secrets: PassSecrets, *, dropping: bool) -> SinkReading:
     """Connect to the sink and observe it; a problem (reason, message) when it cannot.
@@ -83,6 +84,7 @@ def sink_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     return SinkReading(session=session, observed=observation.observed,
                        index_rows=dict(observation.index_rows))
 
+
 def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecrets
                   ) -> KafkaCluster:
     """The view's Kafka connection, with the credentials of its Secret if it names one.
@@ -96,6 +98,7 @@ def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecret
     data = kube.secret_data(namespace, secret)
     return KafkaCluster.of(kafka.bootstrap_servers,
                            client_settings(data, secret=f"secret {namespace}/{secret}"))
+
 
 def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
                  deps: Deps, secrets: PassSecrets | None = None, *,
@@ -135,6 +138,7 @@ def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
                              cluster=cluster, topics=topics)
     return SourceOffsets(ends, cluster=cluster, topics=topics)
 
+
 def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps
           ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
     """The view's SparkApplications and driver pods by revision: two list calls."""
@@ -152,6 +156,7 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
                                   revisions_to_observe(spec, status))
     return with_drivers(apps, drivers), drivers
 
+
 @dataclass(frozen=True)
 class Observation:
     """Everything one pass read, before anything is planned or done. `session` is the
@@ -166,6 +171,7 @@ class Observation:
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
+
 
 def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
             key: ViewKey | None = None) -> Observation:

@@ -33,6 +33,7 @@ log = logging.getLogger("derived_views")
 Planner = Callable[[DerivedViewSpec, Observed, dt.datetime], list[A.Action]]
 """core.plan.plan; a test hands in a judge that raises, to drive the shell's backstop."""
 
+
 @dataclass(frozen=True)
 class PassOutcome:
     """What a pass tells its caller: whether the plan released the view for deletion, and,
@@ -42,11 +43,13 @@ class PassOutcome:
     released: bool
     settled: Seen | None = None
 
+
 def reconcile(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
               planner: Planner = plan) -> bool:
     """One pass for one view; True once the plan has released the view for deletion
     (run_pass, for callers that need only that)."""
     return run_pass(body, deps, now, planner=planner).released
+
 
 def run_pass(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
              planner: Planner = plan) -> PassOutcome:
@@ -77,6 +80,7 @@ def run_pass(body: dict[str, Any], deps: Deps, now: dt.datetime, *,
         deps.metrics.gate_to_switch(ns, name, status)
     return PassOutcome(released=False, settled=_settled_reading(meta, status, record.source))
 
+
 def _settled_reading(meta: dict[str, Any], status: DerivedViewStatus,
                      source: SourceOffsets | None) -> Seen | None:
     """What a view the pass left settled read of its topics (it then waits for its log to
@@ -85,6 +89,7 @@ def _settled_reading(meta: dict[str, Any], status: DerivedViewStatus,
             or not settled(meta, status)):
         return None
     return Seen(source.cluster, source.topics, dict(source.ends), source.missing)
+
 
 def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
                record: PassRecord, *, stand_in: bool = False, planner: Planner = plan) -> bool:
@@ -127,6 +132,7 @@ def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
     finally:
         seen.close()
 
+
 def _stall(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime, reason: str,
            message: str) -> None:
     """Write the Stalled status of a spec that cannot run (core.unjudged, through
@@ -135,6 +141,7 @@ def _stall(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime, rea
     patch = unjudged.stalled_status(body, reason, message, now)
     if patch is not None:
         deps.kube.patch_view_status(*key, patch)
+
 
 def _delete_unjudged(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
                      record: PassRecord, why: str, *, stand_in: bool, planner: Planner) -> bool:
@@ -151,6 +158,7 @@ def _delete_unjudged(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.dat
                                                        exclude_none=True)}
             return _reconcile(neutral, key, deps, now, record, stand_in=True, planner=planner)
     return _release_unread(body, key, deps, why)
+
 
 def _release_unread(body: dict[str, Any], key: ViewKey, deps: Deps, why: str) -> bool:
     """Deletion without a spec: stop the view's jobs (found by their label), release the

@@ -10,6 +10,7 @@ from derived_views.core.tenancy import TenancyPolicy, secret_refusal
 class SecretNotLabelled(SecretMissing):
     """A Secret the tenancy policy keeps views from using; the message says how to allow it."""
 
+
 class PassSecrets:
     """The view's Secrets, each read once per pass; one the policy does not let views use is
     never handed out (the operator does not connect with it either)."""

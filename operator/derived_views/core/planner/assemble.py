@@ -1,5 +1,6 @@
 """The one place a pass ends: the status (summary, verdicts, lag history) and the actions
-(intent, effects, status, upkeep, events, finalizer) built from the context and the finished draft.
+(intent, effects, status, upkeep, events, finalizer) built from the context and the
+finished draft.
 
 The effects come in a fixed order, after the intent that lists them; the status goes last
 but for the events and a removed finalizer, so a restarted operator replans from the same
