@@ -30,6 +30,7 @@ from typing import Any
 import kopf
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsReader
+from derived_views.adapters.kafka_record_times import RecordTimesReader
 from derived_views.adapters.kube import (
     SPARK_GROUP,
     SPARK_PLURAL,
@@ -42,6 +43,7 @@ from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
 from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in
+from derived_views.core.kafka_connection import KafkaCluster
 from derived_views.core.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.failpoints import Failpoints
 from derived_views.heap import keep_trimmed
@@ -64,14 +66,19 @@ def deps() -> Deps:
     global _deps, _settled
     if _deps is None:
         metrics = Metrics()
-        reader = OffsetsReader()
+        reader, times = OffsetsReader(), RecordTimesReader()
+
+        def forget(cluster: KafkaCluster) -> None:  # no view reads the cluster any more
+            reader.forget(cluster)
+            times.forget(cluster)
+
         offsets = EndOffsetsCache(interval=SETTINGS.lag_poll_seconds, fetch=reader,
                                   expire_after=TOPIC_REGISTRATION_SECONDS,
-                                  on_fetch=metrics.offsets_fetched, forget=reader.forget)
+                                  on_fetch=metrics.offsets_fetched, forget=forget)
         _settled = SettledWatch(offsets, _wake, SETTINGS.lag_poll_seconds)
         metrics.count_settled(_settled.count)
         _deps = Deps(kube=Kube(new_api_client()),
-                     offsets=offsets,
+                     offsets=offsets, record_times=times,
                      metrics=metrics,
                      config=operator_config(SETTINGS, load_template(
                          Path(SETTINGS.spark_template) if SETTINGS.spark_template

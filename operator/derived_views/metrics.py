@@ -61,6 +61,8 @@ def view_samples(namespace: str, view: str, status: DerivedViewStatus,
         out.append(Sample("lag_messages", labels, float(lag.messages)))
         if lag.seconds is not None:
             out.append(Sample("lag_seconds", labels, float(lag.seconds)))
+        if lag.eta_seconds is not None:
+            out.append(Sample("lag_eta_seconds", labels, float(lag.eta_seconds)))
     for record in status.revisions:
         if record.phase == Phase.Retired or record.index not in index_rows:
             continue
@@ -97,9 +99,13 @@ class Metrics:
                                   "Messages the revision's index is behind the log (sum over "
                                   "partitions)", REVISION, registry=r),
             "lag_seconds": Gauge("derived_views_lag_seconds",
-                                 "The revision's lag in time: seconds since its last commit "
-                                 "plus the time to drain its lag at its measured commit rate "
-                                 "(0 when caught up)", REVISION, registry=r),
+                                 "The revision's staleness: age of the oldest record not yet "
+                                 "in its index, from its Kafka timestamp (0 when caught up)",
+                                 REVISION, registry=r),
+            "lag_eta_seconds": Gauge("derived_views_lag_eta_seconds",
+                                     "While behind: seconds the revision needs to drain its "
+                                     "lag at its measured commit rate (an estimate)",
+                                     REVISION, registry=r),
             "bad_records": Gauge("derived_views_bad_records",
                                  "Records the revision's job left out under the view's "
                                  "bad-record policy (skipped or dead-lettered; exact, from its "

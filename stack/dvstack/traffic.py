@@ -9,6 +9,7 @@ the caller's own recomputation.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -99,6 +100,68 @@ class AliasReader(Background):
     def first_seen(self, column: str, after: float) -> float | None:
         """When the reader first saw `column` in the alias after time `after`."""
         return next((t for t, cols in self.column_changes if t >= after and column in cols), None)
+
+
+WITNESS_PAUSE = 0.05
+"""Seconds a monotonic witness rests between full reads of the alias (each reads every row)."""
+
+
+@dataclass
+class KeyHistory:
+    """Per key, every value a reader saw, in the order it saw them (repeats folded), and the
+    reads that went back: the record of a monotonic-reads witness."""
+
+    seen: dict[str, list[float]] = field(default_factory=dict)
+    reads: int = 0
+
+    def record(self, rows: list[tuple[Any, Any]]) -> None:
+        for key, value in rows:
+            history = self.seen.setdefault(str(key), [])
+            if not history or history[-1] != float(value):
+                history.append(float(value))
+        self.reads += 1
+
+    def regressions(self) -> dict[str, list[float]]:
+        """Keys whose values went down at some read, with their whole history: for a count
+        per key (more of the key's records in the prefix, a larger count) a value below an
+        earlier one is an older state of the log."""
+        return {key: values for key, values in self.seen.items()
+                if any(b < a for a, b in itertools.pairwise(values))}
+
+
+@dataclass
+class MonotonicWitness(Background):
+    """Reads every (key, value) row of an alias in a loop on its own connection: the witness of
+    monotonic reads across a cutover (`history.regressions()` must stay empty). Errors are
+    recorded and the reader reconnects, as AliasReader does."""
+
+    dsn: str
+    table: str
+    key: str
+    value: str
+    history: KeyHistory = field(default_factory=KeyHistory)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        query = f'SELECT "{self.key}", "{self.value}" FROM "{self.table}"'
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None,
+                                           connect_timeout=5)
+                self.history.record(conn.execute(query).fetchall())
+            except psycopg.Error as exc:
+                self.errors.append(repr(exc))
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                self._stop.wait(RECONNECT_PAUSE)
+            self._stop.wait(WITNESS_PAUSE)
+        if conn is not None:
+            conn.close()
 
 
 @dataclass

@@ -3,11 +3,15 @@ settings, a reader with only SELECT on the alias, a missing Secret and a missing
 
 The operator runs as its own process against the local stack; a producer writes into the
 source topic at a fixed rate for the whole migration, and the index is compared with the
-test's own recomputation of every record it produced.
+test's own recomputation of every record it produced. The first revision must serve only
+once every record older than the gate is in its index (the test reads the records' Kafka
+timestamps itself), and a reader that records every customer's order count must never see
+one go back across the cutover.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -18,11 +22,22 @@ from typing import Any
 
 import psycopg
 import pytest
-from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows, orders_backlog, view_body
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from e2e_views import (
+    G,
+    P,
+    V,
+    ViewHandle,
+    alias_rows,
+    expected_rows,
+    orders_backlog,
+    parse_time,
+    view_body,
+)
 from kubernetes import client
 
 from dvstack import replay
-from dvstack.traffic import AliasReader, LiveProducer
+from dvstack.traffic import AliasReader, LiveProducer, MonotonicWitness
 from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.product_defaults  # the jobs' 1 s trigger included
@@ -44,6 +59,48 @@ def select_only_role(dsn: str, pg: dict[str, Any], table: str) -> str:
             f"password={password}")
 
 
+GATE_SECONDS = 10  # the default maxLagSeconds
+SLACK_SECONDS = 3
+"""The operator's pass reads the ledger a moment before it stamps its time; a batch may land
+in between (1 s trigger), so the batch the test takes as "the index at Ready" can be a second
+or two older than the one the gate read."""
+
+
+def ledger_at(dsn: str, revision: str, at: dt.datetime) -> dict[tuple[str, int], int]:
+    """The committed offsets of `revision`'s newest batch committed by `at`: what its index
+    held then (a batch's rows and ledger row commit together)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT end_offsets FROM public.dv_ledger WHERE revision = %s AND "
+                           "committed_at <= %s ORDER BY batch_id DESC LIMIT 1",
+                           (revision, at)).fetchone()
+    assert row is not None, f"no batch of {revision} committed by {at}"
+    return {(topic, int(p)): int(o) for topic, parts in row[0].items() for p, o in parts.items()}
+
+
+def kafka_time(bootstrap: str, topic: str, partition: int, offset: int) -> dt.datetime | None:
+    """The Kafka timestamp of the record at `offset` (None: no record there), read by the test's
+    own consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "log_level": 0})
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return None
+                raise AssertionError(msg.error())
+            assert msg.offset() == offset
+            return dt.datetime.fromtimestamp(msg.timestamp()[1] / 1000, dt.UTC)
+        raise AssertionError(f"no answer for {topic}/{partition}@{offset}")
+    finally:
+        consumer.close()
+
+
 def results_file(stack: Any, name: str) -> Path:
     results = Path(stack.state_dir) / "results"
     results.mkdir(exist_ok=True)
@@ -62,9 +119,21 @@ def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
             G, V, namespace, P, view_body(namespace, "orders", stack.kafka_bootstrap, topic, table))
         handle = ViewHandle(custom, namespace, "orders")
         v1 = handle.wait_serving_new(None, "v1 to become Ready under live traffic", timeout=600)
+        # Fresh at Ready: the first record the index lacked, on every partition, was younger
+        # than the gate when the pass that made it serve stamped its time.
+        first = handle.status()["lastCutover"]
+        served_at = parse_time(first["switchedAt"])
+        freshness = {}
+        for (t, p), offset in sorted(ledger_at(stack.pg_dsn, v1, served_at).items()):
+            stamp = kafka_time(stack.kafka_bootstrap, t, p, offset)
+            age = None if stamp is None else (served_at - stamp).total_seconds()
+            freshness[f"{t}/{p}"] = {"committed": offset, "oldest_missing_age_s": age}
+            assert age is None or age <= GATE_SECONDS + SLACK_SECONDS, freshness
+        assert first["stalenessSeconds"] <= GATE_SECONDS, first
 
         readers = [AliasReader(stack.pg_dsn, table).start(),
                    AliasReader(select_only_role(stack.pg_dsn, stack.pg, table), table).start()]
+        witness = MonotonicWitness(stack.pg_dsn, table, "customer_id", "orders").start()
         produced_before = producer.count()
         applied = time.monotonic()
         handle.patch({"spec": {"transform": {"sql": SQL_V2}}})
@@ -72,11 +141,17 @@ def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
                                      timeout=900)
         apply_to_switch = time.monotonic() - applied
         produced_during = producer.count() - produced_before
+        witness.stop()
     finally:
         live = producer.stop()
         for reader in readers:
             reader.stop()
     assert producer.failures == []
+    # Monotonic reads: an order count is the number of the customer's records in the prefix of
+    # the log the index holds, so a smaller count read later is an older state.
+    assert witness.errors == [], witness.errors[:3]
+    assert witness.history.reads > 50
+    assert witness.history.regressions() == {}
     assert producer.achieved_rate() >= 200, producer.achieved_rate()
     status = handle.status()
     record = handle.record(v2)
@@ -104,6 +179,11 @@ def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
         "apply_to_switch_seconds": round(apply_to_switch, 1),
         "candidate_start_to_cutover_seconds": round(started_to_switch, 1),
         "gate_held_at": cutover.get("gateHeldAt"), "switched_at": cutover["switchedAt"],
+        "first_serve": {"staleness_seconds": first["stalenessSeconds"],
+                        "lag_messages": first["lagMessages"], "partitions": freshness},
+        "cutover_staleness_seconds": cutover.get("stalenessSeconds"),
+        "cutover_lag_messages": cutover.get("lagMessages"),
+        "witness_reads": witness.history.reads,
         "rows_differing": differing,
         "reader_queries": [r.queries for r in readers],
         "reader_errors": [len(r.errors) for r in readers],
@@ -116,8 +196,6 @@ def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
 
 
 def parse(value: str) -> float:
-    from e2e_views import parse_time
-
     return parse_time(value).timestamp()
 
 

@@ -9,6 +9,7 @@ and revision in `_meta.derived_views`; the alias's owner is the view of the inde
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,16 +20,19 @@ from derived_views.adapters import opensearch_ledger as ledger
 from derived_views.adapters.opensearch_checks import first_line, run_checks
 from derived_views.adapters.opensearch_client import OpenSearchClients, OpenSearchCredentials
 from derived_views.adapters.sink_contract import (
+    CATCH_UP_POLL_SECONDS,
     SinkObservation,
     SinkPools,
     SinkSecretInvalid,
     SinkUnavailable,
+    SwitchDeferred,
 )
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import reasons
 from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.monotonic import Guard
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
@@ -151,7 +155,7 @@ class OpenSearchSession:
         return run_checks(self.client, request)
 
     def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
-                     owner: str) -> None:
+                     owner: str, not_behind: Guard | None = None) -> None:
         current = self._alias_target(alias)
         claimed = self._owner(current) if current else None
         if claimed not in (None, owner):
@@ -162,11 +166,31 @@ class OpenSearchSession:
             return
         if current != from_index:
             raise AliasConflict(f"alias {alias} points at {current!r}, expected {from_index!r}")
+        if not_behind is not None and current is not None:
+            # The ledger documents are written with refresh=wait_for after their batch's rows,
+            # so a search sees every batch whose rows readers can see. OpenSearch has no
+            # transaction to hold the serving job's next batch out of this window (the read
+            # here and the `_aliases` request below): see docs/sinks.md.
+            self._wait_until_level(not_behind)
         actions: list[dict[str, Any]] = []
         if from_index is not None:
             actions.append({"remove": {"index": from_index, "alias": alias, "must_exist": True}})
         actions.append({"add": {"index": to_index, "alias": alias}})
         self.client.transport.perform_request("POST", "/_aliases", body={"actions": actions})
+
+    def _wait_until_level(self, guard: Guard) -> None:
+        """Wait (at most `guard.wait_seconds`) for the candidate's ledger to reach the serving
+        one; SwitchDeferred when it does not."""
+        deadline = time.monotonic() + guard.wait_seconds
+        while True:
+            heads, _bad, _oldest = ledger.read_heads(self.client, self.ledger_index,
+                                                     (guard.active, guard.candidate))
+            gap = guard.gap(heads)
+            if not gap:
+                return
+            if time.monotonic() >= deadline:
+                raise SwitchDeferred(guard.refusal(gap))
+            time.sleep(CATCH_UP_POLL_SECONDS)
 
     def drop_alias(self, scope: str, alias: str) -> None:
         target = self._alias_target(alias)

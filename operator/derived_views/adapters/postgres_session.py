@@ -19,6 +19,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.monotonic import Guard
 from derived_views.core.observed import (
     SinkObserved,
     index_tables_to_observe,
@@ -79,8 +80,9 @@ class PostgresSession:
         return run_checks(self.conn, request, self.check_role)
 
     def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
-                     owner: str) -> None:
-        pg.switch_alias(self.conn, scope, alias, to_index, from_index, owner=owner)
+                     owner: str, not_behind: Guard | None = None) -> None:
+        pg.switch_alias(self.conn, scope, alias, to_index, from_index, owner=owner,
+                        not_behind=not_behind, ledger=self.ledger_table)
 
     def drop_alias(self, scope: str, alias: str) -> None:
         pg.drop_alias(self.conn, scope, alias)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,12 @@ from psycopg import sql
 
 from derived_views.adapters import postgres_alias
 from derived_views.adapters.postgres_alias import SwitchRefused
-from derived_views.adapters.sink_contract import SinkUnavailable
+from derived_views.adapters.sink_contract import (
+    CATCH_UP_POLL_SECONDS,
+    SinkUnavailable,
+    SwitchDeferred,
+)
+from derived_views.core.monotonic import Guard
 from derived_views.core.naming import LEDGER_TABLE
 from derived_views.core.observed import IndexOwner, LedgerPosition, SwitchBlocker
 
@@ -334,7 +340,8 @@ def alias_owner(conn: psycopg.Connection[Any], schema: str, alias: str) -> str |
 
 
 def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_index: str,
-                 expected_from: str | None, *, owner: str, lock_timeout_ms: int = 5000) -> None:
+                 expected_from: str | None, *, owner: str, lock_timeout_ms: int = 5000,
+                 not_behind: Guard | None = None, ledger: str = LEDGER_TABLE) -> None:
     """Point the alias at `to_index` atomically, if it still points at `expected_from`.
 
     Idempotent: if the alias already points at `to_index` nothing changes.
@@ -342,6 +349,12 @@ def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_inde
     an alias recorded for another view is never touched. Grants, owner, options
     and dependents of the alias are kept; SwitchRefused (before any change) says
     why not when they cannot be.
+
+    With `not_behind` (core.monotonic), the serving index is locked in SHARE mode first:
+    readers go on, but its job cannot commit a batch (its rows and its ledger row are one
+    transaction) until this one ends, so the ledger heads read next are the ones readers see
+    until the alias moves. A candidate behind the serving index raises SwitchDeferred, as
+    does a serving job that holds its index past the lock timeout.
     """
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{lock_timeout_ms}ms")))
@@ -354,12 +367,36 @@ def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_inde
         if current not in (expected_from, to_index):
             raise AliasConflict(f"alias {schema}.{alias} points at {current!r}, "
                                 f"expected {expected_from!r}")
+        if current != to_index and not_behind is not None and current is not None:
+            _hold_and_compare(conn, schema, current, not_behind, ledger)
         if current != to_index:
             plan = postgres_alias.plan_switch(conn, schema, alias, to_index)
             postgres_alias.define(conn, schema, alias, to_index, plan)
         conn.execute(sql.SQL("COMMENT ON VIEW {}.{} IS {}").format(
             sql.Identifier(schema), sql.Identifier(alias),
             sql.Literal(f"derivedviews.io owner={owner}; serving index {to_index}")))
+
+
+def _hold_and_compare(conn: psycopg.Connection[Any], schema: str, serving: str, guard: Guard,
+                      ledger: str) -> None:
+    """Lock the serving index against its job's commits, then wait (at most
+    `guard.wait_seconds`) for the candidate's ledger to reach the serving one: each statement
+    of this READ COMMITTED transaction sees every batch committed before it, and the
+    candidate's job goes on committing meanwhile."""
+    try:
+        conn.execute(sql.SQL("LOCK TABLE {}.{} IN SHARE MODE").format(
+            sql.Identifier(schema), sql.Identifier(serving)))
+    except psycopg.errors.LockNotAvailable:
+        raise SwitchDeferred(f"the serving index {schema}.{serving} stayed locked by a writer "
+                             "past the lock timeout; the switch waits for a later pass") from None
+    deadline = time.monotonic() + guard.wait_seconds
+    while True:
+        gap = guard.gap(ledger_positions(conn, schema, (guard.active, guard.candidate), ledger))
+        if not gap:
+            return
+        if time.monotonic() >= deadline:
+            raise SwitchDeferred(guard.refusal(gap))
+        time.sleep(CATCH_UP_POLL_SECONDS)
 
 
 def drop_alias(conn: psycopg.Connection[Any], schema: str, alias: str) -> None:

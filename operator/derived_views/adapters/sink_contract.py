@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement
+from derived_views.core.monotonic import Guard
 from derived_views.core.observed import SinkObserved
 
 
@@ -26,6 +27,15 @@ class SinkUnavailable(Exception):
 
 class SinkSecretInvalid(ValueError):
     """The sink Secret's data cannot make a connection (missing or malformed keys)."""
+
+
+CATCH_UP_POLL_SECONDS = 0.1
+"""How often a switch waiting for the candidate to reach the serving ledger reads it again."""
+
+
+class SwitchDeferred(Exception):
+    """The switch would take readers back in time (core.monotonic), or the active's writes
+    could not be held long enough to tell: nothing changed; a later pass tries again."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +65,11 @@ class SinkSession(Protocol):
         """Each cutover check's measurement and seconds; a check that cannot run says why."""
 
     def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
-                     owner: str) -> None:
+                     owner: str, not_behind: Guard | None = None) -> None:
         """Point the alias at `to_index` atomically if it still points at `from_index`;
-        idempotent; never touches an alias recorded for another `owner`."""
+        idempotent; never touches an alias recorded for another `owner`. With `not_behind`,
+        raises SwitchDeferred instead when the candidate's ledger is behind the active's, read
+        where the active cannot commit in between."""
 
     def drop_alias(self, scope: str, alias: str) -> None:
         """Remove the alias (absent: nothing to do)."""

@@ -464,9 +464,10 @@ class CutoverChecks(ApiModel):
 class Cutover(ApiModel):
     """When readers switch to a new revision. Policy only: not part of the revision.
 
-    The gate holds while the candidate is within `maxLagMessages` of the log OR within
-    `maxLagSeconds` of it in time, so it holds on a topic that keeps receiving records
-    (where the lag in messages is rarely 0 twice in a row).
+    The gate holds while the candidate is within `maxLagMessages` of the log OR its oldest
+    missing record is at most `maxLagSeconds` old (staleness), so it holds on a topic that
+    keeps receiving records (where the lag in messages is rarely 0 twice in a row) and never
+    on a backlog of old records.
     """
 
     model_config = ConfigDict(json_schema_extra=cel((CUTOVER_RULE, CUTOVER_MESSAGE),
@@ -477,9 +478,12 @@ class Cutover(ApiModel):
                           "index) is at or under this, or ...")] = 0
     max_lag_seconds: Annotated[int, Field(
         ge=0, le=86400,
-        description="... its lag in time is at or under this many seconds: the time it needs to "
-                    "drain its remaining messages at its measured commit rate, plus the time "
-                    "since its last commit. 0 gates on messages alone.")] = 10
+        description="... its staleness is at or under this many seconds: the oldest record "
+                    "not yet in its index (by Kafka timestamp) is at most this old, so readers "
+                    "see every record older than this. Producer-set timestamps in the past "
+                    "hold the gate until those records are in; ones far ahead of the "
+                    "operator's clock make staleness unknown (the message gate still holds). "
+                    "0 gates on messages alone.")] = 10
     stable_for_seconds: Annotated[int, Field(
         ge=0, le=86400, description="The gate must hold continuously for this many seconds.")
                                   ] = 10

@@ -70,10 +70,15 @@ class Lag(StatusModel):
         ge=0, description="Sum over partitions of the topic end offset minus the offset "
                           "committed in the index.")]
     seconds: Annotated[int | None, Field(
-        ge=0, description="Lag in time: 0 when caught up; otherwise the seconds since the index "
-                          "last committed a batch plus the seconds it needs to drain `messages` "
-                          "at its measured commit rate (absent until a rate is measured).")
+        ge=0, description="Staleness: the age in seconds of the oldest record not yet in the "
+                          "index (from its Kafka timestamp; the largest over partitions); 0 "
+                          "when caught up; absent when a timestamp cannot be read or lies "
+                          "ahead of the operator's clock. The cutover gate reads this.")
                        ] = None
+    eta_seconds: Annotated[int | None, Field(
+        ge=0, description="While behind: the seconds the index needs to drain `messages` at "
+                          "its measured commit rate (absent until a rate is measured). An "
+                          "estimate for people, never the gate.")] = None
     since_commit_seconds: Annotated[int | None, Field(
         ge=0, description="While behind: seconds since the index last committed a batch "
                           "(absent before the first batch).")] = None
@@ -271,6 +276,12 @@ class CutoverRecord(StatusModel):
                     "absent for a rollback, which needs no gate).")] = None
     switched_at: Annotated[AwareDatetime, Field(
         description="When the pass that switched the alias observed the view.")]
+    staleness_seconds: Annotated[int | None, Field(
+        ge=0, description="The new revision's staleness as that pass read it (the age of the "
+                          "oldest record not yet in its index; absent when unknown or for a "
+                          "switch finished by a later pass).")] = None
+    lag_messages: Annotated[int | None, Field(
+        ge=0, description="The new revision's lag in messages as that pass read it.")] = None
 
 
 class Condition(StatusModel):

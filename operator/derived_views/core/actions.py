@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from derived_views.api.status import CheckRun, DerivedViewStatus, Intent
 from derived_views.core.checks import CheckRequest
+from derived_views.core.monotonic import Guard
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ class SwitchAlias:
     alias: str
     to_index: str
     from_index: str | None
+    not_behind: Guard | None = None
+    """Checked again in the same step, with the active's writes held (core.monotonic): the
+    candidate has committed at least as far as the active; otherwise nothing changes."""
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ was deleted and recreated (or truncated): `reset_partitions` finds those,
 and such a revision is never caught up.
 
 Lag in time is what the gate needs on a topic that keeps receiving records,
-where the lag in messages is rarely 0 on two readings in a row: the seconds
-since the index last committed plus the seconds it needs to drain the
-remaining messages at its measured commit rate. A job that stops committing
-falls behind in time at once, whatever its rate was.
+where the lag in messages is rarely 0 on two readings in a row: the staleness
+of the index (core.staleness), the age of the oldest record it lacks. A job
+that stops committing grows stale as fast as the clock, whatever its rate was.
+The time to drain the rest at the measured commit rate is an ETA for people.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping
 from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag
 from derived_views.core.observed import LedgerPosition, TopicPartition
+from derived_views.core.staleness import RecordTimes, staleness
 from derived_views.core.times import seconds_between
 
 
@@ -64,16 +65,17 @@ def reset_partitions(end_offsets: Mapping[TopicPartition, int], topics: Collecti
 
 
 def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
-                position: LedgerPosition | None, now: dt.datetime) -> Lag | None:
+                position: LedgerPosition | None, now: dt.datetime,
+                times: RecordTimes | None = None) -> Lag | None:
     """Lag of one revision reading `topics`, given the log's ends and its ledger head.
 
     None (unknown) when a topic has no partition among `end_offsets`: a topic
     that could not be described must not look caught up. A reset partition
     (see `reset_partitions`) counts 0 here; callers check resets separately.
 
-    `seconds` is 0 when nothing is behind, else the time since the newest commit
-    (or since `now` before any) plus the drain time at the measured rate; None
-    while no rate can be measured. `sinceCommitSeconds` is the first term.
+    `seconds` is the staleness read from `times` (core.staleness): 0 when nothing is
+    behind, None when a partition behind has no readable time. `etaSeconds` drains the
+    messages at the measured rate; `sinceCommitSeconds` is the time since the newest commit.
     """
     known_topics = {topic for topic, _ in end_offsets}
     if any(topic not in known_topics for topic in topics):
@@ -81,9 +83,12 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
     committed = position.end_offsets if position is not None else {}
     partitions: dict[str, int] = {}
     ends: dict[str, int] = {}
+    behind: dict[TopicPartition, int] = {}
     for tp in sorted(tp for tp in end_offsets if tp[0] in topics):
         partitions[partition_key(tp)] = max(end_offsets[tp] - committed.get(tp, 0), 0)
         ends[partition_key(tp)] = end_offsets[tp]
+        if partitions[partition_key(tp)]:
+            behind[tp] = committed.get(tp, 0)
     messages = sum(partitions.values())
     if messages == 0:
         return Lag(messages=0, seconds=0, partitions=partitions, end_offsets=ends)
@@ -91,11 +96,9 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
     if position is not None and position.committed_at is not None:
         since_commit = max(seconds_between(position.committed_at, now), 0)
     rate = commit_rate(position)
-    seconds = None
-    if since_commit is not None and rate:
-        seconds = since_commit + math.ceil(messages / rate)
-    return Lag(messages=messages, seconds=seconds, since_commit_seconds=since_commit,
-               partitions=partitions, end_offsets=ends)
+    return Lag(messages=messages, seconds=staleness(behind, times or {}, now),
+               eta_seconds=math.ceil(messages / rate) if rate else None,
+               since_commit_seconds=since_commit, partitions=partitions, end_offsets=ends)
 
 
 def within_gate(lag: Lag | None, cutover: Cutover) -> bool:

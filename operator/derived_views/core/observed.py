@@ -195,6 +195,10 @@ class Observed:
     sink: SinkObserved | None = None
     end_offsets: Mapping[TopicPartition, int] | None = None
     """High watermark of every partition of `topics_to_observe`, read after the ledger."""
+    record_times: Mapping[tuple[TopicPartition, int], dt.datetime | None] = field(
+        default_factory=dict)
+    """Kafka timestamps of the records at the ledger's committed offsets, for staleness
+    (core.staleness.RecordTimes: read after the end offsets, for `wanted_offsets`)."""
     missing_topics: frozenset[str] = frozenset()
     """Topics of `topics_to_observe` the Kafka cluster says do not exist."""
     source_problem: tuple[str, str] | None = None
@@ -207,6 +211,9 @@ class Observed:
     driver_pods: Mapping[str, DriverObserved] = field(default_factory=dict)
     """Driver pods of this view's jobs by revision, whether or not their SparkApplication still
     exists: a new SparkApplication must wait until the previous one's driver pod is gone."""
+    switch_deferred: tuple[str, str] | None = None
+    """(revision, why) when the sink deferred a switch to `revision` since the last pass
+    (core.monotonic: the candidate stayed behind the serving index)."""
     checks: Held = field(default_factory=Held)
     """The view's cutover checks as the operator's check runner holds them: a finished run
     no pass has taken yet, and whether one is queued or measuring."""

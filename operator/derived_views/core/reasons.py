@@ -32,6 +32,9 @@ CAUGHT_UP: Final = "CaughtUp"
 """Reconciling: the candidate is within the gate, not yet stable for long enough."""
 CHECKING: Final = "Checking"
 """Reconciling: the gate holds and the cutover checks run (or wait to)."""
+BEHIND_ACTIVE: Final = "BehindActive"
+"""Reconciling: the sink deferred the switch: the candidate stayed behind the serving index
+on a partition, and switching would take readers back in time (core.monotonic)."""
 
 # --- lag (CaughtUp) ---------------------------------------------------------------------
 LAG_WITHIN_GATE: Final = "LagWithinGate"

@@ -11,7 +11,7 @@ from typing import Any
 from derived_views.adapters import checkpoints as ckpt
 from derived_views.adapters.kube import EventRefused
 from derived_views.adapters.sink import open_session
-from derived_views.adapters.sink_contract import SinkSession
+from derived_views.adapters.sink_contract import SinkSession, SwitchDeferred
 from derived_views.api.constants import SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.check_runner import Found, Measure
@@ -32,8 +32,17 @@ def act(actions: list[A.Action], body: dict[str, Any], key: ViewKey, deps: Deps,
     for action in actions:
         if isinstance(action, A.UPKEEP):
             _upkeep(action, key, deps, sink, spec)
-        else:
+            continue
+        try:
             released = _act(action, body, key, deps, sink, record) or released
+        except SwitchDeferred as deferred:
+            # Not a failure: the candidate is behind the serving index where the switch
+            # happens (core.monotonic). Nothing after the switch may be written (the status
+            # would say it happened); the next pass observes again and holds or switches.
+            log.info("%s/%s: cutover deferred: %s", *key, deferred)
+            if isinstance(action, A.SwitchAlias) and action.not_behind is not None:
+                deps.deferrals.note(key, action.not_behind.candidate, str(deferred))
+            break
     return released
 
 
@@ -114,7 +123,7 @@ def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, nam
         deps.failpoints.before_switch.hold()
         started = time.perf_counter()
         sink.switch_alias(action.schema, action.alias, action.to_index, action.from_index,
-                          owner=f"{ns}/{name}")
+                          owner=f"{ns}/{name}", not_behind=action.not_behind)
         deps.metrics.cutover(ns, name, time.perf_counter() - started)
         record.switched = True
     elif isinstance(action, A.DropAlias):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
+from derived_views.adapters.kafka_record_times import RecordTimesReader
 from derived_views.adapters.kube import Kube
 from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.status import DerivedViewStatus
@@ -14,6 +15,7 @@ from derived_views.core.installation import OperatorConfig
 from derived_views.core.kafka_connection import SourceOffsets
 from derived_views.failpoints import Failpoints
 from derived_views.metrics import Metrics
+from derived_views.switch_deferrals import SwitchDeferrals
 
 
 @dataclass
@@ -27,6 +29,10 @@ class Deps:
     """Runs cutover checks off the pass threads (check_runner)."""
     failpoints: Failpoints = field(default_factory=Failpoints)
     """Where a fault test may hold the pass (all off unless the environment armed them)."""
+    deferrals: SwitchDeferrals = field(default_factory=SwitchDeferrals)
+    """Switches the sink deferred, for the view's next observation (switch_deferrals)."""
+    record_times: RecordTimesReader = field(default_factory=RecordTimesReader)
+    """Kafka timestamps at the indexes' committed offsets, for staleness (cached)."""
 
 
 @dataclass

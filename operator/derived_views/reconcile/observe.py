@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from derived_views.adapters.kafka_offsets import OffsetsUnavailable
+from derived_views.adapters.kafka_record_times import RecordTimesUnavailable
 from derived_views.adapters.kube import Kube, SecretMissing
 from derived_views.adapters.sink import open_session
 from derived_views.adapters.sink_contract import SinkSecretInvalid, SinkSession, SinkUnavailable
@@ -25,6 +26,7 @@ from derived_views.core.kafka_connection import (
 )
 from derived_views.core.observed import (
     DriverObserved,
+    LedgerPosition,
     Observed,
     SinkObserved,
     SparkApplicationObserved,
@@ -37,6 +39,7 @@ from derived_views.core.observed import (
     with_drivers,
 )
 from derived_views.core.offsets_freshness import committed_beyond, decides_gate
+from derived_views.core.staleness import RecordTimes, wanted_offsets
 from derived_views.core.tenancy import cluster_refusal, secrets_of
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
@@ -139,6 +142,25 @@ def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     return SourceOffsets(ends, cluster=cluster, topics=topics)
 
 
+def record_times(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
+                 offsets: SourceOffsets, sink: SinkObserved | None) -> RecordTimes:
+    """Timestamps of the records at the observed revisions' committed offsets, read after the
+    end offsets (core.staleness); empty (staleness unknown) when they cannot be read."""
+    if sink is None or offsets.ends is None or offsets.cluster is None:
+        return {}
+    positions: list[LedgerPosition | None] = list(sink.ledger.values())
+    if any(revision not in sink.ledger for revision in revisions_to_observe(spec, status)):
+        positions.append(None)  # a revision without a batch lacks the whole log
+    wanted = wanted_offsets(offsets.ends, positions)
+    if not wanted:
+        return {}
+    try:
+        return deps.record_times(offsets.cluster, wanted)
+    except RecordTimesUnavailable as exc:
+        log.warning("%s: staleness unknown: record times unavailable: %s", "/".join(key), exc)
+        return {}
+
+
 def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps
           ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
     """The view's SparkApplications and driver pods by revision: two list calls."""
@@ -199,12 +221,15 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
                                not_before=ledger_read if fresh else None)
         if not fresh and committed_beyond(sink.observed, offsets.ends):
             offsets = end_offsets(spec, status, key, deps, secrets, not_before=ledger_read)
+        times = record_times(spec, status, key, deps, offsets, sink.observed)
         observed = Observed(view=view_from_object(body), status=status,
                             checks=deps.check_runner.held(key),
+                            switch_deferred=deps.deferrals.take(key),
                             secret_labels=secrets.labels(secrets_of(spec)),
                             config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,
-                            end_offsets=offsets.ends, missing_topics=offsets.missing,
+                            end_offsets=offsets.ends, record_times=times,
+                            missing_topics=offsets.missing,
                             source_problem=offsets.problem())
     except BaseException:
         if sink.session is not None:

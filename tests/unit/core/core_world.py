@@ -145,6 +145,12 @@ class World:
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     delete_lingers: bool = False
     """Deleted SparkApplications stay (deleting) until the next tick, like a slow GC."""
+    deferred: tuple[str, str] | None = None
+    """A switch the sink deferred (candidate behind the serving index), for the next pass."""
+    stamps: dict[tuple[str, int], list[tuple[int, dt.datetime]]] = field(default_factory=dict)
+    """Per partition, (first offset, time) of each run of records that arrived together: the
+    Kafka timestamps staleness is read from (records found at an observation arrived then)."""
+    stamped_end: dict[tuple[str, int], int] = field(default_factory=dict)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Driver pods by name: only those a test puts here (jobs run without pods otherwise). A
     deleted application stays, deleting, while its driver pod exists (foreground deletion)."""
@@ -185,6 +191,24 @@ class World:
                 self.run_batch(app)
         for tp in self.ends:
             self.ends[tp] += self.traffic
+        self.stamp_arrivals()
+
+    def stamp_arrivals(self) -> None:
+        """Records past the last stamped end arrived now; a log below it was recreated now."""
+        for tp, end in self.ends.items():
+            runs = self.stamps.setdefault(tp, [])
+            stamped = self.stamped_end.get(tp, 0)
+            if end < stamped:
+                runs[:] = [(0, self.now)]
+            elif end > stamped:
+                runs.append((stamped, self.now))
+            self.stamped_end[tp] = end
+
+    def record_time(self, tp: tuple[str, int], offset: int) -> dt.datetime | None:
+        """Timestamp of the record at `offset` (None: none there yet)."""
+        if offset >= self.ends[tp]:
+            return None
+        return [at for first, at in self.stamps[tp] if first <= offset][-1]
 
     def start_job(self, app: App) -> None:
         cfg = app.config
@@ -244,6 +268,7 @@ class World:
     # observation --------------------------------------------------------------------------------
 
     def observe(self) -> Observed:
+        self.stamp_arrivals()
         base = self.spec.sink.postgres.table
         sink = None
         if self.sink_up:
@@ -274,10 +299,23 @@ class World:
             config=self.config, spark_applications=apps, sink=sink,
             end_offsets=({tp: end for tp, end in self.ends.items()
                           if tp[0] not in self.missing_topics} if self.kafka_up else None),
+            record_times=self.record_times() if self.kafka_up else {},
+            switch_deferred=self.take_deferred(),
             missing_topics=frozenset(self.missing_topics),
             sink_problem=None if self.sink_up else self.sink_problem,
             secret_labels={n: {SECRET_LABEL: "true"} for n in secrets_of(self.spec)},
             driver_pods=drivers)
+
+    def take_deferred(self) -> tuple[str, str] | None:
+        deferred, self.deferred = self.deferred, None
+        return deferred
+
+    def record_times(self) -> dict[tuple[tuple[str, int], int], dt.datetime | None]:
+        """Times at every ledger head's offsets and at offset 0 (a revision without a batch)."""
+        offsets = {(tp, 0) for tp in self.ends}
+        offsets |= {(tp, pos.get(tp, 0)) for pos, _ in self.ledger.values() for tp in self.ends}
+        return {(tp, offset): self.record_time(tp, offset) for tp, offset in offsets
+                if tp[0] not in self.missing_topics}
 
     def earlier_batch(self, revision: str) -> LedgerPosition | None:
         """The newest batch 30 s or more before the newest, else the first (as the adapter)."""
@@ -322,11 +360,22 @@ class World:
                         self.apps[name].deleting = True
                     else:
                         del self.apps[name]
-            case A.SwitchAlias(to_index=to, from_index=frm):
+            case A.SwitchAlias(to_index=to, from_index=frm, not_behind=guard):
                 if self.alias == to:
                     return
                 if self.alias != frm:
                     raise ActionFailed(f"alias points at {self.alias}, expected {frm}")
+                if guard is not None and guard.active in self.ledger:
+                    # as the sink does, with the serving job's commits held (here the
+                    # candidate commits nothing more meanwhile): refuse a candidate short of
+                    # the serving ledger on a partition it reads, and say so to the next pass
+                    serving = self.ledger[guard.active][0]
+                    mine = self.ledger.get(guard.candidate, ({}, self.now))[0]
+                    short = sorted(f"{t}/{p}" for (t, p), offset in serving.items()
+                                   if (t, p) in guard.partitions and offset > mine.get((t, p), 0))
+                    if short:
+                        self.deferred = (guard.candidate, f"short on {', '.join(short)}")
+                        raise ActionFailed(f"{to} is behind the serving index")
                 if to not in self.tables:
                     raise ActionFailed(f"{to} does not exist")
                 self.alias = to

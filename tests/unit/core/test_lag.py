@@ -58,9 +58,9 @@ def test_an_undescribed_topic_makes_lag_unknown() -> None:
     assert compute_lag(ENDS, ["orders", "refunds"], None, NOW) is None
 
 
-# Lag in time: worked out by hand ------------------------------------------------------------
+# The ETA and the time since the last commit: worked out by hand ----------------------------
 
-def test_lag_in_time_is_time_since_commit_plus_drain_time_at_the_measured_rate() -> None:
+def test_the_eta_drains_the_lag_at_the_measured_rate() -> None:
     # 600 messages committed over the 30 s between the two batches: 20 messages/s.
     earlier = LedgerPosition({("orders", 0): 400, ("orders", 1): 500}, NOW - dt.timedelta(seconds=33))
     position = LedgerPosition({("orders", 0): 1000, ("orders", 1): 500},
@@ -69,23 +69,25 @@ def test_lag_in_time_is_time_since_commit_plus_drain_time_at_the_measured_rate()
     lag = compute_lag(ends, ["orders"], position, NOW)
     assert lag is not None
     assert lag.messages == 110
-    # 3 s since the last commit + ceil(110 / 20) = 6 s to drain
-    assert (lag.since_commit_seconds, lag.seconds) == (3, 9)
+    # ceil(110 / 20) = 6 s to drain, 3 s since the last commit; no record times: no staleness
+    assert (lag.eta_seconds, lag.since_commit_seconds, lag.seconds) == (6, 3, None)
 
 
-def test_a_job_that_stops_committing_falls_behind_in_time_whatever_its_rate() -> None:
+def test_a_job_that_stops_committing_grows_stale_whatever_its_rate() -> None:
     earlier = LedgerPosition({("orders", 0): 0}, NOW - dt.timedelta(seconds=130))
     position = LedgerPosition({("orders", 0): 100_000}, NOW - dt.timedelta(seconds=100),
                               earlier=earlier)
-    lag = compute_lag({("orders", 0): 100_001}, ["orders"], position, NOW)
-    assert lag is not None and lag.seconds == 101
+    # the one record it lacks arrived right after its last commit
+    times = {(("orders", 0), 100_000): NOW - dt.timedelta(seconds=99)}
+    lag = compute_lag({("orders", 0): 100_001}, ["orders"], position, NOW, times)
+    assert lag is not None and (lag.seconds, lag.eta_seconds) == (99, 1)
 
 
-def test_no_progress_between_batches_leaves_time_lag_unknown() -> None:
+def test_no_progress_between_batches_leaves_the_eta_unknown() -> None:
     earlier = LedgerPosition({("orders", 0): 10}, NOW - dt.timedelta(seconds=40))
     position = LedgerPosition({("orders", 0): 10}, NOW, earlier=earlier)
     lag = compute_lag({("orders", 0): 20}, ["orders"], position, NOW)
-    assert lag is not None and lag.seconds is None
+    assert lag is not None and lag.eta_seconds is None
 
 
 def test_commit_rate_counts_only_forward_movement() -> None:

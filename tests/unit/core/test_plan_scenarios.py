@@ -7,6 +7,7 @@ test_revision's independently computed values).
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 
@@ -15,6 +16,8 @@ from core_samples import I1, I2, I3, R1, R2, R3, SQL_V1, SQL_V2, SQL_V3, T0, spe
 from core_world import World, run_until, served_world
 
 from derived_views.core import actions as A
+from derived_views.core.monotonic import Guard
+from derived_views.core.plan import plan
 
 APP1, APP2, APP3 = (f"orders-by-customer-{r}" for r in (R1, R2, R3))
 CKPT = "s3a://checkpoints/dv/shop/orders-by-customer"
@@ -179,7 +182,8 @@ def test_lag_above_the_gate_resets_caught_up_since() -> None:
     assert switched == restarted + dt.timedelta(seconds=10)
 
 
-def test_max_lag_messages_lets_a_candidate_cut_over_while_slightly_behind() -> None:
+def test_max_lag_messages_passes_the_gate_behind_the_log_but_not_behind_the_serving_index(
+) -> None:
     world = served_world()
     world.edit(spec_body(SQL_V2, cutover={"maxLagMessages": 30}))
     world.rate = 1000
@@ -193,6 +197,12 @@ def test_max_lag_messages_lets_a_candidate_cut_over_while_slightly_behind() -> N
     world.reconcile()
     assert world.condition("CaughtUp") == ("True", "LagWithinGate")
     world.tick(seconds=10)
+    world.reconcile()  # stable: the switch is tried and deferred (the serving index is ahead)
+    assert world.alias == I1
+    world.reconcile()
+    assert world.condition("Reconciling") == ("True", "BehindActive")
+    world.rate = 1000
+    world.tick()  # the candidate commits up to the log's end
     world.reconcile()
     assert world.alias == I2
 
@@ -210,7 +220,10 @@ def test_cutover_is_one_switch_and_the_same_plan_retires_the_old_revision() -> N
     intent = actions[0]
     assert isinstance(intent, A.RecordIntent)
     assert (intent.intent.cutover_to, intent.intent.cutover_from) == (R2, R1)
-    assert actions[1] == A.SwitchAlias("public", "orders_by_customer", I2, I1)
+    assert actions[1] == A.SwitchAlias("public", "orders_by_customer", I2, I1,
+                                       Guard(active=R1, candidate=R2,
+                                             partitions=frozenset({("orders", 0), ("orders", 1)}),
+                                             wait_seconds=5.0))
     assert actions[2] == A.DeleteSparkApplication(R1, APP1)
     assert actions[5] == A.EmitEvent(
         "CutoverCompleted", f"Switched readers of public.orders_by_customer from revision {R1} "
@@ -224,6 +237,43 @@ def test_cutover_is_one_switch_and_the_same_plan_retires_the_old_revision() -> N
     # The status lands only after the switch succeeded: nothing is left in
     # progress, so kstatus readers (kubectl wait, Flux) see Current at once.
     assert world.condition("Reconciling") == ("False", "Reconciled")
+
+
+def switch_planned_next(world: World) -> None:
+    """Run the world until its next pass would switch the alias (that pass not yet run)."""
+    for _ in range(60):
+        if any(isinstance(a, A.SwitchAlias) for a in plan(world.spec, world.observe(), world.now)):
+            return
+        world.reconcile()
+        world.tick()
+    raise AssertionError("no switch planned")
+
+
+def test_a_candidate_short_of_the_serving_index_is_not_switched_to() -> None:
+    # Readers must never go back in time. The gate holds (within maxLagMessages), but where
+    # the switch happens the serving job has committed further than the candidate (a batch
+    # that landed after the observation): nothing changes and the pass writes nothing, the
+    # next pass shows why, and the one after switches once the candidate has caught up.
+    world = served_world()
+    world.traffic = 5
+    world.edit(spec_body(SQL_V2, cutover={"maxLagMessages": 20}))
+    switch_planned_next(world)
+    before = copy.deepcopy(world.status)
+    pos, at = world.ledger[R2]
+    world.ledger[R2] = ({**pos, ("orders", 1): pos[("orders", 1)] - 3}, at)
+    actions = world.reconcile()
+    assert any(isinstance(a, A.SwitchAlias) for a in actions)
+    assert world.alias == I1
+    assert {k: v for k, v in world.status.items() if k != "intent"} == {
+        k: v for k, v in before.items() if k != "intent"}
+    world.reconcile()  # the deferral observed: held for this pass, and shown
+    assert world.alias == I1
+    assert world.condition("Reconciling") == ("True", "BehindActive")
+    reconciling = next(c for c in world.status["conditions"] if c["type"] == "Reconciling")
+    assert "readers never go back in time: short on orders/1" in reconciling["message"]
+    world.tick()  # both jobs commit up to the log's end
+    world.reconcile()
+    assert world.alias == I2
 
 
 def test_manual_mode_waits_for_the_promote_annotation_naming_the_revision() -> None:
@@ -294,7 +344,9 @@ def test_rollback_inside_the_keep_window_switches_back_in_one_pass() -> None:
     world.tick(growth=5)
     world.edit(spec_body(SQL_V1))
     actions = world.reconcile()
-    assert A.SwitchAlias("public", "orders_by_customer", I1, I2) in actions
+    assert A.SwitchAlias("public", "orders_by_customer", I1, I2, Guard(
+        active=R2, candidate=R1, partitions=frozenset({("orders", 0), ("orders", 1)}),
+        wait_seconds=5.0)) in actions
     assert not any(isinstance(a, A.CreateSparkApplication | A.DeleteSparkApplication)
                    for a in actions)
     assert world.alias == I1 and world.phases() == {R1: "Active", R2: "Retiring"}

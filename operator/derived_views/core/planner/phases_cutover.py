@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from derived_views.api.status import CutoverRecord, Phase, RevisionStatus
-from derived_views.core import checks, reasons, switch_guard
+from derived_views.core import checks, monotonic, reasons, switch_guard
 from derived_views.core.actions import SwitchAlias
 from derived_views.core.planner import effects, readings
 from derived_views.core.planner.context import Context
@@ -79,13 +79,23 @@ def promote(ctx: Context, draft: Draft, revision: str) -> None:
             return
         if ctx.index(revision) in ctx.foreign:
             return
+        deferred = ctx.obs.switch_deferred
+        if deferred is not None and deferred[0] == revision:  # shown for a pass, then retried
+            draft.promotion_hold = PromotionHold("behind", detail=deferred[1])
+            return
+        guard = None
+        if draft.active is not None and ctx.obs.end_offsets is not None:
+            guard = monotonic.Guard(draft.active, revision, monotonic.comparable(
+                ctx.obs.end_offsets, readings.topics_of(ctx, draft, revision),
+                ctx.position_of(draft.active)), monotonic.wait_for(ctx.cfg.trigger_seconds))
         draft.switches.append(SwitchAlias(ctx.schema, ctx.alias, ctx.index(revision),
-                                          ctx.sink.alias_target))
+                                          ctx.sink.alias_target, guard))
         draft.cutover = (revision, draft.active)
         draft.last_cutover = CutoverRecord(
             from_revision=draft.active, to_revision=revision, switched_at=ctx.now,
             gate_held_at=record.caught_up_since + dt.timedelta(
-                seconds=ctx.spec.cutover.stable_for_seconds))
+                seconds=ctx.spec.cutover.stable_for_seconds),
+            staleness_seconds=lag.seconds, lag_messages=lag.messages)
         finish_cutover(ctx, draft, revision)
 
 

@@ -49,7 +49,8 @@ def lag_of(ctx: Context, draft: Draft, revision: str) -> Lag | None:
     topics = topics_of(ctx, draft, revision)
     if ctx.obs.end_offsets is None or ctx.sink is None or not topics:
         return None
-    return compute_lag(ctx.obs.end_offsets, topics, ctx.position_of(revision), ctx.now)
+    return compute_lag(ctx.obs.end_offsets, topics, ctx.position_of(revision), ctx.now,
+                       ctx.obs.record_times)
 
 
 def resets_of(ctx: Context, draft: Draft, revision: str) -> list[str]:

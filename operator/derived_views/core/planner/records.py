@@ -25,7 +25,9 @@ def lag_text(lag: Lag | None, spec: DerivedViewSpec) -> str:
     text = f"lag {lag.messages} messages (gate {gate.max_lag_messages})"
     if lag.messages and gate.max_lag_seconds:
         shown = "unknown" if lag.seconds is None else f"{lag.seconds}s"
-        text += f", {shown} in time (gate {gate.max_lag_seconds}s)"
+        text += f", oldest missing record {shown} old (gate {gate.max_lag_seconds}s)"
+    if lag.messages and lag.eta_seconds is not None:
+        text += f", about {lag.eta_seconds}s to drain"
     if lag.since_commit_seconds:
         text += f", {lag.since_commit_seconds}s since its last commit"
     return text

@@ -54,10 +54,14 @@ def building(s: Standing) -> Verdict | None:
     hold = s.draft.promotion_hold
     awaiting_promotion = hold is not None and hold.cause == "approval"
     checks_waiting = hold is not None and hold.cause == "checks"
+    behind = hold.detail if hold is not None and hold.cause == "behind" else None
     reason = (reasons.AWAITING_PROMOTION if awaiting_promotion else
               reasons.CHECKING if checks_waiting else
+              reasons.BEHIND_ACTIVE if behind else
               reasons.CAUGHT_UP if candidate.phase == Phase.CaughtUp else reasons.BACKFILLING)
     message = f"revision {s.desired} is {candidate.phase.value.lower()}: {s.lag_said}"
+    if behind:
+        message += f"; not switched, so that readers never go back in time: {behind}"
     if checks_waiting:
         message += f"; cutover checks: {checks_column(s.ctx.spec, candidate)}"
     if awaiting_promotion:

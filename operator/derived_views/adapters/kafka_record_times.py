@@ -1,0 +1,174 @@
+"""Kafka timestamps of the records at given offsets: what staleness is measured from.
+
+The gate asks how old the oldest record an index lacks is (core.staleness); that record is
+the one at the index's committed offset, so its timestamp is read from the log itself: one
+consumer per cluster assigns the wanted partitions at those offsets and takes the first
+record of each. A record's timestamp never changes, so every answer is cached: a view whose
+index has not moved is not read again, and only a pass that finds a new committed offset
+behind the log's end costs a fetch.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+
+from derived_views.core.kafka_connection import KafkaCluster
+
+Wanted = tuple[tuple[str, int], int]
+"""((topic, partition), offset)."""
+
+TIMEOUT_SECONDS = 5.0
+CACHE_SIZE = 100_000
+"""Cached answers (about 200 bytes each) across all clusters, least recently used first out."""
+
+
+REFUSALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                      KafkaError._SSL, KafkaError.TOPIC_AUTHORIZATION_FAILED})
+"""Errors no wait will cure: reported at once instead of at the deadline."""
+
+
+class RecordTimesUnavailable(Exception):
+    """The cluster could not be read in time; the message carries no credentials."""
+
+
+class RecordTimesReader:
+    """`reader(cluster, wanted)`: for each wanted (partition, offset), the timestamp of the first
+    record at or after it (None: there is none yet); a pair it could not read in time is absent.
+
+    Raises RecordTimesUnavailable when the cluster refuses or cannot be reached (the caller
+    treats staleness as unknown). One reading per cluster at a time; passes for the same
+    cluster wait for each other, and mostly find their answers cached.
+    """
+
+    def __init__(self, *, timeout: float = TIMEOUT_SECONDS, cache_size: int = CACHE_SIZE) -> None:
+        self.timeout, self.cache_size = timeout, cache_size
+        self._cache: OrderedDict[tuple[KafkaCluster, Wanted], dt.datetime] = OrderedDict()
+        self._consumers: dict[KafkaCluster, Consumer] = {}
+        self._locks: dict[KafkaCluster, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, cluster: KafkaCluster, wanted: Iterable[Wanted]
+                 ) -> dict[Wanted, dt.datetime | None]:
+        found: dict[Wanted, dt.datetime | None] = {}
+        unread: list[Wanted] = []
+        with self._lock:
+            for pair in sorted(set(wanted)):
+                cached = self._cache.get((cluster, pair))
+                if cached is None:
+                    unread.append(pair)
+                else:
+                    self._cache.move_to_end((cluster, pair))
+                    found[pair] = cached
+            lock = self._locks.setdefault(cluster, threading.Lock())
+        if not unread:
+            return found
+        with lock:
+            read = self._read(cluster, unread)
+        with self._lock:
+            for pair, stamp in read.items():
+                if stamp is not None:  # "none yet" changes as records arrive: never cached
+                    self._cache[(cluster, pair)] = stamp
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return found | read
+
+    def forget(self, cluster: KafkaCluster) -> None:
+        """Close the cluster's consumer (it failed, or no view reads it any more)."""
+        with self._lock:
+            consumer = self._consumers.pop(cluster, None)
+        if consumer is not None:
+            consumer.close()
+
+    def close(self) -> None:
+        with self._lock:
+            clusters = list(self._consumers)
+        for cluster in clusters:
+            self.forget(cluster)
+
+    def _consumer(self, cluster: KafkaCluster) -> Consumer:
+        with self._lock:
+            consumer = self._consumers.get(cluster)
+        if consumer is not None:
+            return consumer
+        millis = int(self.timeout * 1000)
+        try:
+            consumer = Consumer({
+                **cluster.config(), "group.id": "derived-views-record-times",
+                "enable.auto.commit": False, "enable.auto.offset.store": False,
+                "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                # Every record counts, committed or not: an open or aborted transaction's
+                # records are as missing from the index as any other until it moves past them.
+                "isolation.level": "read_uncommitted",
+                "fetch.wait.max.ms": 20, "fetch.min.bytes": 1,
+                "max.partition.fetch.bytes": 64 * 1024, "queued.min.messages": 1,
+                "log_level": 0, "socket.timeout.ms": millis,
+                "socket.connection.setup.timeout.ms": millis})
+        except KafkaException as exc:  # librdkafka refused the settings (e.g. an unreadable CA)
+            raise RecordTimesUnavailable(f"{cluster.describe()}: {exc.args[0]}") from None
+        with self._lock:
+            self._consumers[cluster] = consumer
+        return consumer
+
+    def _read(self, cluster: KafkaCluster, unread: list[Wanted]) -> dict[Wanted, dt.datetime | None]:
+        """Rounds of at most one offset per partition (a consumer has one position each)."""
+        out: dict[Wanted, dt.datetime | None] = {}
+        rounds: list[dict[tuple[str, int], int]] = []
+        for tp, offset in unread:
+            for batch in rounds:
+                if tp not in batch:
+                    batch[tp] = offset
+                    break
+            else:
+                rounds.append({tp: offset})
+        deadline = time.monotonic() + self.timeout
+        consumer = self._consumer(cluster)
+        try:
+            for batch in rounds:
+                out.update(self._round(consumer, batch, deadline))
+        except KafkaException as exc:
+            self.forget(cluster)
+            raise RecordTimesUnavailable(f"{cluster.describe()}: {exc.args[0]}") from None
+        finally:
+            if cluster in self._consumers:
+                consumer.unassign()
+        return out
+
+    @staticmethod
+    def _round(consumer: Consumer, batch: dict[tuple[str, int], int], deadline: float
+               ) -> dict[Wanted, dt.datetime | None]:
+        out: dict[Wanted, dt.datetime | None] = {}
+        consumer.assign([TopicPartition(t, p, o) for (t, p), o in batch.items()])
+        pending = dict(batch)
+        while pending and (left := deadline - time.monotonic()) > 0:
+            msg = consumer.poll(min(left, 0.5))
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                if err.fatal() or err.code() in REFUSALS:
+                    raise KafkaException(err)
+                continue  # transient: librdkafka retries; the deadline bounds the wait
+            tp = (str(msg.topic()), int(msg.partition() or 0))
+            if tp not in pending:
+                continue
+            if err is not None:  # the partition's end: nothing at or after the offset yet
+                out[(tp, pending.pop(tp))] = None
+                continue
+            kind, millis = msg.timestamp()
+            offset = pending.pop(tp)
+            if kind != TIMESTAMP_NOT_AVAILABLE and millis >= 0:
+                out[(tp, offset)] = dt.datetime.fromtimestamp(millis / 1000, dt.UTC)
+            consumer.pause([TopicPartition(tp[0], tp[1])])
+        return out

@@ -1,0 +1,89 @@
+"""Monotonic cutover: readers never see a view go back in time when the alias moves.
+
+The alias moves to a candidate only when, on every partition both revisions read, the
+candidate's index has committed at least as far as the active's: everything a reader could
+see through the alias before the switch is then in what it sees after.
+
+Both jobs follow a busy log, each committing once per trigger interval, so which one is
+ahead changes from one second to the next: a rule checked on an observation would hold a
+switch back by chance and let one through by chance. The rule is checked where the switch
+happens instead (`Guard`): the sink holds the serving job's commits (PostgreSQL: the
+switching transaction locks the serving index against writes; readers go on), waits up to
+`wait_seconds` for the candidate's next batches to reach the held ledger, and then moves
+the alias, or changes nothing and says why (the next pass observes that and shows it).
+
+Partitions only one of the two reads (a revision that changed its topics), and partitions
+recreated under the serving index, have no order between the two indexes and do not hold
+the switch back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from derived_views.core.observed import LedgerPosition, TopicPartition
+
+
+def behind(candidate: Mapping[TopicPartition, int], active: Mapping[TopicPartition, int]
+           ) -> dict[TopicPartition, int]:
+    """Partitions the active's ledger has committed further on than the candidate's, with by
+    how many offsets; a partition the candidate has not committed yet counts from 0."""
+    return {tp: offset - candidate.get(tp, 0) for tp, offset in sorted(active.items())
+            if offset > candidate.get(tp, 0)}
+
+
+def behind_positions(candidate: LedgerPosition | None, active: LedgerPosition | None,
+                     partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+    """`behind` on two ledger heads, over `partitions` (either head may be absent: no batch
+    yet)."""
+    if active is None:
+        return {}
+    mine = candidate.end_offsets if candidate is not None else {}
+    return behind(mine, {tp: o for tp, o in active.end_offsets.items() if tp in partitions})
+
+
+def comparable(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
+               active: LedgerPosition | None) -> frozenset[TopicPartition]:
+    """The partitions of the candidate's `topics` whose offsets mean the same records in both
+    indexes: all but those the serving index has committed beyond the log's end (the topic
+    was recreated under it, core.lag.reset_partitions; its old offsets order nothing now)."""
+    committed = active.end_offsets if active is not None else {}
+    return frozenset(tp for tp, end in end_offsets.items()
+                     if tp[0] in topics and committed.get(tp, 0) <= end)
+
+
+def describe(gap: Mapping[TopicPartition, int], limit: int = 3) -> str:
+    """`orders/0 by 1200, orders/2 by 35` (the largest gaps first, at most `limit`)."""
+    worst = sorted(gap.items(), key=lambda item: (-item[1], item[0]))
+    text = ", ".join(f"{t}/{p} by {n}" for (t, p), n in worst[:limit])
+    return text + (f" and {len(gap) - limit} more" if len(gap) > limit else "")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What the sink checks where the switch happens: `candidate` is not behind `active` on
+    `partitions` (`comparable`)."""
+
+    active: str
+    candidate: str
+    partitions: frozenset[TopicPartition]
+    wait_seconds: float = 10.0
+    """How long the sink may hold the serving job's commits while it waits for the
+    candidate's next batches to reach the held ledger."""
+
+    def gap(self, heads: Mapping[str, LedgerPosition]) -> dict[TopicPartition, int]:
+        """`behind_positions` on the ledger heads the sink read (by revision)."""
+        return behind_positions(heads.get(self.candidate), heads.get(self.active),
+                                self.partitions)
+
+    def refusal(self, gap: Mapping[TopicPartition, int]) -> str:
+        return (f"revision {self.candidate} stayed behind the serving revision {self.active} "
+                f"for {self.wait_seconds:g}s with the serving job's commits held, on "
+                f"{describe(gap)}")
+
+
+def wait_for(trigger_seconds: float) -> float:
+    """The sink's wait for a candidate to reach the held serving ledger: a few of its batches
+    (it commits once per trigger interval), between 5 and 30 seconds."""
+    return min(30.0, max(5.0, 5 * trigger_seconds))

@@ -1,0 +1,104 @@
+"""Readers never go back in time: the PostgreSQL switch against real PostgreSQL, with the
+serving job's commits held while it compares the two ledgers (core.monotonic)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from derived_views.adapters import postgres_sink as pg
+from derived_views.adapters.sink_contract import SwitchDeferred
+from derived_views.core.monotonic import Guard
+from dvstack.waiting import wait_for
+
+PARTITIONS = frozenset({("t", 0), ("t", 1)})
+
+
+def _setup(conn: Any, schema: str, serving: dict[str, int], candidate: dict[str, int]) -> None:
+    conn.execute(f'CREATE TABLE "{schema}".dv_ledger (revision text, batch_id bigint, '
+                 "end_offsets jsonb, committed_at timestamptz DEFAULT now(), "
+                 "PRIMARY KEY (revision, batch_id))")
+    for rev, offsets in (("a", serving), ("c", candidate)):
+        conn.execute(f'CREATE TABLE "{schema}".v__{rev} (k text PRIMARY KEY, n int)')
+        _commit_batch(conn, schema, rev, 0, offsets)
+    pg.switch_alias(conn, schema, "v", "v__a", None, owner="ns/v")
+
+
+def _commit_batch(conn: Any, schema: str, rev: str, batch: int, offsets: dict[str, int]) -> None:
+    """What a job's batch does: its rows and its ledger row in one transaction."""
+    with conn.transaction():
+        conn.execute(f'INSERT INTO "{schema}".v__{rev} VALUES (%s, %s) '
+                     "ON CONFLICT (k) DO UPDATE SET n = excluded.n", (f"k{batch}", batch))
+        conn.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets) '
+                     "VALUES (%s, %s, %s)", (rev, batch, json.dumps({"t": offsets})))
+
+
+def _share_lock_held(conn: Any, schema: str, table: str) -> bool:
+    return bool(conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE relation = to_regclass(%s) AND mode = 'ShareLock' "
+        "AND granted", (f'"{schema}".{table}',)).fetchone()[0])
+
+
+def _waiting_on_a_lock(conn: Any, pid: int) -> bool:
+    row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                       (pid,)).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def test_a_candidate_that_stays_behind_is_refused_and_nothing_changes(conn: Any,
+                                                                     schema: str) -> None:
+    _setup(conn, schema, serving={"0": 10, "1": 5}, candidate={"0": 12, "1": 4})
+    guard = Guard("a", "c", PARTITIONS, wait_seconds=0.5)
+    started = time.monotonic()
+    with pytest.raises(SwitchDeferred, match=r"behind the serving revision a .* on t/1 by 1"):
+        pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner="ns/v", not_behind=guard)
+    assert time.monotonic() - started >= 0.5  # it waited for the candidate first
+    assert pg.alias_target(conn, schema, "v") == "v__a"
+    # a partition outside the guard's (recreated under the serving index) is not compared
+    pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner="ns/v",
+                    not_behind=Guard("a", "c", frozenset({("t", 0)}), wait_seconds=0.5))
+    assert pg.alias_target(conn, schema, "v") == "v__c"
+
+
+def test_the_switch_holds_the_serving_job_and_waits_for_the_candidate(stack: Any, conn: Any,
+                                                                     schema: str) -> None:
+    _setup(conn, schema, serving={"0": 10, "1": 5}, candidate={"0": 10, "1": 3})
+    outcome: list[BaseException | None] = []
+
+    def switch() -> None:
+        try:
+            with psycopg.connect(stack.pg_dsn, autocommit=True) as op:
+                pg.switch_alias(op, schema, "v", "v__c", "v__a", owner="ns/v",
+                                not_behind=Guard("a", "c", PARTITIONS, wait_seconds=60))
+            outcome.append(None)
+        except BaseException as exc:  # reported by the test thread
+            outcome.append(exc)
+
+    switching = threading.Thread(target=switch)
+    switching.start()
+    wait_for(lambda: _share_lock_held(conn, schema, "v__a"), timeout=30,
+             what="the switch to hold the serving index")
+    # The serving job's next batch cannot land while the switch compares ...
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as serving_job:
+        pid = serving_job.info.backend_pid
+        landed = threading.Thread(target=_commit_batch,
+                                  args=(serving_job, schema, "a", 1, {"0": 11, "1": 6}))
+        landed.start()
+        wait_for(lambda: _waiting_on_a_lock(conn, pid), timeout=30,
+                 what="the serving job's commit to wait on the switch")
+        assert pg.alias_target(conn, schema, "v") == "v__a"
+        # ... and the candidate's next batch, reaching the held serving ledger, lets it through.
+        with psycopg.connect(stack.pg_dsn, autocommit=True) as candidate_job:
+            _commit_batch(candidate_job, schema, "c", 1, {"0": 10, "1": 5})
+        switching.join(timeout=60)
+        assert outcome == [None]
+        landed.join(timeout=60)
+    assert pg.alias_target(conn, schema, "v") == "v__c"
+    # the serving job's batch landed after the switch, in the index readers no longer see
+    assert conn.execute(f'SELECT max(batch_id) FROM "{schema}".dv_ledger WHERE revision = '
+                        "'a'").fetchone() == (1,)

@@ -1,0 +1,53 @@
+"""The monotonic cutover rule worked out by hand."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from derived_views.core.monotonic import Guard, behind, comparable, describe, wait_for
+from derived_views.core.observed import LedgerPosition
+
+NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+def test_a_candidate_ahead_or_level_everywhere_is_not_behind() -> None:
+    assert behind({("o", 0): 10, ("o", 1): 7}, {("o", 0): 10, ("o", 1): 5}) == {}
+
+
+def test_one_partition_behind_holds_the_switch_whatever_the_others() -> None:
+    assert behind({("o", 0): 900, ("o", 1): 7}, {("o", 0): 10, ("o", 1): 12}) == {("o", 1): 5}
+
+
+def test_an_uncommitted_partition_counts_from_zero() -> None:
+    assert behind({}, {("o", 0): 3}) == {("o", 0): 3}
+
+
+def test_the_guard_compares_only_its_partitions() -> None:
+    guard = Guard(active="aaa", candidate="ccc", partitions=frozenset({("orders", 0)}))
+    heads = {"aaa": LedgerPosition({("orders", 0): 50, ("legacy", 0): 900}, NOW),
+             "ccc": LedgerPosition({("orders", 0): 50}, NOW)}
+    assert guard.gap(heads) == {}
+    heads["aaa"] = LedgerPosition({("orders", 0): 51}, NOW)
+    assert guard.gap(heads) == {("orders", 0): 1}
+    assert "stayed behind the serving revision aaa for 10s" in guard.refusal(guard.gap(heads))
+
+
+def test_no_serving_batch_is_nothing_to_be_behind() -> None:
+    guard = Guard(active="aaa", candidate="ccc", partitions=frozenset({("orders", 0)}))
+    assert guard.gap({}) == {}
+
+
+def test_partitions_recreated_under_the_serving_index_are_not_compared() -> None:
+    ends = {("orders", 0): 3, ("orders", 1): 900, ("legacy", 0): 10}
+    serving = LedgerPosition({("orders", 0): 120, ("orders", 1): 800}, NOW)
+    assert comparable(ends, ["orders"], serving) == {("orders", 1)}
+    assert comparable(ends, ["orders"], None) == {("orders", 0), ("orders", 1)}
+
+
+def test_the_wait_spans_a_few_batches_within_bounds() -> None:
+    assert (wait_for(0.5), wait_for(1.0), wait_for(3.0), wait_for(60.0)) == (5.0, 5.0, 15.0, 30.0)
+
+
+def test_describe_names_the_largest_gaps_first() -> None:
+    gap = {("o", 0): 1, ("o", 1): 300, ("o", 2): 20, ("o", 3): 4}
+    assert describe(gap) == "o/1 by 300, o/2 by 20, o/3 by 4 and 1 more"
