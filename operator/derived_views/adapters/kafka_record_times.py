@@ -140,17 +140,24 @@ class RecordTimesReader:
         except KafkaException as exc:
             self.forget(cluster)
             raise RecordTimesUnavailable(f"{cluster.describe()}: {exc.args[0]}") from None
-        finally:
-            if cluster in self._consumers:
-                consumer.unassign()
         return out
 
     @staticmethod
     def _round(consumer: Consumer, batch: dict[tuple[str, int], int], deadline: float
                ) -> dict[Wanted, dt.datetime | None]:
         out: dict[Wanted, dt.datetime | None] = {}
-        consumer.assign([TopicPartition(t, p, o) for (t, p), o in batch.items()])
-        pending = dict(batch)
+        assigned = [TopicPartition(t, p, o) for (t, p), o in batch.items()]
+        consumer.assign(assigned)
+        try:
+            RecordTimesReader._take_firsts(consumer, dict(batch), deadline, out)
+        finally:  # a partition paused here would stay paused in the next round's assignment
+            consumer.resume(assigned)
+            consumer.unassign()
+        return out
+
+    @staticmethod
+    def _take_firsts(consumer: Consumer, pending: dict[tuple[str, int], int], deadline: float,
+                     out: dict[Wanted, dt.datetime | None]) -> None:
         while pending and (left := deadline - time.monotonic()) > 0:
             msg = consumer.poll(min(left, 0.5))
             if msg is None:
@@ -161,8 +168,8 @@ class RecordTimesReader:
                     raise KafkaException(err)
                 continue  # transient: librdkafka retries; the deadline bounds the wait
             tp = (str(msg.topic()), int(msg.partition() or 0))
-            if tp not in pending:
-                continue
+            if tp not in pending or (err is None and (msg.offset() or 0) < pending[tp]):
+                continue  # another partition's, or fetched for an earlier position
             if err is not None:  # the partition's end: nothing at or after the offset yet
                 out[(tp, pending.pop(tp))] = None
                 continue
@@ -171,4 +178,3 @@ class RecordTimesReader:
             if kind != TIMESTAMP_NOT_AVAILABLE and millis >= 0:
                 out[(tp, offset)] = dt.datetime.fromtimestamp(millis / 1000, dt.UTC)
             consumer.pause([TopicPartition(tp[0], tp[1])])
-        return out
