@@ -90,8 +90,9 @@ class Watch:
             return "no view"
         if candidate:
             return (f"active {active:10}  candidate {candidate.get('revision')} "
-                    f"{candidate.get('phase', ''):11} lag {lag.get('messages', '?'):>7} msgs "
-                    f"{lag.get('seconds', '?'):>4}s")
+                    f"{candidate.get('phase', ''):11} lag {lag.get('messages', '?'):>7} msgs, "
+                    f"oldest missing {lag.get('seconds', '?'):>4}s old, "
+                    f"ETA {lag.get('etaSeconds', '?')}s")
         return f"active {active:10}  ready {ready.get('status', '?')}: {ready.get('message', '')}"
 
     def until(self, done: Any, what: str) -> dict[str, Any]:
