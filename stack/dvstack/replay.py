@@ -69,8 +69,13 @@ def iter_orders(*, customers: int = 500, seed: int = 7,
 
 
 def produce(bootstrap: str, topic: str, events: list[dict[str, Any]],
-            key: Callable[[dict[str, Any]], str] | None = None) -> None:
-    """Produce JSON events keyed by `key` (default: customer_id) and wait for every ack."""
+            key: Callable[[dict[str, Any]], str] | None = None, *,
+            age_seconds: float = 0.0) -> None:
+    """Produce JSON events keyed by `key` (default: customer_id) and wait for every ack.
+
+    `age_seconds` > 0 stamps every record that long before now (producer-set CreateTime):
+    history written long ago, which a view's staleness gate waits for."""
+    stamp = int((time.time() - age_seconds) * 1000) if age_seconds > 0 else 0
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "batch.num.messages": 10000, "compression.type": "lz4",
                          "enable.idempotence": True, **QUIET})
@@ -85,7 +90,7 @@ def produce(bootstrap: str, topic: str, events: list[dict[str, Any]],
         while True:
             try:
                 producer.produce(topic, key=keyfn(event).encode(), value=json.dumps(event).encode(),
-                                 on_delivery=on_delivery)
+                                 on_delivery=on_delivery, timestamp=stamp)
                 break
             except BufferError:
                 producer.poll(0.1)

@@ -31,8 +31,9 @@ from dvstack.traffic import AliasReader, LiveProducer
 from dvstack.waiting import TimedOut, wait_for
 
 RATE = 20  # records/s during every scenario (a 2-core machine shared with other jobs)
-BACKLOG = 2_000  # records in the topic before the view exists
-MAX_OFFSETS_PER_TRIGGER = 3_000  # several batches per replay: room to land a fault in one
+BACKLOG = 6_000  # records in the topic before the view exists, written an hour ago
+BACKLOG_AGE_SECONDS = 3600  # older than the gate: a candidate builds until it holds them all
+MAX_OFFSETS_PER_TRIGGER = 2_000  # several batches per replay: room to land a fault in one
 COLUMNS = ["orders", "revenue", "variant"]
 BUILDING = ("Pending", "Backfilling", "CaughtUp")
 
@@ -179,7 +180,7 @@ def seeded_topic(stack: Any, core: client.CoreV1Api, namespace: str, seed: int
     topic = f"faults-{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 3)
     backlog = replay.make_orders(BACKLOG, seed=seed)
-    replay.produce(stack.kafka_bootstrap, topic, backlog)
+    replay.produce(stack.kafka_bootstrap, topic, backlog, age_seconds=BACKLOG_AGE_SECONDS)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     return topic, backlog
 
