@@ -13,6 +13,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -51,6 +52,37 @@ RECONNECT_PAUSE = 0.5
 synchronisation."""
 
 
+def query_loop(stop: threading.Event, dsn: str, errors: list[str],
+               query: Callable[[psycopg.Connection[Any]], None], pause: float,
+               took: Callable[[float], None] | None = None) -> None:
+    """Run `query` on a connection of its own until `stop`, resting `pause` between runs. A
+    failed query (or connection) is recorded in `errors` and the loop reconnects, so a reader
+    keeps witnessing through a restart of the database itself; `took` hears each run's time.
+
+    No server-side prepared statements: a prepared `SELECT *` cannot survive a cutover that
+    changes the alias's columns (PostgreSQL: "cached plan must not change result type"); the
+    README tells readers to name their columns for that reason."""
+    conn: psycopg.Connection[Any] | None = None
+    while not stop.is_set():
+        started = time.perf_counter()
+        try:
+            if conn is None:
+                conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=None,
+                                       connect_timeout=5)
+            query(conn)
+        except psycopg.Error as exc:
+            errors.append(repr(exc))
+            if conn is not None:
+                conn.close()
+                conn = None
+            stop.wait(RECONNECT_PAUSE)
+        if took is not None:
+            took(time.perf_counter() - started)
+        stop.wait(pause)
+    if conn is not None:
+        conn.close()
+
+
 @dataclass
 class AliasReader(Background):
     """Queries the alias in a loop on its own connection; the zero-downtime witness. Every
@@ -68,34 +100,21 @@ class AliasReader(Background):
 
     def _run(self) -> None:
         columns: tuple[str, ...] = ()
-        conn: psycopg.Connection[Any] | None = None
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            try:
-                if conn is None:
-                    # No server-side prepared statements: a prepared `SELECT *` cannot survive
-                    # a cutover that changes the alias's columns (PostgreSQL: "cached plan
-                    # must not change result type"); the README tells readers to name their
-                    # columns for that reason.
-                    conn = psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None,
-                                           connect_timeout=5)
-                cur = conn.execute(f'SELECT * FROM "{self.table}" LIMIT 1')
-                cur.fetchall()
-                seen = tuple(d.name for d in cur.description or ())
-                if seen != columns:
-                    columns = seen
-                    self.column_changes.append((time.time(), seen))
-            except psycopg.Error as exc:
-                self.errors.append(repr(exc))
-                if conn is not None:
-                    conn.close()
-                    conn = None
-                self._stop.wait(RECONNECT_PAUSE)
+
+        def query(conn: psycopg.Connection[Any]) -> None:
+            nonlocal columns
+            cur = conn.execute(f'SELECT * FROM "{self.table}" LIMIT 1')
+            cur.fetchall()
+            seen = tuple(d.name for d in cur.description or ())
+            if seen != columns:
+                columns = seen
+                self.column_changes.append((time.time(), seen))
+
+        def took(seconds: float) -> None:
             self.queries += 1
-            self.worst_stall = max(self.worst_stall, time.perf_counter() - started)
-            self._stop.wait(READER_PAUSE)
-        if conn is not None:
-            conn.close()
+            self.worst_stall = max(self.worst_stall, seconds)
+
+        query_loop(self._stop, self.dsn, self.errors, query, READER_PAUSE, took)
 
     def first_seen(self, column: str, after: float) -> float | None:
         """When the reader first saw `column` in the alias after time `after`."""
@@ -145,23 +164,10 @@ class MonotonicWitness(Background):
     _thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        conn: psycopg.Connection[Any] | None = None
         query = f'SELECT "{self.key}", "{self.value}" FROM "{self.table}"'
-        while not self._stop.is_set():
-            try:
-                if conn is None:
-                    conn = psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None,
-                                           connect_timeout=5)
-                self.history.record(conn.execute(query).fetchall())
-            except psycopg.Error as exc:
-                self.errors.append(repr(exc))
-                if conn is not None:
-                    conn.close()
-                    conn = None
-                self._stop.wait(RECONNECT_PAUSE)
-            self._stop.wait(WITNESS_PAUSE)
-        if conn is not None:
-            conn.close()
+        query_loop(self._stop, self.dsn, self.errors,
+                   lambda conn: self.history.record(conn.execute(query).fetchall()),
+                   WITNESS_PAUSE)
 
 
 @dataclass
