@@ -17,12 +17,16 @@ from secrets_standin import Secrets
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.kube import Kube
+from derived_views.adapters.sink_contract import SinkSession, SwitchDeferred
 from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.checks import CheckRequest, Held
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.monotonic import Guard
 from derived_views.core.observed import Observed
-from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.act import act
+from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.observe import observe
 from derived_views.reconcile.run import PassOutcome, reconcile, run_pass
 from dvstack.waiting import wait_for
@@ -176,3 +180,32 @@ def test_pruning_planned_without_the_sink_stops_the_pass() -> None:
 
     with pytest.raises(RuntimeError, match="prune the sink's ledger planned without the sink"):
         run_pass(_body(SPEC), _deps(Cluster()), NOW, planner=pruning)
+
+
+class DeferringSink:
+    """A sink whose switch is deferred (the candidate stayed behind the serving index)."""
+
+    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+                     owner: str, not_behind: Guard | None = None) -> None:
+        raise SwitchDeferred("revision c stayed behind the serving revision a on t/0 by 2")
+
+
+def test_a_deferred_switch_stops_the_pass_and_the_next_observation_says_so() -> None:
+    kube = Cluster()
+    deps = _deps(kube)
+    guard = Guard("a", "c", frozenset({("t", 0)}))
+    actions: list[A.Action] = [
+        A.SwitchAlias("shop", "orders", "orders__c", "orders__a", guard),
+        A.UpdateStatus(DerivedViewStatus(), {"active": {"revision": "c"}})]
+    released = act(actions, _body(SPEC), ("shop", "orders"), deps,
+                   cast(SinkSession, DeferringSink()), PassRecord(),
+                   spec=DerivedViewSpec.model_validate(SPEC))
+    assert not released
+    assert kube.statuses == []  # the status would have said the switch happened
+    seen = observe(DerivedViewSpec.model_validate(SPEC), _body(SPEC), deps)
+    assert seen.observed.switch_deferred == (
+        "c", "revision c stayed behind the serving revision a on t/0 by 2")
+    seen.close()
+    again = observe(DerivedViewSpec.model_validate(SPEC), _body(SPEC), deps)
+    assert again.observed.switch_deferred is None  # shown for one pass, then tried again
+    again.close()
