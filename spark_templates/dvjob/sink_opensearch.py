@@ -13,16 +13,22 @@ Like the PostgreSQL sink, each ledger document records the identity of the
 index its batch went to (`index.uuid`), and no batch is written into an index
 that is missing or has another uuid while the ledger holds batches: a deleted
 and re-created index would otherwise look complete while lacking them.
+
+Before a batch's first row is sent, its end offsets go into the revision's in-flight
+document; the operator's cutover puts a write block on the serving index and reads that
+document, so it never switches readers to a candidate lacking rows they could already see.
+Rows refused by the block are re-sent once it is lifted (docs/freshness.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from opensearchpy import OpenSearch, helpers
+from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError, RequestError
 
 from dvjob.errors import ConfigError, JobError
@@ -30,9 +36,17 @@ from dvjob.integrity import IndexLostError
 from dvjob.offsets import EndOffsets
 from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome
 from dvjob.sink_opensearch_client import Failing, redacted_url
-from dvjob.sink_opensearch_docs import BulkLine, Documents, bulk_chunks
+from dvjob.sink_opensearch_docs import (
+    BulkLine,
+    Documents,
+    bulk_body,
+    bulk_chunks,
+    refusal_cause,
+    sort_items,
+)
 from dvjob.sink_opensearch_mapping import (
     LEDGER_PROPERTIES,
+    in_flight_id,
     index_body,
     index_mapping,
     ledger_batches,
@@ -43,8 +57,14 @@ from dvjob.sink_schema import TableLayout
 
 CHUNK_ACTIONS = 5000
 CHUNK_BYTES = 8 * 1024 * 1024
-# 429 (a full write queue) is back-pressure: the helper backs off and re-sends those items.
+# 429 (a full write queue) is back-pressure: back off and re-send those items.
 BULK_RETRIES_ON_429 = 5
+BUSY_BACKOFF_SECONDS = 2.0
+BLOCK_WAIT_SECONDS = 600.0
+"""How long a batch waits for an index block to go: far beyond a cutover's hold (at most 30 s,
+and an operator that died holding it has the block lifted by its successor's next pass)."""
+BLOCK_POLL_SECONDS = 0.2
+WRITE_BLOCKS = ("write", "read_only", "read_only_allow_delete")
 
 
 class LedgerMismatchError(JobError):
@@ -147,6 +167,7 @@ class OpenSearchSink:
             assert live is not None
             if self._recorded(batch_id, end_offsets) is not None:
                 return BatchOutcome(batch_id, True, 0, 0, end_offsets)
+        self._mark_in_flight(batch_id, end_offsets)
         upserted, deleted = self._bulk(batch_id, bulk_chunks(
             rows, self.docs, batch_id=batch_id, bad=bad, max_actions=self.chunk_actions,
             max_bytes=self.chunk_bytes))
@@ -174,37 +195,67 @@ class OpenSearchSink:
         return BatchOutcome(batch_id, False, upserted, deleted, end_offsets, left_out)
 
     def _bulk(self, batch_id: int, chunks: Iterator[list[BulkLine]]) -> tuple[int, int]:
-        """Send the chunks in order; count what changed.  A version conflict means the
-        document holds this batch or a newer one, a delete's 404 that it is gone: both
-        fine.  Anything else fails the batch, naming the first refusal."""
+        """Send the chunks in order; count what changed (`sort_items`).  Actions refused by a
+        full write queue are re-sent after a back-off, those refused by an index block once
+        the block is lifted (the cutover's write block lasts seconds); anything else fails
+        the batch, naming the first refusal."""
         upserted = deleted = 0
         for chunk in chunks:
-            refused: list[dict[str, Any]] = []
-            with self._failing(f"writing batch {batch_id}"):
-                for _ok, result in helpers.streaming_bulk(
-                        self._client, chunk, chunk_size=len(chunk), max_chunk_bytes=2 ** 31,
-                        expand_action_callback=_as_is, raise_on_error=False,
-                        max_retries=BULK_RETRIES_ON_429, index=self.index):
-                    op, item = next(iter(result.items()))
-                    outcome = item.get("result")
-                    if op == "index" and outcome in ("created", "updated"):
-                        upserted += 1
-                    elif op == "delete" and outcome == "deleted":
-                        deleted += 1
-                    elif item.get("status") == 409 or (op == "delete" and outcome == "not_found"):
-                        pass
-                    else:
-                        refused.append(item)
-            if refused:
-                first = refused[0]
-                error = first.get("error")
-                cause = (f"{error.get('type')}: {error.get('reason')}"
-                         if isinstance(error, dict) else str(error))
-                raise BulkRefusedError(
-                    f"batch {batch_id}: OpenSearch refused {len(refused)} document(s) of index "
-                    f"{self.index}; the first, id {first.get('_id')!r} (status "
-                    f"{first.get('status')}): {cause}")
+            pending, busy_tries = chunk, 0
+            blocked_since: float | None = None
+            while pending:
+                with self._failing(f"writing batch {batch_id}"):
+                    items = self._client.bulk(body=bulk_body(pending), index=self.index)["items"]
+                answer = sort_items(pending, items)
+                upserted, deleted = upserted + answer.upserted, deleted + answer.deleted
+                if answer.refused:
+                    first = answer.refused[0]
+                    raise BulkRefusedError(
+                        f"batch {batch_id}: OpenSearch refused {len(answer.refused)} document(s) "
+                        f"of index {self.index}; the first, id {first.get('_id')!r} (status "
+                        f"{first.get('status')}): {refusal_cause(first)}")
+                if answer.blocked:
+                    blocked_since = blocked_since or time.monotonic()
+                    self._await_unblocked(batch_id, blocked_since, answer.block_reason)
+                if answer.busy:
+                    busy_tries += 1
+                    if busy_tries > BULK_RETRIES_ON_429:
+                        raise BulkRefusedError(
+                            f"batch {batch_id}: OpenSearch's write queue stayed full (429) for "
+                            f"{len(answer.busy)} document(s) of index {self.index} after "
+                            f"{BULK_RETRIES_ON_429} retries")
+                    time.sleep(min(BUSY_BACKOFF_SECONDS * 2 ** (busy_tries - 1), 30.0))
+                pending = answer.blocked + answer.busy
         return upserted, deleted
+
+    def _await_unblocked(self, batch_id: int, since: float, reason: str) -> None:
+        """Wait until the index takes writes again; a block that outlasts BLOCK_WAIT_SECONDS
+        fails the batch (nothing of it is recorded: the re-run sends it again)."""
+        while self._write_blocked():
+            if time.monotonic() - since > BLOCK_WAIT_SECONDS:
+                raise BulkRefusedError(
+                    f"batch {batch_id}: index {self.index} refused writes for more than "
+                    f"{BLOCK_WAIT_SECONDS:g}s ({reason}); a cutover holds it for seconds: lift "
+                    "the block (PUT /<index>/_settings with index.blocks.write: null) if no "
+                    "operator is switching this view")
+            time.sleep(BLOCK_POLL_SECONDS)
+
+    def _write_blocked(self) -> bool:
+        with self._failing(f"reading the blocks of index {self.index}"):
+            found = self._client.indices.get_settings(index=self.index,
+                                                      name="index.blocks.*")
+        blocks = found.get(self.index, {}).get("settings", {}).get("index", {}).get("blocks", {})
+        return any(str(blocks.get(b)).lower() == "true" for b in WRITE_BLOCKS)
+
+    def _mark_in_flight(self, batch_id: int, end_offsets: EndOffsets) -> None:
+        """Before any row of the batch is sent, say how far it reaches: the index refreshes on
+        its own, so a reader can see part of a batch before its ledger document exists, and a
+        cutover must not switch to a candidate that lacks what readers saw (docs/freshness.md)."""
+        with self._failing(f"marking batch {batch_id} in flight"):
+            self._client.index(index=self.ledger_index, id=in_flight_id(self.revision), body={
+                "revision": self.revision, "in_flight_batch": batch_id,
+                "end_offsets": end_offsets,
+                "written_at": dt.datetime.now(dt.timezone.utc).isoformat()})
 
     def _recorded(self, batch_id: int, end_offsets: EndOffsets) -> EndOffsets | None:
         """The batch's recorded end offsets (None: not in the ledger); another range is
@@ -303,11 +354,6 @@ class OpenSearchSink:
 
     def _failing(self, what: str) -> Failing:
         return Failing(f"OpenSearch at {self._url}: {what}")
-
-
-def _as_is(action: BulkLine) -> BulkLine:
-    """The bulk helper's expand callback: our lines are serialized already."""
-    return action
 
 
 def _fields(properties: dict[str, Any]) -> str:

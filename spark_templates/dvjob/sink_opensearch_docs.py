@@ -14,7 +14,8 @@ import datetime as dt
 import decimal
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from dvjob.errors import ConfigError, JobError
@@ -211,3 +212,64 @@ def _check_id(doc_id: str, batch_id: int) -> None:
         raise JobError(f"batch {batch_id}: the document id of key {doc_id[:80]!r}... is "
                        f"{len(doc_id.encode())} bytes, OpenSearch allows {MAX_ID_BYTES}: key "
                        "the view by something shorter (e.g. a hash of the long value)")
+
+
+BLOCKED = "cluster_block_exception"
+"""A bulk item refused because the index has a block: the operator's write block during a
+cutover (docs/freshness.md), or the disk watermark's read-only block. Both are lifted."""
+
+
+@dataclass
+class BulkAnswer:
+    """One bulk response sorted by what the writer does next with each action."""
+
+    upserted: int = 0
+    deleted: int = 0
+    busy: list[BulkLine] = field(default_factory=list)
+    """Refused with 429 (a full write queue): re-sent after a back-off."""
+    blocked: list[BulkLine] = field(default_factory=list)
+    """Refused by an index block: re-sent once the block is lifted."""
+    block_reason: str = ""
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    """Refused for good (a mapping error, a document too large): the batch fails."""
+
+
+def sort_items(sent: Sequence[BulkLine], items: Sequence[Mapping[str, Any]]) -> BulkAnswer:
+    """Pair each sent action with its item (a bulk response keeps the request's order).
+
+    A version conflict means the document holds this batch or a newer one, a delete's
+    `not_found` that it is gone: both done."""
+    if len(sent) != len(items):
+        raise JobError(f"OpenSearch answered {len(items)} items to a bulk of {len(sent)} actions")
+    answer = BulkAnswer()
+    for action, wrapped in zip(sent, items, strict=True):
+        op, item = next(iter(wrapped.items()))
+        outcome, status = item.get("result"), item.get("status")
+        error = item.get("error")
+        kind = error.get("type") if isinstance(error, dict) else None
+        if op == "index" and outcome in ("created", "updated"):
+            answer.upserted += 1
+        elif op == "delete" and outcome == "deleted":
+            answer.deleted += 1
+        elif status == 409 or (op == "delete" and outcome == "not_found"):
+            pass
+        elif status == 429:
+            answer.busy.append(action)
+        elif kind == BLOCKED:
+            answer.blocked.append(action)
+            answer.block_reason = answer.block_reason or str(error.get("reason"))
+        else:
+            answer.refused.append(item)
+    return answer
+
+
+def refusal_cause(item: Mapping[str, Any]) -> str:
+    error = item.get("error")
+    return (f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict)
+            else str(error))
+
+
+def bulk_body(actions: Sequence[BulkLine]) -> str:
+    """NDJSON of the actions, with the trailing newline the bulk API requires."""
+    return "".join(f"{line}\n{source}\n" if source is not None else f"{line}\n"
+                   for line, source in actions)

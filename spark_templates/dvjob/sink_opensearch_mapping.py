@@ -105,3 +105,10 @@ def ledger_batches(revision: str) -> dict[str, Any]:
 
 def ledger_id(revision: str, batch_id: int) -> str:
     return f"{revision}:{batch_id}"
+
+
+def in_flight_id(revision: str) -> str:
+    """The revision's in-flight document: how far the batch being written reaches (no
+    `batch_id` field, so no batch query matches it; `revision`, so dropping the revision
+    drops it). The operator's cutover reads it (docs/freshness.md)."""
+    return f"{revision}:in-flight"

@@ -284,3 +284,34 @@ class SearchAliasReader(Background):
     def first_seen(self, index: str, after: float) -> float | None:
         """When the reader first got hits from `index` after time `after`."""
         return next((t for t, seen in self.index_changes if t >= after and seen == index), None)
+
+
+@dataclass
+class SearchMonotonicWitness(Background):
+    """MonotonicWitness on an OpenSearch alias: every (key, value) the alias answers with, read
+    in a loop (as readers see it: no refresh of its own). Errors are recorded, not raised."""
+
+    url: str
+    alias: str
+    key: str
+    value: str
+    history: KeyHistory = field(default_factory=KeyHistory)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        from opensearchpy import OpenSearch
+        from opensearchpy.exceptions import OpenSearchException
+
+        client = OpenSearch(hosts=[self.url], timeout=30, max_retries=0)
+        body = {"size": 10_000, "_source": [self.key, self.value], "query": {"match_all": {}}}
+        while not self._stop.is_set():
+            try:
+                hits = client.search(index=self.alias, body=body)["hits"]["hits"]
+                self.history.record([(h["_source"][self.key], h["_source"][self.value])
+                                     for h in hits])
+            except OpenSearchException as exc:
+                self.errors.append(repr(exc))
+            self._stop.wait(WITNESS_PAUSE)
+        client.close()

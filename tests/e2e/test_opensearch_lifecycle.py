@@ -3,7 +3,8 @@ through the alias, v2 replays beside it and takes over while a reader searches t
 a rollback inside the window needs no replay, and deletion honours both policies.
 
 After each step the documents behind the alias must equal the test's own recomputation
-of every event produced. Results (reader queries, errors, worst stall, gate -> switch) go
+of every event produced, and a witness reading every customer's order count through the
+alias must never see one go back, across the cutover and the rollback. Results (reader queries, errors, worst stall, gate -> switch) go
 to `.stack/results/opensearch_lifecycle.json`.
 """
 
@@ -20,7 +21,7 @@ from kubernetes import client
 from opensearchpy import NotFoundError, OpenSearch
 
 from dvstack import replay
-from dvstack.traffic import LiveProducer, SearchAliasReader
+from dvstack.traffic import LiveProducer, SearchAliasReader, SearchMonotonicWitness
 from dvstack.waiting import wait_for
 
 SQL = {
@@ -117,6 +118,9 @@ def test_opensearch_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
              what="the alias to hold every event (v1)")
 
     reader = SearchAliasReader(stack.opensearch, alias).start()
+    # An order count only grows along the log: one read lower than an earlier one is the
+    # alias going back in time, which neither the cutover nor the rollback may do.
+    witness = SearchMonotonicWitness(stack.opensearch, alias, "customer_id", "orders").start()
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=RATE, seed=211).start()
     failures: list[str] = []
     try:
@@ -130,7 +134,7 @@ def test_opensearch_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
         failures += producer.failures
         wait_for(lambda: equal_to_the_log("v2"), timeout=180, interval=1,
                  what="the alias to hold every event (v2)")
-        last = view.status()["lastCutover"]
+        last = migrated = view.status()["lastCutover"]
         gate = parse_time(last["gateHeldAt"]).timestamp()
         seen = reader.first_seen(v2_index, since)
         assert seen is not None, "the reader never got an answer from v2's index"
@@ -162,8 +166,16 @@ def test_opensearch_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
     finally:
         producer.stop()
         reader.stop()
+        witness.stop()
     assert failures == []
     assert reader.errors == [], reader.errors[:3]
+    assert witness.errors == [], witness.errors[:3]
+    assert witness.history.reads > 50
+    assert witness.history.regressions() == {}
+    results["witness_reads"] = witness.history.reads
+    results["cutover_staleness_seconds"] = {
+        "v1_to_v2": migrated.get("stalenessSeconds"),
+        "v2_to_v1": view.status()["lastCutover"].get("stalenessSeconds")}
     results["reader"] = {"queries": reader.queries, "errors": len(reader.errors),
                          "worst_stall_ms": round(reader.worst_stall * 1000, 1)}
     results["events"] = len(events)

@@ -12,6 +12,7 @@ neither loses nor doubles a count.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -205,6 +206,47 @@ def _fold(client: OpenSearch, ledger: str, revision: str, keep_from: int) -> Non
     client.index(index=ledger, id=_summary_id(revision), params=params, body={
         "revision": revision, "folded_below": keep_from,
         "bad_records": int(source["bad_records"]) + moved})
+
+
+def in_flight_id(revision: str) -> str:
+    """As the job names it (dvjob.sink_opensearch_mapping.in_flight_id)."""
+    return f"{revision}:in-flight"
+
+
+def in_flight(client: OpenSearch, ledger: str, revision: str) -> dict[tuple[str, int], int]:
+    """The end offsets of the batch the revision's job is writing or wrote last (empty: none
+    recorded). A get, not a search: real-time, so a document written a moment ago counts."""
+    try:
+        found = client.get(index=ledger, id=in_flight_id(revision))
+    except NotFoundError:
+        return {}
+    return _offsets(found["_source"].get("end_offsets"))
+
+
+def _hold_id(alias: str) -> str:
+    return f"hold:{alias}"
+
+
+def record_hold(client: OpenSearch, ledger: str, alias: str, index: str) -> None:
+    """Say, before blocking `index`'s writes for a cutover, that this alias's switch holds it:
+    an operator that dies holding it leaves this record for the next pass to lift."""
+    client.index(index=ledger, id=_hold_id(alias), body={
+        "hold_of": alias, "index": index, "since": dt.datetime.now(dt.UTC).isoformat()})
+
+
+def hold_of(client: OpenSearch, ledger: str, alias: str) -> tuple[str, dt.datetime] | None:
+    """(index held, since when) for the alias's switch, if one is recorded."""
+    try:
+        found = client.get(index=ledger, id=_hold_id(alias))
+    except NotFoundError:
+        return None
+    since = _time(found["_source"].get("since"))
+    return str(found["_source"]["index"]), since or dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
+def forget_hold(client: OpenSearch, ledger: str, alias: str) -> None:
+    with contextlib.suppress(NotFoundError):
+        client.delete(index=ledger, id=_hold_id(alias))
 
 
 def drop_revision(client: OpenSearch, ledger: str, revision: str) -> None:

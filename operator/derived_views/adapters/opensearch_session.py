@@ -2,15 +2,17 @@
 
 Each revision's index is `<index>__<revision>`; readers search the alias `<index>`, switched
 with one `_aliases` request (remove with must_exist, then add), so a concurrent switch
-fails the request instead of leaving the alias on two indexes. An index records its view
+fails the request instead of leaving the alias on two indexes. A switch away from a serving
+index blocks that index's writes until the alias has moved, so readers never go back in time
+(docs/freshness.md). An index records its view
 and revision in `_meta.derived_views`; the alias's owner is the view of the index it names.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Iterable, Mapping
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from opensearchpy import NotFoundError, OpenSearch, TransportError
@@ -20,19 +22,18 @@ from derived_views.adapters import opensearch_ledger as ledger
 from derived_views.adapters.opensearch_checks import first_line, run_checks
 from derived_views.adapters.opensearch_client import OpenSearchClients, OpenSearchCredentials
 from derived_views.adapters.sink_contract import (
-    CATCH_UP_POLL_SECONDS,
     SinkObservation,
     SinkPools,
     SinkSecretInvalid,
     SinkUnavailable,
-    SwitchDeferred,
+    wait_until_level,
 )
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import reasons
 from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.monotonic import Guard
+from derived_views.core.monotonic import Guard, with_in_flight
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
@@ -41,6 +42,9 @@ from derived_views.core.observed import (
     index_tables_to_observe,
     revisions_to_observe,
 )
+
+STALE_HOLD = dt.timedelta(seconds=90)
+"""A switch holds the serving index's writes for at most its wait (30 s) and one request."""
 
 
 class AliasConflict(RuntimeError):
@@ -78,6 +82,7 @@ class OpenSearchSession:
         # After the ledger: an index its newest batch names must exist now, unless it was lost.
         found = self._indexes(spec.sink.base_name, index_tables_to_observe(spec, status))
         alias = spec.sink.base_name
+        self._lift_stale_hold(alias)
         target = self._alias_target(alias)
         return SinkObservation(observed=SinkObserved(
             indexes=frozenset(found), alias_target=target, ledger=positions,
@@ -166,31 +171,57 @@ class OpenSearchSession:
             return
         if current != from_index:
             raise AliasConflict(f"alias {alias} points at {current!r}, expected {from_index!r}")
-        if not_behind is not None and current is not None:
-            # The ledger documents are written with refresh=wait_for after their batch's rows,
-            # so a search sees every batch whose rows readers can see. OpenSearch has no
-            # transaction to hold the serving job's next batch out of this window (the read
-            # here and the `_aliases` request below): see docs/sinks.md.
-            self._wait_until_level(not_behind)
         actions: list[dict[str, Any]] = []
         if from_index is not None:
             actions.append({"remove": {"index": from_index, "alias": alias, "must_exist": True}})
         actions.append({"add": {"index": to_index, "alias": alias}})
-        self.client.transport.perform_request("POST", "/_aliases", body={"actions": actions})
+        if not_behind is None or current is None:
+            self.client.transport.perform_request("POST", "/_aliases", body={"actions": actions})
+            return
+        guard = not_behind
+        wait_until_level(guard, lambda: self._heads(guard.active, guard.candidate), held=False)
+        with self._writes_held(alias, current):
+            self._wait_until_held_level(guard)
+            self.client.transport.perform_request("POST", "/_aliases", body={"actions": actions})
 
-    def _wait_until_level(self, guard: Guard) -> None:
-        """Wait (at most `guard.wait_seconds`) for the candidate's ledger to reach the serving
-        one; SwitchDeferred when it does not."""
-        deadline = time.monotonic() + guard.wait_seconds
-        while True:
-            heads, _bad, _oldest = ledger.read_heads(self.client, self.ledger_index,
-                                                     (guard.active, guard.candidate))
-            gap = guard.gap(heads)
-            if not gap:
-                return
-            if time.monotonic() >= deadline:
-                raise SwitchDeferred(guard.refusal(gap))
-            time.sleep(CATCH_UP_POLL_SECONDS)
+    @contextlib.contextmanager
+    def _writes_held(self, alias: str, index: str) -> Iterator[None]:
+        """Block writes to the serving index for the switch (readers go on; the serving job
+        re-sends what the block refused once it is lifted): OpenSearch's stand-in for the
+        lock PostgreSQL's switch takes. Recorded first, so a crash leaves it to be lifted."""
+        ledger.record_hold(self.client, self.ledger_index, alias, index)
+        try:
+            # Returns once writes already in flight on the index have finished.
+            self.client.transport.perform_request("PUT", f"/{index}/_block/write")
+            yield
+        finally:
+            self._lift_hold(alias, index)
+
+    def _lift_hold(self, alias: str, index: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self.client.transport.perform_request(
+                "PUT", f"/{index}/_settings", body={"index.blocks.write": None})
+        ledger.forget_hold(self.client, self.ledger_index, alias)
+
+    def _lift_stale_hold(self, alias: str) -> None:
+        """A hold older than any switch lasts was left by an operator that died holding it."""
+        with contextlib.suppress(NotFoundError):  # no ledger index yet
+            held = ledger.hold_of(self.client, self.ledger_index, alias)
+            if held is not None and dt.datetime.now(dt.UTC) - held[1] > STALE_HOLD:
+                self._lift_hold(alias, held[0])
+
+    def _heads(self, *revisions: str) -> dict[str, LedgerPosition]:
+        return ledger.read_heads(self.client, self.ledger_index, revisions)[0]
+
+    def _wait_until_held_level(self, guard: Guard) -> None:
+        """Wait for the candidate's ledger to reach how far readers may have seen the held
+        serving index: read once, with the block in place, its ledger's head raised to its
+        in-flight batch (whose rows may be partly searchable: the index refreshes on its
+        own). No more of the serving job's rows can become visible meanwhile."""
+        reached = with_in_flight(self._heads(guard.active).get(guard.active),
+                                 ledger.in_flight(self.client, self.ledger_index, guard.active))
+        level = {guard.active: reached} if reached is not None else {}
+        wait_until_level(guard, lambda: {**self._heads(guard.candidate), **level}, held=True)
 
     def drop_alias(self, scope: str, alias: str) -> None:
         target = self._alias_target(alias)

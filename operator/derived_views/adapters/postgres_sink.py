@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +24,9 @@ from psycopg import sql
 from derived_views.adapters import postgres_alias
 from derived_views.adapters.postgres_alias import SwitchRefused
 from derived_views.adapters.sink_contract import (
-    CATCH_UP_POLL_SECONDS,
     SinkUnavailable,
     SwitchDeferred,
+    wait_until_level,
 )
 from derived_views.core.monotonic import Guard
 from derived_views.core.naming import LEDGER_TABLE
@@ -379,24 +378,21 @@ def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_inde
 
 def _hold_and_compare(conn: psycopg.Connection[Any], schema: str, serving: str, guard: Guard,
                       ledger: str) -> None:
-    """Lock the serving index against its job's commits, then wait (at most
-    `guard.wait_seconds`) for the candidate's ledger to reach the serving one: each statement
-    of this READ COMMITTED transaction sees every batch committed before it, and the
-    candidate's job goes on committing meanwhile."""
+    """Wait (nothing held) for the candidate to reach the serving ledger, then lock the
+    serving index against its job's commits and wait for the candidate to reach the held
+    ledger (`wait_until_level`): each statement of this READ COMMITTED transaction sees
+    every batch committed before it, and the candidate's job goes on committing meanwhile."""
+    def heads() -> dict[str, LedgerPosition]:
+        return ledger_positions(conn, schema, (guard.active, guard.candidate), ledger)
+
+    wait_until_level(guard, heads, held=False)
     try:
         conn.execute(sql.SQL("LOCK TABLE {}.{} IN SHARE MODE").format(
             sql.Identifier(schema), sql.Identifier(serving)))
     except psycopg.errors.LockNotAvailable:
         raise SwitchDeferred(f"the serving index {schema}.{serving} stayed locked by a writer "
                              "past the lock timeout; the switch waits for a later pass") from None
-    deadline = time.monotonic() + guard.wait_seconds
-    while True:
-        gap = guard.gap(ledger_positions(conn, schema, (guard.active, guard.candidate), ledger))
-        if not gap:
-            return
-        if time.monotonic() >= deadline:
-            raise SwitchDeferred(guard.refusal(gap))
-        time.sleep(CATCH_UP_POLL_SECONDS)
+    wait_until_level(guard, heads, held=True)
 
 
 def drop_alias(conn: psycopg.Connection[Any], schema: str, alias: str) -> None:

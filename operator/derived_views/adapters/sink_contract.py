@@ -10,6 +10,7 @@ import it, and the registry that picks a session for a view's sink kind
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.monotonic import Guard
-from derived_views.core.observed import SinkObserved
+from derived_views.core.observed import LedgerPosition, SinkObserved
 
 
 class SinkUnavailable(Exception):
@@ -36,6 +37,24 @@ CATCH_UP_POLL_SECONDS = 0.1
 class SwitchDeferred(Exception):
     """The switch would take readers back in time (core.monotonic), or the active's writes
     could not be held long enough to tell: nothing changed; a later pass tries again."""
+
+
+def wait_until_level(guard: Guard, read_heads: Callable[[], Mapping[str, LedgerPosition]], *,
+                     held: bool) -> None:
+    """Read the heads until the candidate is not behind (`guard.gap`), for at most
+    `guard.wait_seconds`; SwitchDeferred naming the gap when it stays.
+
+    A sink calls it twice: first with nothing held (the candidate approaches a serving index
+    that keeps committing), then with the serving index's writes held, so the hold lasts
+    about one of the candidate's batches, not the whole catch-up."""
+    deadline = time.monotonic() + guard.wait_seconds
+    while True:
+        gap = guard.gap(read_heads())
+        if not gap:
+            return
+        if time.monotonic() >= deadline:
+            raise SwitchDeferred(guard.refusal(gap, held=held))
+        time.sleep(CATCH_UP_POLL_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ the switch back.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -41,6 +42,20 @@ def behind_positions(candidate: LedgerPosition | None, active: LedgerPosition | 
         return {}
     mine = candidate.end_offsets if candidate is not None else {}
     return behind(mine, {tp: o for tp, o in active.end_offsets.items() if tp in partitions})
+
+
+def with_in_flight(committed: LedgerPosition | None,
+                   in_flight: Mapping[TopicPartition, int]) -> LedgerPosition | None:
+    """How far readers may have seen a serving index whose writes are blocked: its committed
+    batch, raised on each partition to the batch it was writing when the block came (a sink
+    without transactions, OpenSearch, makes rows searchable before their ledger entry)."""
+    if not in_flight:
+        return committed
+    base = committed.end_offsets if committed is not None else {}
+    reach = {tp: max(base.get(tp, 0), in_flight.get(tp, 0)) for tp in {*base, *in_flight}}
+    if committed is None:
+        return LedgerPosition(end_offsets=reach)
+    return dataclasses.replace(committed, end_offsets=reach)
 
 
 def comparable(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
@@ -77,10 +92,11 @@ class Guard:
         return behind_positions(heads.get(self.candidate), heads.get(self.active),
                                 self.partitions)
 
-    def refusal(self, gap: Mapping[TopicPartition, int]) -> str:
+    def refusal(self, gap: Mapping[TopicPartition, int], *, held: bool = True) -> str:
+        how = ("with the serving job's commits held" if held
+               else "while both jobs committed")
         return (f"revision {self.candidate} stayed behind the serving revision {self.active} "
-                f"for {self.wait_seconds:g}s with the serving job's commits held, on "
-                f"{describe(gap)}")
+                f"for {self.wait_seconds:g}s {how}, on {describe(gap)}")
 
 
 def wait_for(trigger_seconds: float) -> float:

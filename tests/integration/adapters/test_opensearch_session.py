@@ -8,6 +8,7 @@ operator's reading of them is checked against the contract, not against its own 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,11 +18,18 @@ from opensearchpy import NotFoundError, OpenSearch
 
 from derived_views.adapters import opensearch_ledger
 from derived_views.adapters.opensearch_session import AliasConflict, OpenSearchSession
-from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid, SinkUnavailable
+from derived_views.adapters.sink_contract import (
+    SinkPools,
+    SinkSecretInvalid,
+    SinkUnavailable,
+    SwitchDeferred,
+)
 from derived_views.api.spec import CutoverChecks, DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, KeySampleFound, RowCounts
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.monotonic import Guard
+from dvstack.waiting import wait_for
 
 CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
@@ -227,3 +235,99 @@ def test_an_index_from_before_uids_is_owned_by_the_view_it_names(
     _index(search, index, "shop/orders", {"x": 1})
     seen = _session(stack, ledger).observe(spec, DerivedViewStatus(), dropping=False).observed
     assert seen.index_owners == {index: IndexOwner("shop", "orders", "")}
+
+
+PARTS = frozenset({("t", 0)})
+
+
+def _in_flight(search: OpenSearch, ledger: str, revision: str, offset: int) -> None:
+    """The job's in-flight document (docs/sinks.md), written before a batch's first row."""
+    search.index(index=ledger, id=f"{revision}:in-flight", body={
+        "revision": revision, "in_flight_batch": 9, "end_offsets": {"t": {"0": offset}},
+        "written_at": T0.isoformat()})
+
+
+def _write_blocked(search: OpenSearch, index: str) -> bool:
+    found = search.indices.get_settings(index=index, name="index.blocks.write")
+    return bool(found.get(index, {}).get("settings"))
+
+
+def _serving_and_candidate(stack: Any, search: OpenSearch, base: str, ledger: str
+                           ) -> tuple[OpenSearchSession, str, str]:
+    session = _session(stack, ledger)
+    a, c = f"{base}__aaaa", f"{base}__cccc"
+    for name in (a, c):
+        _index(search, name, "shop/orders", {"x": 1})
+    session.switch_alias("", base, a, None, owner="shop/orders")
+    _batch(search, ledger, "aaaa", 0, T0, offset=10)
+    _batch(search, ledger, "cccc", 0, T0, offset=10)
+    return session, a, c
+
+
+def test_a_batch_in_flight_on_the_serving_index_holds_the_switch_back(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    """Rows of a batch being written are searchable before its ledger document: the candidate
+    must reach the batch in flight, not only the serving ledger."""
+    session, a, c = _serving_and_candidate(stack, search, base, ledger)
+    _in_flight(search, ledger, "aaaa", offset=14)
+    guard = Guard("aaaa", "cccc", PARTS, wait_seconds=0.5)
+    with pytest.raises(SwitchDeferred, match=r"behind the serving revision aaaa .* t/0 by 4"):
+        session.switch_alias("", base, c, a, owner="shop/orders", not_behind=guard)
+    assert search.indices.get_alias(name=base) == {a: {"aliases": {base: {}}}}
+    assert not _write_blocked(search, a)  # the hold is lifted when the switch gives up
+    assert opensearch_ledger.hold_of(search, ledger, base) is None
+    _batch(search, ledger, "cccc", 1, T0, offset=14)
+    session.switch_alias("", base, c, a, owner="shop/orders", not_behind=guard)
+    assert search.indices.get_alias(name=base) == {c: {"aliases": {base: {}}}}
+    assert not _write_blocked(search, a)
+
+
+def test_the_switch_blocks_the_serving_index_s_writes_while_it_waits(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    session, a, c = _serving_and_candidate(stack, search, base, ledger)
+    outcome: list[BaseException | None] = []
+
+    def switch() -> None:
+        try:
+            session.switch_alias("", base, c, a, owner="shop/orders",
+                                 not_behind=Guard("aaaa", "cccc", PARTS, wait_seconds=60))
+            outcome.append(None)
+        except BaseException as exc:  # reported by the test thread
+            outcome.append(exc)
+
+    # Level by the ledgers, so nothing is awaited before the hold; but the serving job was
+    # writing a batch: readers may have seen its rows, and the candidate must reach them.
+    _in_flight(search, ledger, "aaaa", offset=12)
+    switching = threading.Thread(target=switch)
+    switching.start()
+    try:
+        wait_for(lambda: _write_blocked(search, a), timeout=30,
+                 what="the switch to block the serving index's writes")
+        # The serving job's next rows are refused while the switch waits; readers still read.
+        answer = search.bulk(body=[{"index": {"_id": "y"}}, {"k": "y", "v": 2}], index=a)
+        assert answer["items"][0]["index"]["error"]["type"] == "cluster_block_exception"
+        assert search.count(index=a)["count"] == 1
+        assert opensearch_ledger.hold_of(search, ledger, base) is not None
+        assert search.indices.get_alias(name=base) == {a: {"aliases": {base: {}}}}
+        _batch(search, ledger, "cccc", 1, T0, offset=12)  # the candidate reaches the serving
+    finally:
+        switching.join(timeout=60)
+    assert outcome == [None]
+    assert search.indices.get_alias(name=base) == {c: {"aliases": {base: {}}}}
+    assert not _write_blocked(search, a)
+    assert opensearch_ledger.hold_of(search, ledger, base) is None
+
+
+def test_a_hold_left_by_a_dead_operator_is_lifted_by_the_next_observation(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    session, a, _c = _serving_and_candidate(stack, search, base, ledger)
+    search.indices.put_settings(index=a, body={"index.blocks.write": True})
+    search.index(index=ledger, id=f"hold:{base}", body={
+        "hold_of": base, "index": a, "since": T0.isoformat()}, params={"refresh": "true"})
+    recent = f"{base}-recent"  # a hold as young as a switch in progress is left alone
+    search.index(index=ledger, id=f"hold:{recent}", body={
+        "hold_of": recent, "index": a, "since": dt.datetime.now(dt.UTC).isoformat()})
+    session.observe(_spec(base), DerivedViewStatus(), dropping=False)
+    assert not _write_blocked(search, a)
+    assert opensearch_ledger.hold_of(search, ledger, base) is None
+    assert opensearch_ledger.hold_of(search, ledger, recent) is not None

@@ -65,40 +65,69 @@ def test_a_candidate_that_stays_behind_is_refused_and_nothing_changes(conn: Any,
     assert pg.alias_target(conn, schema, "v") == "v__c"
 
 
+def _lock_requested(conn: Any, schema: str, table: str, *, granted: bool) -> bool:
+    return bool(conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE relation = to_regclass(%s) AND mode = 'ShareLock' "
+        "AND granted = %s", (f'"{schema}".{table}', granted)).fetchone()[0])
+
+
+def test_a_candidate_far_behind_is_awaited_before_anything_is_held(conn: Any,
+                                                                  schema: str) -> None:
+    _setup(conn, schema, serving={"0": 10, "1": 5}, candidate={"0": 10, "1": 3})
+    with pytest.raises(SwitchDeferred, match=r"for 0.5s while both jobs committed, on t/1 by 2"):
+        pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner="ns/v",
+                        not_behind=Guard("a", "c", PARTITIONS, wait_seconds=0.5))
+    assert pg.alias_target(conn, schema, "v") == "v__a"
+
+
 def test_the_switch_holds_the_serving_job_and_waits_for_the_candidate(stack: Any, conn: Any,
                                                                      schema: str) -> None:
-    _setup(conn, schema, serving={"0": 10, "1": 5}, candidate={"0": 10, "1": 3})
+    """The candidate is level with the serving ledger, but the serving job is committing a
+    batch as the switch locks: the held ledger is ahead, and the switch waits for the
+    candidate's next batch with the serving job's following batch held."""
+    _setup(conn, schema, serving={"0": 10, "1": 5}, candidate={"0": 10, "1": 5})
     outcome: list[BaseException | None] = []
 
     def switch() -> None:
         try:
             with psycopg.connect(stack.pg_dsn, autocommit=True) as op:
                 pg.switch_alias(op, schema, "v", "v__c", "v__a", owner="ns/v",
+                                lock_timeout_ms=60_000,
                                 not_behind=Guard("a", "c", PARTITIONS, wait_seconds=60))
             outcome.append(None)
         except BaseException as exc:  # reported by the test thread
             outcome.append(exc)
 
-    switching = threading.Thread(target=switch)
-    switching.start()
-    wait_for(lambda: _share_lock_held(conn, schema, "v__a"), timeout=30,
-             what="the switch to hold the serving index")
-    # The serving job's next batch cannot land while the switch compares ...
     with psycopg.connect(stack.pg_dsn, autocommit=True) as serving_job:
         pid = serving_job.info.backend_pid
-        landed = threading.Thread(target=_commit_batch,
-                                  args=(serving_job, schema, "a", 1, {"0": 11, "1": 6}))
-        landed.start()
-        wait_for(lambda: _waiting_on_a_lock(conn, pid), timeout=30,
-                 what="the serving job's commit to wait on the switch")
-        assert pg.alias_target(conn, schema, "v") == "v__a"
-        # ... and the candidate's next batch, reaching the held serving ledger, lets it through.
-        with psycopg.connect(stack.pg_dsn, autocommit=True) as candidate_job:
-            _commit_batch(candidate_job, schema, "c", 1, {"0": 10, "1": 5})
-        switching.join(timeout=60)
+        batch_1 = serving_job.transaction()
+        batch_1.__enter__()  # the serving job's batch 1, written but not yet committed
+        serving_job.execute(f'INSERT INTO "{schema}".v__a VALUES (%s, %s)', ("k1", 1))
+        serving_job.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets) '
+                            "VALUES ('a', 1, %s)", (json.dumps({"t": {"0": 11, "1": 6}}),))
+        switching = threading.Thread(target=switch)
+        switching.start()
+        try:
+            wait_for(lambda: _lock_requested(conn, schema, "v__a", granted=False), timeout=30,
+                     what="the switch to ask for the serving index's lock")
+            batch_1.__exit__(None, None, None)  # commits: the held ledger is now ahead
+            wait_for(lambda: _share_lock_held(conn, schema, "v__a"), timeout=30,
+                     what="the switch to hold the serving index")
+            # The serving job's next batch cannot land while the switch compares ...
+            landed = threading.Thread(target=_commit_batch,
+                                      args=(serving_job, schema, "a", 2, {"0": 12, "1": 7}))
+            landed.start()
+            wait_for(lambda: _waiting_on_a_lock(conn, pid), timeout=30,
+                     what="the serving job's commit to wait on the switch")
+            assert pg.alias_target(conn, schema, "v") == "v__a"
+            # ... and the candidate's next batch, reaching the held ledger, lets it through.
+            with psycopg.connect(stack.pg_dsn, autocommit=True) as candidate_job:
+                _commit_batch(candidate_job, schema, "c", 1, {"0": 11, "1": 6})
+        finally:
+            switching.join(timeout=60)
         assert outcome == [None]
         landed.join(timeout=60)
     assert pg.alias_target(conn, schema, "v") == "v__c"
     # the serving job's batch landed after the switch, in the index readers no longer see
     assert conn.execute(f'SELECT max(batch_id) FROM "{schema}".dv_ledger WHERE revision = '
-                        "'a'").fetchone() == (1,)
+                        "'a'").fetchone() == (2,)

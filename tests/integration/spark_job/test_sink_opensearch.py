@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opensearchpy import OpenSearch
+from opensearchpy import NotFoundError, OpenSearch
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     ArrayType,
@@ -44,6 +45,7 @@ from dvjob.sink_opensearch import (
 )
 from dvjob.sink_opensearch_mapping import index_body
 from dvjob.sink_schema import SinkColumn, TableLayout, table_layout
+from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +113,10 @@ def versions(client: OpenSearch, index: str) -> dict[str, int]:
 
 
 def ledger(client: OpenSearch, names: Names) -> list[dict[str, Any]]:
-    found = client.search(index=names.ledger, body={"size": 1000, "sort": [{"batch_id": "asc"}]})
+    """The batch documents (not the in-flight document), oldest first."""
+    found = client.search(index=names.ledger, body={
+        "size": 1000, "sort": [{"batch_id": "asc"}],
+        "query": {"exists": {"field": "batch_id"}}})
     return [hit["_source"] | {"_id": hit["_id"]} for hit in found["hits"]["hits"]]
 
 
@@ -408,6 +413,60 @@ def test_a_failure_mid_batch_leaves_no_ledger_document(client: OpenSearch, names
                                {"orders": {"0": 3}})
     assert (outcome.skipped, outcome.rows_upserted) == (False, 2)
     assert sink.committed_batches() == 1
+
+
+def in_flight(client: OpenSearch, names: Names) -> dict[str, Any] | None:
+    try:
+        found = client.get(index=names.ledger, id=f"{REVISION}:in-flight")
+    except NotFoundError:
+        return None
+    return dict(found["_source"])
+
+
+def write_blocked(client: OpenSearch, index: str) -> bool:
+    found = client.indices.get_settings(index=index, name="index.blocks.write")
+    return bool(found.get(index, {}).get("settings"))
+
+
+def test_a_batch_says_how_far_it_reaches_before_its_first_row_is_sent(
+        client: OpenSearch, names: Names) -> None:
+    sink = make_sink(client, names)
+    seen: list[dict[str, Any] | None] = []
+
+    def rows() -> Iterator[Row]:
+        seen.append(in_flight(client, names))  # read when the bulk asks for the first row
+        yield order("o1", "c1", "1.00")
+
+    sink.write_batch(0, rows(), {"orders": {"0": 1}})
+    assert seen[0] is not None
+    assert (seen[0]["revision"], seen[0]["in_flight_batch"], seen[0]["end_offsets"]) == (
+        REVISION, 0, {"orders": {"0": 1}})
+    assert sink.committed_batches() == 1  # the in-flight document is no batch
+
+
+def test_rows_a_cutover_s_write_block_refuses_are_sent_once_it_is_lifted(
+        client: OpenSearch, names: Names) -> None:
+    sink = make_sink(client, names, chunk_actions=2)
+    sink.write_batch(0, [order("o1", "c1", "1.00")], {"orders": {"0": 1}})
+    client.indices.add_block(index=names.index, block="write")
+    outcome: list[Any] = []
+    writing = threading.Thread(target=lambda: outcome.append(sink.write_batch(
+        1, [order("o1", "c1", "2.00"), order("o2", "c2", "3.00"), order("o3", "c3", "4.00")],
+        {"orders": {"0": 4}})))
+    writing.start()
+    try:
+        wait_for(lambda: (in_flight(client, names) or {}).get("in_flight_batch") == 1,
+                 timeout=30, what="the job to mark batch 1 in flight")
+        assert [e["batch_id"] for e in ledger(client, names)] == [0]
+        assert documents(client, names.index) == {"o1": source("o1", "c1", 1.0)}
+    finally:
+        client.indices.put_settings(index=names.index, body={"index.blocks.write": None})
+        writing.join(timeout=60)
+    assert outcome and outcome[0].rows_upserted == 3
+    assert [e["batch_id"] for e in ledger(client, names)] == [0, 1]
+    assert documents(client, names.index) == {
+        "o1": source("o1", "c1", 2.0), "o2": source("o2", "c2", 3.0),
+        "o3": source("o3", "c3", 4.0)}
 
 
 def test_a_null_key_fails_the_whole_batch(client: OpenSearch, names: Names) -> None:

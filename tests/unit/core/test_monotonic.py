@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from derived_views.core.monotonic import Guard, behind, comparable, describe, wait_for
+from derived_views.core.monotonic import (
+    Guard,
+    behind,
+    comparable,
+    describe,
+    wait_for,
+    with_in_flight,
+)
 from derived_views.core.observed import LedgerPosition
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -51,3 +58,18 @@ def test_the_wait_spans_a_few_batches_within_bounds() -> None:
 def test_describe_names_the_largest_gaps_first() -> None:
     gap = {("o", 0): 1, ("o", 1): 300, ("o", 2): 20, ("o", 3): 4}
     assert describe(gap) == "o/1 by 300, o/2 by 20, o/3 by 4 and 1 more"
+
+
+def test_a_batch_in_flight_raises_the_serving_level_where_it_reaches_further() -> None:
+    at = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
+    committed = LedgerPosition({("t", 0): 10, ("t", 1): 7}, committed_at=at, batch_id=4)
+    reached = with_in_flight(committed, {("t", 0): 14, ("t", 1): 5, ("t", 2): 3})
+    assert reached is not None
+    assert reached.end_offsets == {("t", 0): 14, ("t", 1): 7, ("t", 2): 3}
+    assert (reached.committed_at, reached.batch_id) == (at, 4)
+    assert with_in_flight(committed, {}) is committed
+    assert with_in_flight(None, {}) is None
+    first = with_in_flight(None, {("t", 0): 2})
+    assert first is not None and first.end_offsets == {("t", 0): 2}
+    guard = Guard("a", "c", frozenset({("t", 0), ("t", 1)}))
+    assert guard.gap({"a": reached, "c": committed}) == {("t", 0): 4}

@@ -34,9 +34,12 @@ from dvjob.offsets import EndOffsets
 from dvjob.sink_contract import FAIL_ON_NULL_KEY
 from dvjob.sink_opensearch_docs import (
     Documents,
+    bulk_body,
     bulk_chunks,
     delete_line,
     index_line,
+    refusal_cause,
+    sort_items,
     value_json,
 )
 from dvjob.sink_opensearch_mapping import index_body, ledger_body, ledger_id
@@ -253,3 +256,37 @@ def test_ids_opensearch_refuses_fail_the_batch(key: str, message: str) -> None:
 def test_a_row_of_the_wrong_width_fails_the_batch() -> None:
     with pytest.raises(JobError, match="batch 4: row has 2 values, expected 4"):
         chunked([("o1", False)])
+
+
+def test_a_bulk_answer_is_sorted_by_what_the_writer_does_next() -> None:
+    sent = [("i1", "s1"), ("i2", "s2"), ("d3", None), ("d4", None), ("i5", "s5"), ("i6", "s6"),
+            ("i7", "s7"), ("i8", "s8")]
+    block = {"type": "cluster_block_exception",
+             "reason": "index [v__a] blocked by: [FORBIDDEN/8/index write (api)];"}
+    items = [{"index": {"result": "created", "status": 201}},
+             {"index": {"status": 409, "error": {"type": "version_conflict_engine_exception"}}},
+             {"delete": {"result": "deleted", "status": 200}},
+             {"delete": {"result": "not_found", "status": 404}},
+             {"index": {"status": 429, "error": {"type": "es_rejected_execution_exception"}}},
+             {"index": {"status": 403, "error": block}},
+             {"index": {"result": "updated", "status": 200}},
+             {"index": {"status": 400, "error": {"type": "mapper_parsing_exception",
+                                                "reason": "failed to parse field [at]"}}}]
+    answer = sort_items(sent, items)
+    assert (answer.upserted, answer.deleted) == (2, 1)
+    assert answer.busy == [("i5", "s5")]
+    assert answer.blocked == [("i6", "s6")]
+    assert answer.block_reason == block["reason"]
+    assert [refusal_cause(item) for item in answer.refused] == [
+        "mapper_parsing_exception: failed to parse field [at]"]
+
+
+def test_a_bulk_answer_of_another_length_is_refused() -> None:
+    with pytest.raises(JobError, match="1 items to a bulk of 2 actions"):
+        sort_items([("a", None), ("b", None)], [{"delete": {"result": "deleted"}}])
+
+
+def test_a_bulk_body_is_ndjson_ending_in_a_newline() -> None:
+    assert bulk_body([(index_line("a", 3), '{"k":1}'), (delete_line("b", 3), None)]) == (
+        '{"index":{"_id":"a","version":3,"version_type":"external_gte"}}\n{"k":1}\n'
+        '{"delete":{"_id":"b","version":3,"version_type":"external_gte"}}\n')
