@@ -150,12 +150,12 @@ def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
 
 
 def orders_backlog(stack: Any, core: client.CoreV1Api, namespace: str, count: int,
-                   seed: int) -> tuple[str, list[dict[str, Any]]]:
-    """A fresh 3-partition topic holding `count` order events, and the namespace's sink
-    Secret; returns the topic and the events."""
+                   seed: int, age_seconds: float = 0.0) -> tuple[str, list[dict[str, Any]]]:
+    """A fresh 3-partition topic holding `count` order events (stamped `age_seconds` ago:
+    history), and the namespace's sink Secret; returns the topic and the events."""
     topic = f"orders-{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 3)
     backlog = replay.make_orders(count, seed=seed)
-    replay.produce(stack.kafka_bootstrap, topic, backlog)
+    replay.produce(stack.kafka_bootstrap, topic, backlog, age_seconds=age_seconds)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     return topic, backlog

@@ -3,9 +3,10 @@ settings, a reader with only SELECT on the alias, a missing Secret and a missing
 
 The operator runs as its own process against the local stack; a producer writes into the
 source topic at a fixed rate for the whole migration, and the index is compared with the
-test's own recomputation of every record it produced. The first revision must serve only
-once every record older than the gate is in its index (the test reads the records' Kafka
-timestamps itself), and a reader that records every customer's order count must never see
+test's own recomputation of every record it produced. The backlog is history stamped an
+hour ago. The first revision must serve only once every record older than the gate is in
+its index (the test reads the records' Kafka timestamps itself), its index at Ready must
+equal the recomputation of the log up to the offsets it committed, and a reader that records every customer's order count must never see
 one go back across the cutover.
 """
 
@@ -59,6 +60,7 @@ def select_only_role(dsn: str, pg: dict[str, Any], table: str) -> str:
             f"password={password}")
 
 
+V1_COLUMNS = ["orders", "revenue"]  # replay.ORDERS_BY_CUSTOMER_SQL's
 GATE_SECONDS = 10  # the default maxLagSeconds
 SLACK_SECONDS = 3
 """The operator's pass reads the ledger a moment before it stamps its time; a batch may land
@@ -75,6 +77,45 @@ def ledger_at(dsn: str, revision: str, at: dt.datetime) -> dict[tuple[str, int],
                            (revision, at)).fetchone()
     assert row is not None, f"no batch of {revision} committed by {at}"
     return {(topic, int(p)): int(o) for topic, parts in row[0].items() for p, o in parts.items()}
+
+
+def index_at(dsn: str, table: str, revision: str, columns: list[str]
+             ) -> tuple[dict[str, tuple[Any, ...]], dict[tuple[str, int], int]]:
+    """The alias's rows and the serving revision's committed offsets, read in one snapshot (a
+    batch's rows and its ledger row commit together, so the rows are exactly that prefix)."""
+    cols = ", ".join(f'"{c}"' for c in columns)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rows = conn.execute(f'SELECT customer_id, {cols} FROM "{table}"').fetchall()
+        ledger = conn.execute("SELECT end_offsets FROM public.dv_ledger WHERE revision = %s "
+                              "ORDER BY batch_id DESC LIMIT 1", (revision,)).fetchone()
+    assert ledger is not None, f"no batch of {revision}"
+    return ({r[0]: tuple(round(float(x), 6) for x in r[1:]) for r in rows},
+            {(t, int(p)): int(o) for t, parts in ledger[0].items() for p, o in parts.items()})
+
+
+def log_prefix(bootstrap: str, ends: dict[tuple[str, int], int]) -> list[dict[str, Any]]:
+    """Every record below `ends`, read and decoded by the test's own consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "log_level": 0})
+    wanted = {tp: end for tp, end in ends.items() if end > 0}
+    events: list[dict[str, Any]] = []
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in wanted])
+        deadline = time.monotonic() + 120
+        while wanted and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+                if msg.error() is not None:
+                    raise AssertionError(msg.error())
+                tp = (msg.topic(), msg.partition())
+                if tp in wanted and msg.offset() < wanted[tp]:
+                    events.append(json.loads(msg.value()))
+                    if msg.offset() == wanted[tp] - 1:
+                        del wanted[tp]
+        assert not wanted, f"the log ended before {wanted}"
+    finally:
+        consumer.close()
+    return events
 
 
 def kafka_time(bootstrap: str, topic: str, partition: int, offset: int) -> dt.datetime | None:
@@ -110,7 +151,9 @@ def results_file(stack: Any, name: str) -> Path:
 def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic, backlog = orders_backlog(stack, core, namespace, 30_000, seed=23)
+    # History written an hour ago: under a time-to-drain gate a view served most of it missing.
+    topic, backlog = orders_backlog(stack, core, namespace, 30_000, seed=23, age_seconds=3600)
+    history = replay.topic_end_offsets(stack.kafka_bootstrap, topic)
     table = f"live_{uuid.uuid4().hex[:8]}"
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=RATE).start()
     readers: list[AliasReader] = []
@@ -119,6 +162,14 @@ def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
             G, V, namespace, P, view_body(namespace, "orders", stack.kafka_bootstrap, topic, table))
         handle = ViewHandle(custom, namespace, "orders")
         v1 = handle.wait_serving_new(None, "v1 to become Ready under live traffic", timeout=600)
+        # At Ready, the index is exactly a prefix of the log: the test's own recomputation of
+        # the records below the offsets committed with those rows.
+        rows_at_ready, committed = index_at(stack.pg_dsn, table, v1, V1_COLUMNS)
+        at_ready = expected_rows(log_prefix(stack.kafka_bootstrap, committed), V1_COLUMNS)
+        differing_at_ready = len(set(rows_at_ready.items()) ^ set(at_ready.items()))
+        assert differing_at_ready == 0
+        assert all(committed.get((topic, p), 0) >= end for p, end in history.items()), (
+            committed, history)  # the whole history, whatever the live records
         # Fresh at Ready: the first record the index lacked, on every partition, was younger
         # than the gate when the pass that made it serve stamped its time.
         first = handle.status()["lastCutover"]
@@ -180,6 +231,8 @@ def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
         "candidate_start_to_cutover_seconds": round(started_to_switch, 1),
         "gate_held_at": cutover.get("gateHeldAt"), "switched_at": cutover["switchedAt"],
         "first_serve": {"staleness_seconds": first["stalenessSeconds"],
+                        "rows_differing_at_ready": differing_at_ready,
+                        "records_in_index_at_ready": sum(committed.values()),
                         "lag_messages": first["lagMessages"], "partitions": freshness},
         "cutover_staleness_seconds": cutover.get("stalenessSeconds"),
         "cutover_lag_messages": cutover.get("lagMessages"),
