@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from dvjob import sql_guard
@@ -27,6 +27,12 @@ from dvjob.config import JobConfig, TriggerConfig, config_from_argv
 from dvjob.credentials import job_credentials
 from dvjob.errors import JobError, one_line, write_termination_message
 from dvjob.failpoints import BEFORE_COMMIT_CONF, Failpoint
+from dvjob.first_batch import (
+    FIRST_BATCH_CONF,
+    FIRST_BATCH_OFFSETS,
+    first_batch_bound,
+    run_first_batch,
+)
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
 from dvjob.sink import open_sink
@@ -84,9 +90,13 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         f"{json.dumps(redacted(options), sort_keys=True)}")
     schema = value_schema(config.source.schema_ddl)
     policy = config.source.bad_records
-    events = parse_events(load_kafka_stream(spark, options), schema, config.source.format,
-                          policy.policy)
-    output = apply_transform(config.transform, events)
+
+    def transformed(reader_options: dict[str, str]) -> DataFrame:
+        events = parse_events(load_kafka_stream(spark, reader_options), schema,
+                              config.source.format, policy.policy)
+        return apply_transform(config.transform, events)
+
+    output = transformed(options)
     refuse_changelog_aggregates(output, config.source.format)
     layout = table_layout(output.schema, config.sink.primary_key)
     failpoint = Failpoint(spark.conf.get(BEFORE_COMMIT_CONF, None) or None)
@@ -95,8 +105,9 @@ def run(spark: SparkSession, config: JobConfig) -> None:
                      if failpoint.path else None)
     say(f"writing {sink.describe()}")
     sink.prepare()
+    committed = sink.committed_batches()
     moved = set_aside_if_stale(HadoopPaths(spark), config.checkpoint_location,
-                               sink.committed_batches(), dt.datetime.now(dt.timezone.utc))
+                               committed, dt.datetime.now(dt.timezone.utc))
     if moved is not None:
         say(f"checkpoint {config.checkpoint_location} has committed batches but the ledger has "
             f"none for revision {config.revision} (index dropped or database reset): moved it "
@@ -110,10 +121,21 @@ def run(spark: SparkSession, config: JobConfig) -> None:
                                            if policy.dead_letter_topic else ""))
     writer = BatchWriter(sink=sink, layout=layout,
                          checkpoint_location=config.checkpoint_location, bad=screen)
-    stream = (output.writeStream.outputMode("update")
-              .option("checkpointLocation", config.checkpoint_location)
-              .foreachBatch(writer))
-    query = with_trigger(stream, config.trigger).start()
+
+    def stream(frame: DataFrame) -> DataStreamWriter:
+        return (frame.writeStream.outputMode("update")
+                .option("checkpointLocation", config.checkpoint_location)
+                .foreachBatch(writer))
+
+    bound = first_batch_bound(config, committed, int(spark.conf.get(
+        FIRST_BATCH_CONF, str(FIRST_BATCH_OFFSETS)) or FIRST_BATCH_OFFSETS))
+    if bound is not None:
+        failed = run_first_batch(lambda most, interval: stream(transformed(
+            {**options, "maxOffsetsPerTrigger": str(most)})).trigger(
+                processingTime=interval).start(), say, bound)
+        if failed is not None:
+            raise writer.failure or RuntimeError(failed)
+    query = with_trigger(stream(output), config.trigger).start()
     say(f"query {query.id} started")
     try:
         query.awaitTermination()

@@ -17,17 +17,33 @@ from psycopg import sql
 JOB = Path(__file__).resolve().parents[3] / "spark_templates" / "derived_view_job.py"
 
 
-def submit(stack: Any, config: dict[str, Any], timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run the job to the end (local[1], PostgreSQL from libpq's PG* variables)."""
+def _command(stack: Any, config: dict[str, Any], conf: dict[str, str]
+             ) -> tuple[list[str], dict[str, str]]:
+    """spark-submit of the job (local[1]), PostgreSQL from libpq's PG* variables."""
     pg = stack.pg
     env = {**os.environ, "PGHOST": str(pg["host"]), "PGPORT": str(pg["port"]),
            "PGDATABASE": str(pg["database"]), "PGUSER": str(pg["user"]),
            "PGPASSWORD": str(pg["password"]), "PYSPARK_PYTHON": sys.executable}
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
-    return subprocess.run(
-        [spark_submit, "--master", "local[1]", "--jars", ",".join(stack.spark_jars),
-         "--conf", "spark.ui.enabled=false", str(JOB), "--config-json", json.dumps(config)],
-        env=env, capture_output=True, text=True, timeout=timeout)
+    confs = [arg for key, value in {"spark.ui.enabled": "false", **conf}.items()
+             for arg in ("--conf", f"{key}={value}")]
+    return ([spark_submit, "--master", "local[1]", "--jars", ",".join(stack.spark_jars),
+             *confs, str(JOB), "--config-json", json.dumps(config)], env)
+
+
+def submit(stack: Any, config: dict[str, Any], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run the job to the end."""
+    command, env = _command(stack, config, {})
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def start(stack: Any, config: dict[str, Any], conf: dict[str, str], log: Path
+          ) -> subprocess.Popen[bytes]:
+    """Start a job that keeps running (a processing-time trigger), its output into `log`."""
+    command, env = _command(stack, config, conf)
+    with log.open("wb") as out:
+        return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[str, str | None]]) -> None:
@@ -39,9 +55,9 @@ def produce(bootstrap: str, topic: str, records: list[tuple[str, str | None]]) -
     assert producer.flush(30) == 0
 
 
-def run_job(stack: Any, *, topic: str, schema: str, fmt: str, row_ddl: str, sql_text: str,
-            key: list[str], checkpoint: Path, revision: str = "r1") -> subprocess.CompletedProcess[str]:
-    config = {
+def job_config(stack: Any, *, topic: str, schema: str, fmt: str, row_ddl: str, sql_text: str,
+               key: list[str], checkpoint: Path, revision: str = "r1") -> dict[str, Any]:
+    return {
         "view": "it/job", "revision": revision,
         "source": {"bootstrapServers": stack.kafka_bootstrap, "topics": [topic], "format": fmt,
                    "schema": row_ddl, "kafkaOptions": {}},
@@ -51,6 +67,12 @@ def run_job(stack: Any, *, topic: str, schema: str, fmt: str, row_ddl: str, sql_
         "checkpointLocation": str(checkpoint),
         "trigger": {"availableNow": True},
     }
+
+
+def run_job(stack: Any, *, topic: str, schema: str, fmt: str, row_ddl: str, sql_text: str,
+            key: list[str], checkpoint: Path, revision: str = "r1") -> subprocess.CompletedProcess[str]:
+    config = job_config(stack, topic=topic, schema=schema, fmt=fmt, row_ddl=row_ddl,
+                        sql_text=sql_text, key=key, checkpoint=checkpoint, revision=revision)
     return submit(stack, config, timeout=600)
 
 

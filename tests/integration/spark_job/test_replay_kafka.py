@@ -9,16 +9,20 @@ its index being moved aside so the revision replays from offset 0.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from job_submit import produce, rows, run_job
+from job_submit import job_config, produce, rows, run_job, start
 from psycopg import sql
 
+from dvjob.first_batch import FIRST_BATCH_CONF
 from dvstack import replay
+from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -98,3 +102,41 @@ def test_a_checkpoint_that_outlived_its_index_is_moved_aside(stack: Any, schema:
     third = run_job(stack, **kwargs)
     assert third.returncode == 0 and "moved it" not in third.stdout
     assert [p.name.startswith("ckpt.stale-") for p in tmp_path.iterdir()].count(True) == 1
+
+
+def ledger_batches(stack: Any, schema: str, revision: str) -> list[dict[str, int]]:
+    """Each committed batch's end offsets of partition 0..n, summed over partitions."""
+    with psycopg.connect(stack.pg_dsn) as conn:
+        found = conn.execute(sql.SQL("SELECT end_offsets FROM {} WHERE revision = %s ORDER BY "
+                                     "batch_id").format(sql.Identifier(schema, "dv_ledger")),
+                             (revision,)).fetchall()
+    return [{p: int(o) for parts in r[0].values() for p, o in parts.items()} for r in found]
+
+
+def test_a_first_replay_commits_a_bounded_first_batch_then_the_rest(
+        stack: Any, schema: str, tmp_path: Path) -> None:
+    """With nothing committed, the first batch reads at most the first-batch bound (set low
+    here by its Spark configuration); the query then restarts with the view's own bound (none:
+    everything left in one batch). Exactly once across the restart."""
+    topic = f"json-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    produce(stack.kafka_bootstrap, topic, [(f"k{i % 50}", json.dumps({"id": i % 50, "n": 1}))
+                                           for i in range(3000)])
+    config = job_config(stack, topic=topic, schema=schema, fmt="json", row_ddl="id INT, n INT",
+                        sql_text="SELECT id, sum(n) AS total FROM events GROUP BY id",
+                        key=["id"], checkpoint=tmp_path / "ckpt")
+    config["trigger"] = {"processingTimeSeconds": 1}
+    log = tmp_path / "driver.log"
+    job = start(stack, config, {FIRST_BATCH_CONF: "500"}, log)
+    try:
+        wait_for(lambda: job.poll() is not None or sum(
+            (ledger_batches(stack, schema, "r1") or [{}])[-1].values()) == 3000,
+            timeout=300, interval=1, what="the job to commit all 3,000 records")
+        assert job.poll() is None, log.read_text()[-3000:]
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)
+        job.wait(timeout=60)
+    batches = ledger_batches(stack, schema, "r1")
+    assert [b["0"] for b in batches] == [500, 3000], batches
+    assert "first batch of at most 500 offsets done" in log.read_text()
+    assert rows(stack, schema, "mirror__r1") == [(i, 60) for i in range(50)]
