@@ -485,7 +485,9 @@ class Cutover(ApiModel):
                     "operator's clock make staleness unknown (the message gate still holds). "
                     "0 gates on messages alone.")] = 10
     stable_for_seconds: Annotated[int, Field(
-        ge=0, le=86400, description="The gate must hold continuously for this many seconds.")
+        ge=0, le=86400, description="The gate must hold continuously for this many seconds before "
+                                   "readers move from a serving revision to another; a view's "
+                                   "first revision serves as soon as the gate holds.")
                                   ] = 10
     mode: Annotated[Literal["auto", "manual"], Field(
         description="`auto` switches readers as soon as the gate has held; `manual` waits for "

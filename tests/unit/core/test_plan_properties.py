@@ -108,7 +108,11 @@ class Judge:
                     if self.gate_continuity:
                         since = self.below_gate_since.get(revision)
                         assert since is not None
-                        assert (world.now - since).total_seconds() >= spec.cutover.stable_for_seconds
+                        # the gate holds for stableFor before readers move; a first revision
+                        # serves once it holds (nothing served before it)
+                        needed = (spec.cutover.stable_for_seconds if active_before is not None
+                                  else 0)
+                        assert (world.now - since).total_seconds() >= needed
             if isinstance(action, A.DropIndex):
                 assert action.index != world.alias, "dropped the alias target"
                 assert all(not (isinstance(s, A.SwitchAlias) and s.to_index == action.index)

@@ -60,8 +60,8 @@ def promote(ctx: Context, draft: Draft, revision: str) -> None:
     lag = draft.lags.get(revision)
     if record.phase != Phase.CaughtUp or lag is None or record.caught_up_since is None:
         return
-    stable = (seconds_between(record.caught_up_since, ctx.now)
-              >= ctx.spec.cutover.stable_for_seconds)
+    stable_for = stable_for_seconds(ctx, draft)
+    stable = seconds_between(record.caught_up_since, ctx.now) >= stable_for
     if stable and not checks_pass(ctx, record):
         draft.promotion_hold = PromotionHold("checks")
         return  # failing or not yet run: not promoted, not even on the annotation
@@ -93,10 +93,17 @@ def promote(ctx: Context, draft: Draft, revision: str) -> None:
         draft.cutover = (revision, draft.active)
         draft.last_cutover = CutoverRecord(
             from_revision=draft.active, to_revision=revision, switched_at=ctx.now,
-            gate_held_at=record.caught_up_since + dt.timedelta(
-                seconds=ctx.spec.cutover.stable_for_seconds),
+            gate_held_at=record.caught_up_since + dt.timedelta(seconds=stable_for),
             staleness_seconds=lag.seconds, lag_messages=lag.messages)
         finish_cutover(ctx, draft, revision)
+
+
+def stable_for_seconds(ctx: Context, draft: Draft) -> int:
+    """How long the gate must hold: `stableForSeconds` before readers move from a serving
+    revision to another, none for a view's first revision. The gate reads staleness, so a
+    first revision that passes it serves a fresh index, and until it serves readers have no
+    index at all: waiting longer protects nobody."""
+    return 0 if draft.active is None else ctx.spec.cutover.stable_for_seconds
 
 
 def checks_pass(ctx: Context, record: RevisionStatus) -> bool:
