@@ -66,11 +66,12 @@ admission-doc: stack-up
 security-doc:
 	$(PY) stack/security-doc.py $${DV_STATE_DIR:-.stack}/results docs/security.md
 
-## bench: replay rates against same-run baselines, linearity, VIEWS views on one operator; writes docs/performance.md
+## bench: replay rates against same-run baselines, linearity, apply to Ready, VIEWS views on one operator; writes docs/performance.md
 VIEWS ?= 1000
 IDLE ?= 300
 bench: stack-up
 	$(PY) benchmarks/replay_rate.py
+	$(PY) benchmarks/apply_to_ready.py
 	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
 	$(MAKE) --no-print-directory bench-report
 

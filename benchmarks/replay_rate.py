@@ -1,18 +1,24 @@
-"""Replay rate of the derived-view job against two baselines measured in the same run.
+"""Replay rate of the derived-view job against baselines measured in the same run.
 
 For each topic size (default 0.5M, 1M, 2M and 4M order events in a fresh
 3-partition topic) and each view shape, on the same topic and machine:
-- raw consume: a bare confluent-kafka consumer reading the topic from offset 0;
+- ConsumerPerformance: Kafka's own consumer benchmark
+  (org.apache.kafka.tools.ConsumerPerformance, from the broker's jars), the read
+  limit of this broker and machine; see `consumer_perf_rate` for the figure used;
+- raw consume: a bare confluent-kafka consumer (one Python client) reading the
+  topic from offset 0, the baseline of earlier runs, kept for comparison;
 - COPY ingest: PostgreSQL COPY of the same records, as rows of the mirror
-  view's columns (text encoded before the clock starts), into a logged table
-  with a primary key, from one client: what the database takes at best;
+  view's index table (the job's own DDL: same column types and key, logged),
+  text encoded before the clock starts, from one client: the write limit;
 - replay: the project's Spark job (a SparkApplication run by the local
   executor) from creation until the ledger equals the end offsets, both
   including Spark's start-up and in steady state (events after the first
   batch over the time from the first to the last batch commit in the ledger).
 Shapes: `aggregate` (orders per customer, 500 output rows: Spark-bound) and
-`mirror` (one output row per order: sink-bound).  The ratios are against
-min(raw, COPY); nothing here asserts a time.
+`mirror` (one output row per order: sink-bound).  Goals (issue 29): the
+aggregate at >= 0.25x ConsumerPerformance, the mirror at >= 0.6x COPY; each
+point carries its ratios, its goal and, from its profile, the ceiling each
+phase of a batch implies.  Nothing here asserts a time.
 
 The headline figures replay the largest topic with the product's default batch
 bound (source.maxOffsetsPerTrigger); the linearity curve replays every size
@@ -35,20 +41,30 @@ import datetime as dt
 import json
 import os
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from kubernetes import client, config
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
 from derived_views.api.spec import DEFAULT_MAX_OFFSETS_PER_TRIGGER
-from dvstack import replay
-from dvstack.settings import KAFKA_VERSION, SPARK_VERSION, load
+from dvstack import kafka_broker, replay
+from dvstack.settings import KAFKA_VERSION, SPARK_VERSION, Settings, load
 from dvstack.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "spark_templates"))
+
+from dvjob.sink_postgres import index_ddl  # noqa: E402
+from dvjob.sink_schema import TableLayout, table_layout  # noqa: E402
 
 NAMESPACE = "bench"
 SECRET = "views-db"
@@ -57,6 +73,16 @@ LINEARITY_MAX_OFFSETS = 250_000
 TIMING_PREFIX = "dvjob timing "
 FULL_JIT = "-XX:TieredStopAtLevel=4"
 """The replay rate is steady-state speed: C2 too, after the stand-in's quick-start C1."""
+CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
+CONSUMER_PERF_RUNS = 2
+"""The first run also warms the page cache and the JIT; the better of the two is kept."""
+CONSUMER_PERF_TIMEOUT_MS = 30_000
+"""ConsumerPerformance's --timeout: the longest wait for a record before it gives up."""
+MIRROR_OUTPUT = StructType([StructField("order_id", StringType()),
+                            StructField("customer_id", StringType()),
+                            StructField("amount", DoubleType()),
+                            StructField("ts", TimestampType())])
+"""The mirror transform's output as Spark types it (replay.ORDER_SCHEMA's columns)."""
 
 
 @dataclass(frozen=True)
@@ -77,24 +103,104 @@ SHAPES = {
 }
 
 
+# --- ConsumerPerformance: the read limit ----------------------------------------------------
+
+def parse_consumer_perf(stdout: str) -> dict[str, float]:
+    """ConsumerPerformance's summary, by its header's names (the last line with as many fields
+    as the header follows it; a timeout warning may come between)."""
+    lines = [line.strip() for line in stdout.splitlines()]
+    header_at = next((i for i, line in enumerate(lines) if line.startswith("start.time,")), None)
+    if header_at is None:
+        raise ValueError(f"no ConsumerPerformance header in its output: {stdout[-500:]!r}")
+    names = [name.strip() for name in lines[header_at].split(",")]
+    rows = [line.split(",") for line in lines[header_at + 1:]]
+    rows = [row for row in rows if len(row) == len(names)]
+    if not rows:
+        raise ValueError(f"no ConsumerPerformance summary line in its output: {stdout[-500:]!r}")
+    values = dict(zip(names, (v.strip() for v in rows[-1]), strict=True))
+    return {name: float(values[name]) for name in names if name not in ("start.time", "end.time")}
+
+
+def consumer_perf_figures(summary: Mapping[str, float], expected: int) -> dict[str, float]:
+    """One run's figures, named as the results carry them; a run that read fewer records than
+    the topic holds (its --timeout passed) measured something else: refused."""
+    read = int(summary["data.consumed.in.nMsg"])
+    if read < expected:
+        raise RuntimeError(f"ConsumerPerformance read {read} of {expected} records "
+                           f"(timeout {CONSUMER_PERF_TIMEOUT_MS} ms)")
+    return {"consumer_perf_events_per_s": round(summary["nMsg.sec"]),
+            "consumer_perf_mb_per_s": round(summary["MB.sec"], 1),
+            "consumer_perf_fetch_events_per_s": round(summary["fetch.nMsg.sec"]),
+            "consumer_perf_fetch_ms": int(summary["fetch.time.ms"]),
+            "consumer_perf_rebalance_ms": int(summary["rebalance.time.ms"])}
+
+
+def best_run(runs: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """The run with the highest rate, and every run's rate (so the spread shows)."""
+    best = max(runs, key=lambda run: run["consumer_perf_events_per_s"])
+    return {**best, "consumer_perf_runs": [run["consumer_perf_events_per_s"] for run in runs]}
+
+
+def consumer_perf_rate(settings: Settings, bootstrap: str, topic: str,
+                       expected: int) -> dict[str, Any]:
+    """Kafka's ConsumerPerformance reading the whole topic, the better of two runs.
+
+    The figure used is its `nMsg.sec`, the tool's own headline rate: records over the time
+    from the consumer's creation to its last record, timed inside the JVM, so the JVM's
+    start is not counted.  It includes the consumer group's join (`rebalance.time.ms`, half
+    a second or more here), which weighs on small topics and which the job's source (it
+    assigns partitions, no group) never pays: `fetch.nMsg.sec`, which leaves the join out,
+    `fetch.time.ms` and `MB.sec` are kept beside it, so the stricter limit shows too.  Each run is a new group, so each reads from the earliest offset; the
+    first run warms the page cache and the JIT.
+    """
+    runs = []
+    for _ in range(CONSUMER_PERF_RUNS):
+        command = kafka_broker.tool_command(
+            settings, CONSUMER_PERF, "--bootstrap-server", bootstrap, "--topic", topic,
+            "--messages", str(expected), "--timeout", str(CONSUMER_PERF_TIMEOUT_MS),
+            "--group", f"dv-consumer-perf-{uuid.uuid4().hex[:8]}")
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
+                              timeout=CONSUMER_PERF_TIMEOUT_MS / 1000 + 600)
+        if done.returncode != 0:
+            raise RuntimeError(f"ConsumerPerformance exited with {done.returncode}: "
+                               f"{(done.stderr or done.stdout)[-2000:]}")
+        runs.append(consumer_perf_figures(parse_consumer_perf(done.stdout), expected))
+    return best_run(runs)
+
+
+# --- COPY into the index's shape: the write limit ---------------------------------------------
+
+def mirror_layout() -> TableLayout:
+    """The mirror view's index table, derived by the job's own code from its output."""
+    return table_layout(MIRROR_OUTPUT, SHAPES["mirror"].primary_key)
+
+
+def copy_text(orders: Sequence[Mapping[str, Any]]) -> bytes:
+    """The orders as COPY text rows of the mirror's index, values as the job sends them
+    (timestamps as ISO text with an explicit UTC offset, dvjob.sink_schema)."""
+    return "".join(f"{o['order_id']}\t{o['customer_id']}\t{o['amount']!r}\t"
+                   f"{str(o['ts']).replace('T', ' ')}.000000+00:00\n" for o in orders).encode()
+
+
 def copy_ingest_rate(dsn: str, orders: list[dict[str, Any]]) -> float:
-    """Rows/s of one COPY of the orders (mirror columns) into a logged table with a key."""
-    text = "".join(f"{o['order_id']}\t{o['customer_id']}\t{o['amount']!r}\t{o['ts']}\n"
-                   for o in orders).encode()
+    """Rows/s of one COPY of the orders into a table made by the job's DDL for the mirror
+    (same column types, same primary key, logged), in one transaction, from one client."""
+    text = copy_text(orders)
+    layout = mirror_layout()
     chunk = 1 << 20
     table = f"bench_copy_{uuid.uuid4().hex[:8]}"
+    columns = ", ".join(f'"{name}"' for name in layout.column_names)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE TABLE "{table}" (order_id text PRIMARY KEY, customer_id text, '
-                     "amount double precision, ts timestamp)")
+        conn.execute(index_ddl("public", table, layout))
         try:
             started = time.monotonic()
             with conn.transaction(), conn.cursor() as cur, cur.copy(
-                    f'COPY "{table}" (order_id, customer_id, amount, ts) FROM STDIN') as copy:
+                    f'COPY "public"."{table}" ({columns}) FROM STDIN') as copy:
                 for at in range(0, len(text), chunk):
                     copy.write(text[at:at + chunk])
             seconds = time.monotonic() - started
         finally:
-            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+            conn.execute(f'DROP TABLE IF EXISTS "public"."{table}"')
     return len(orders) / seconds
 
 
@@ -108,11 +214,18 @@ def batch_timings(logs_dir: Path, app_name: str) -> list[dict[str, Any]]:
     return found
 
 
+def _records_to(end_offsets: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(int(offset) for parts in end_offsets.values() for offset in parts.values())
+
+
 def profile(ledger: list[Any], timings: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Mean seconds per steady batch (every batch after the first that staged rows): the
     executors' staging job, the merge transaction, and the rest of the interval between two
-    ledger commits (Spark's offsets, planning and checkpoint, the driver's bookkeeping)."""
+    ledger commits (Spark's offsets, planning and checkpoint, the driver's bookkeeping); and
+    the mean source records of those batches, from the ledger's end offsets, which turns
+    each phase's seconds into the rate it alone would allow (`ceilings`)."""
     commits = {row[0]: row[2] for row in ledger}
+    ends = {row[0]: row[1] for row in ledger}
     steady = [t for t in timings if t["batch"] > 0 and "stage_seconds" in t
               and t["batch"] - 1 in commits and t["batch"] in commits]
     if not steady:
@@ -121,7 +234,10 @@ def profile(ledger: list[Any], timings: list[dict[str, Any]]) -> dict[str, Any] 
                    for t in steady) / len(steady)
     stage = sum(t["stage_seconds"] for t in steady) / len(steady)
     merge = sum(t["transaction_seconds"] for t in steady) / len(steady)
-    return {"batches": len(steady), "seconds_per_batch": round(interval, 2),
+    records = sum(_records_to(ends[t["batch"]]) - _records_to(ends[t["batch"] - 1])
+                  for t in steady) / len(steady)
+    return {"batches": len(steady), "records_per_batch": round(records),
+            "seconds_per_batch": round(interval, 2),
             "staging_seconds": round(stage, 2), "merge_transaction_seconds": round(merge, 2),
             "other_seconds": round(interval - stage - merge, 2)}
 
@@ -170,13 +286,87 @@ def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, even
     }
 
 
-def ratios(point: dict[str, Any]) -> dict[str, Any]:
-    raw, copy = point["raw_consume_events_per_s"], point["copy_ingest_rows_per_s"]
-    steady = point["replay_events_per_s_steady"]
-    if steady is None:
-        return {"ratio_vs_raw": None, "ratio_vs_copy": None, "ratio_vs_min": None}
-    return {"ratio_vs_raw": round(steady / raw, 3), "ratio_vs_copy": round(steady / copy, 3),
-            "ratio_vs_min": round(steady / min(raw, copy), 3)}
+@dataclass(frozen=True)
+class Goal:
+    """A shape's goal: its steady rate at least `at_least` times one baseline."""
+
+    baseline: str
+    """The point's key of the baseline's rate."""
+    ratio: str
+    """The point's key of the ratio to that baseline."""
+    at_least: float
+    label: str
+
+
+GOALS = {
+    "aggregate": Goal("consumer_perf_events_per_s", "ratio_vs_consumer_perf", 0.25,
+                      "ConsumerPerformance"),
+    "mirror": Goal("copy_ingest_rows_per_s", "ratio_vs_copy", 0.6, "COPY ingest"),
+}
+"""Issue 29: the aggregate near the read limit, the mirror near the write limit."""
+
+
+def _ratio(rate: float | None, baseline: float | None) -> float | None:
+    return None if rate is None or not baseline else round(rate / baseline, 3)
+
+
+def ratios(point: Mapping[str, Any]) -> dict[str, Any]:
+    """Replay steady over each baseline: ConsumerPerformance, COPY, and the one-client Python
+    consumer of earlier runs."""
+    steady = point.get("replay_events_per_s_steady")
+    return {"ratio_vs_consumer_perf": _ratio(steady, point.get("consumer_perf_events_per_s")),
+            "ratio_vs_copy": _ratio(steady, point.get("copy_ingest_rows_per_s")),
+            "ratio_vs_raw": _ratio(steady, point.get("raw_consume_events_per_s"))}
+
+
+def goal(point: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The shape's goal judged on this point: the ratio reached, the rate the goal needs (its
+    share of the baseline measured in this run) and whether it is met; None for a shape
+    without a goal."""
+    wanted = GOALS.get(str(point.get("shape")))
+    if wanted is None:
+        return None
+    baseline, ratio = point.get(wanted.baseline), point.get(wanted.ratio)
+    return {"baseline": wanted.label, "at_least": wanted.at_least, "ratio": ratio,
+            "needed_events_per_s": None if not baseline else round(wanted.at_least * baseline),
+            "met": None if ratio is None else ratio >= wanted.at_least}
+
+
+PHASES = (("staging", "staging_seconds", "the executors' staging job (Spark's stages: Kafka "
+           "read, parse, transform, COPY into an UNLOGGED table)"),
+          ("merge", "merge_transaction_seconds", "the merge transaction (PostgreSQL: the "
+           "upsert into the logged index, its WAL, the ledger row)"),
+          ("other", "other_seconds", "the rest (the driver's JVM: offsets, planning, "
+           "checkpoint)"))
+
+
+def ceilings(point: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per phase of a steady batch, the rate it alone allows: records per batch over its
+    seconds (the phases run one after another, so none can be faster than this while it
+    takes that long), and whether that is below what the goal needs."""
+    prof = point.get("profile")
+    if not isinstance(prof, Mapping) or not prof.get("records_per_batch"):
+        return []
+    needed = (point.get("goal") or {}).get("needed_events_per_s")
+    records = prof["records_per_batch"]
+    found = []
+    for phase, key, what in PHASES:
+        seconds = prof.get(key)
+        if seconds is None or seconds <= 0:
+            continue
+        ceiling = round(records / seconds)
+        found.append({"phase": phase, "what": what, "seconds": seconds,
+                      "ceiling_events_per_s": ceiling,
+                      "below_goal": None if needed is None else ceiling < needed})
+    return found
+
+
+def judged(point: dict[str, Any]) -> dict[str, Any]:
+    """The point with its ratios, its goal and the ceilings its profile implies."""
+    point.update(ratios(point))
+    point["goal"] = goal(point)
+    point["ceilings"] = ceilings(point)
+    return point
 
 
 def machine(info: dict[str, Any]) -> dict[str, Any]:
@@ -209,17 +399,19 @@ def main() -> None:
         try:
             replay.produce(info["kafka_bootstrap"], topic, orders)
             ends = replay.topic_end_offsets(info["kafka_bootstrap"], topic)
+            perf = consumer_perf_rate(settings, info["kafka_bootstrap"], topic, size)
             raw = replay.raw_consume_rate(info["kafka_bootstrap"], topic, size)
             copy = copy_ingest_rate(info["pg_dsn"], orders)
             del orders
+            baselines = {**perf, "raw_consume_events_per_s": round(raw),
+                         "copy_ingest_rows_per_s": round(copy)}
+            print(json.dumps({"events": size, **baselines}), flush=True)
             runs = [(shape, LINEARITY_MAX_OFFSETS, points) for shape in shapes]
             if size == max(sizes):
                 runs += [(shape, DEFAULT_MAX_OFFSETS_PER_TRIGGER, headline) for shape in shapes]
             for shape, bound, into in runs:
-                point = {"shape": shape.name, "raw_consume_events_per_s": round(raw),
-                         "copy_ingest_rows_per_s": round(copy),
-                         **run_replay(info, custom, shape, topic, size, ends, bound)}
-                point.update(ratios(point))
+                point = judged({"shape": shape.name, **baselines,
+                                **run_replay(info, custom, shape, topic, size, ends, bound)})
                 print(json.dumps(point, default=str), flush=True)
                 into.append(point)
         finally:
@@ -231,6 +423,10 @@ def main() -> None:
                     "sql": SHAPES[p["shape"]].sql} for p in headline],
         "linearity": points,
         "linearity_max_offsets_per_trigger": LINEARITY_MAX_OFFSETS,
+        "goals": {shape: {"baseline": g.label, "at_least": g.at_least}
+                  for shape, g in GOALS.items()},
+        "consumer_perf": {"class": CONSUMER_PERF, "runs": CONSUMER_PERF_RUNS,
+                          "figure": "nMsg.sec (the better run)"},
     }
     out = settings.state_dir / "results" / "bench_replay.json"
     out.parent.mkdir(parents=True, exist_ok=True)

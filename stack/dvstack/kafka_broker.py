@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
 )
 
 from dvstack import processes
-from dvstack.artefacts import java
+from dvstack.artefacts import java, kafka_libs
 from dvstack.settings import Settings
 from dvstack.waiting import wait_for
 
@@ -120,8 +120,16 @@ def _write_config(settings: Settings) -> tuple[Path, bool]:
     return path, processes.write_properties(path, props)
 
 
-def _classpath(libs: Path) -> str:
+def classpath(libs: Path) -> str:
+    """Every jar of `libs`: the broker's, and kafka-tools' (stack/jars/kafka-broker), so
+    Kafka's own command-line tools run from the same classpath."""
     return f"{libs}/*"
+
+
+def tool_command(settings: Settings, main_class: str, *args: str) -> list[str]:
+    """A command running one of Kafka's tools (e.g. org.apache.kafka.tools.ConsumerPerformance)
+    with the broker's java and jars: a benchmark's baseline is then the broker's own client."""
+    return [java(), HEAP, "-cp", classpath(kafka_libs(settings)), main_class, *args]
 
 
 def _ready(config: dict[str, str]) -> bool:
@@ -158,7 +166,7 @@ def start(settings: Settings, libs: Path) -> None:
     config, changed = _write_config(settings)
     d = kafka_dir(settings)
     jvm = [java(), HEAP, "-Xms128m", f"-Dlog4j2.configurationFile={d / 'log4j2.yaml'}",
-           "-cp", _classpath(libs)]
+           "-cp", classpath(libs)]
     if not (d / "data" / "meta.properties").is_file():
         processes.run([*jvm, "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
                        "-c", str(config)], what="formatting Kafka storage")

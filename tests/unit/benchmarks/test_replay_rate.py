@@ -1,0 +1,127 @@
+"""benchmarks/replay_rate.py: ConsumerPerformance's output, the COPY baseline's table, the
+ratios, goals and ceilings each result point carries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+# ConsumerPerformance (Kafka 4.1) as it prints: the header, then one summary line; dates
+# carry a space, fields are separated by ", ".
+OUTPUT = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec\n"
+    "2026-11-27 09:47:54:487, 2026-11-27 09:47:55:831, 19.4257, 14.4536, 200000, "
+    "148809.5238, 688, 656, 29.6124, 304878.0488\n")
+
+
+@pytest.fixture(scope="module")
+def rr(bench_script: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_script("replay_rate")
+
+
+def test_consumer_perf_summary_is_read_by_the_header_s_names(rr: ModuleType) -> None:
+    summary = rr.parse_consumer_perf("SLF4J: a warning on the same stream\n" + OUTPUT)
+    assert summary["nMsg.sec"] == pytest.approx(148809.5238)
+    assert summary["fetch.nMsg.sec"] == pytest.approx(304878.0488)
+    assert summary["data.consumed.in.nMsg"] == 200000
+    figures = rr.consumer_perf_figures(summary, 200_000)
+    assert figures == {"consumer_perf_events_per_s": 148810, "consumer_perf_mb_per_s": 14.5,
+                       "consumer_perf_fetch_events_per_s": 304878,
+                       "consumer_perf_fetch_ms": 656, "consumer_perf_rebalance_ms": 688}
+
+
+def test_a_timeout_warning_between_header_and_summary_is_skipped_and_refused(
+        rr: ModuleType) -> None:
+    header, summary = OUTPUT.splitlines()
+    warned = (f"{header}\nWARNING: Exiting before consuming the expected number of messages: "
+              f"timeout (30000 ms) exceeded. You can use the --timeout option to increase the "
+              f"timeout.\n{summary}\n")
+    parsed = rr.parse_consumer_perf(warned)
+    assert parsed["data.consumed.in.nMsg"] == 200000
+    with pytest.raises(RuntimeError, match="read 200000 of 300000 records"):
+        rr.consumer_perf_figures(parsed, 300_000)
+
+
+@pytest.mark.parametrize("output", ["", "Exception in thread main\n",
+                                    OUTPUT.splitlines()[0] + "\n"])
+def test_output_without_a_summary_is_an_error(rr: ModuleType, output: str) -> None:
+    with pytest.raises(ValueError, match="ConsumerPerformance"):
+        rr.parse_consumer_perf(output)
+
+
+def test_the_better_run_is_kept_with_every_run_s_rate(rr: ModuleType) -> None:
+    first = {"consumer_perf_events_per_s": 1_400_000, "consumer_perf_mb_per_s": 150.0}
+    second = {"consumer_perf_events_per_s": 1_650_000, "consumer_perf_mb_per_s": 170.0}
+    assert rr.best_run([first, second]) == {**second,
+                                            "consumer_perf_runs": [1_400_000, 1_650_000]}
+
+
+def test_the_copy_baseline_table_is_the_job_s_mirror_index(rr: ModuleType) -> None:
+    layout = rr.mirror_layout()
+    assert [(c.name, c.pg_type) for c in layout.columns] == [
+        ("order_id", "text"), ("customer_id", "text"), ("amount", "double precision"),
+        ("ts", "timestamptz")]
+    assert layout.primary_key == ("order_id",)
+    orders = [{"order_id": "o-7-0", "customer_id": "c-0042", "amount": 12.25,
+               "ts": "2026-01-01T00:00:01"}]
+    assert rr.copy_text(orders) == b"o-7-0\tc-0042\t12.25\t2026-01-01 00:00:01.000000+00:00\n"
+
+
+def ledger_row(batch: int, offsets: list[int], at: float) -> tuple[int, dict[str, Any],
+                                                                    dt.datetime]:
+    committed = dt.datetime(2026, 11, 27, tzinfo=dt.UTC) + dt.timedelta(seconds=at)
+    return batch, {"t": {str(p): o for p, o in enumerate(offsets)}}, committed
+
+
+def test_profile_means_the_steady_batches_and_their_records(rr: ModuleType) -> None:
+    ledger = [ledger_row(0, [100, 100, 100], 10.0), ledger_row(1, [200, 200, 200], 14.0),
+              ledger_row(2, [250, 250, 250], 16.0)]
+    timings = [{"batch": 0, "stage_seconds": 9.0, "transaction_seconds": 1.0},
+               {"batch": 1, "stage_seconds": 2.0, "transaction_seconds": 1.0},
+               {"batch": 2, "stage_seconds": 1.0, "transaction_seconds": 0.5}]
+    assert rr.profile(ledger, timings) == {
+        "batches": 2, "records_per_batch": 225, "seconds_per_batch": 3.0,
+        "staging_seconds": 1.5, "merge_transaction_seconds": 0.75, "other_seconds": 0.75}
+
+
+def point(shape: str, **figures: Any) -> dict[str, Any]:
+    return {"shape": shape, "consumer_perf_events_per_s": 1_600_000,
+            "copy_ingest_rows_per_s": 300_000, "raw_consume_events_per_s": 166_000,
+            "replay_events_per_s_steady": 240_000, **figures}
+
+
+def test_ratios_are_against_each_baseline_and_none_without_a_steady_rate(
+        rr: ModuleType) -> None:
+    assert rr.ratios(point("aggregate")) == {"ratio_vs_consumer_perf": 0.15,
+                                             "ratio_vs_copy": 0.8, "ratio_vs_raw": 1.446}
+    assert rr.ratios(point("aggregate", replay_events_per_s_steady=None)) == {
+        "ratio_vs_consumer_perf": None, "ratio_vs_copy": None, "ratio_vs_raw": None}
+    assert rr.ratios(point("mirror", copy_ingest_rows_per_s=None))["ratio_vs_copy"] is None
+
+
+def test_each_shape_is_judged_on_its_own_baseline(rr: ModuleType) -> None:
+    aggregate = rr.judged(point("aggregate"))
+    assert aggregate["goal"] == {"baseline": "ConsumerPerformance", "at_least": 0.25,
+                                 "ratio": 0.15, "needed_events_per_s": 400_000, "met": False}
+    mirror = rr.judged(point("mirror"))
+    assert mirror["goal"] == {"baseline": "COPY ingest", "at_least": 0.6, "ratio": 0.8,
+                              "needed_events_per_s": 180_000, "met": True}
+    assert rr.judged(point("mirror", replay_events_per_s_steady=None))["goal"]["met"] is None
+    assert rr.goal(point("other")) is None
+
+
+def test_ceilings_are_records_per_batch_over_each_phase_and_judged_against_the_goal(
+        rr: ModuleType) -> None:
+    judged = rr.judged(point("mirror", profile={
+        "batches": 3, "records_per_batch": 250_000, "seconds_per_batch": 2.5,
+        "staging_seconds": 0.5, "merge_transaction_seconds": 2.0, "other_seconds": 0.0}))
+    assert [(c["phase"], c["seconds"], c["ceiling_events_per_s"], c["below_goal"])
+            for c in judged["ceilings"]] == [("staging", 0.5, 500_000, False),
+                                             ("merge", 2.0, 125_000, True)]
+    assert "PostgreSQL" in judged["ceilings"][1]["what"]
+    assert rr.judged(point("mirror"))["ceilings"] == []  # no profile: nothing to imply
