@@ -23,8 +23,8 @@ part next to a Kubernetes one may be off by up to a second):
   first_commit      dv_ledger.committed_at of the revision's first batch
   caught_up_commit  committed_at of the first batch whose end offsets cover the topic's ends
   gate_first_held   when the operator first saw the gate hold (lastCutover.gateHeldAt less
-                    cutover.stableForSeconds)
-  gate_held         lastCutover.gateHeldAt (the gate has held for stableForSeconds)
+                    the stability window, none for a view's first revision)
+  gate_held         lastCutover.gateHeldAt (the gate has held for the window)
   ready             lastCutover.switchedAt (the pass that switched the alias; the Ready
                     condition's lastTransitionTime is kept beside it)
 
@@ -95,7 +95,7 @@ PART_NAMES = {
     "first_commit": "→ first ledger commit (the first batch)",
     "caught_up_commit": "→ commit covering the end offsets",
     "gate_first_held": "→ operator sees the gate hold",
-    "gate_held": "→ gate held for stableForSeconds",
+    "gate_held": "→ gate held for the stability window (none for a first revision)",
     "ready": "→ Ready (alias switched)",
 }
 """Each part ends at its mark and starts at the mark before it."""
@@ -288,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     replay.ensure_checkpoint_secret(core, namespace, info["s3"])
     env = operator_environment(info, f"bench/apply-to-ready/{run_id}", args.lag_poll_seconds)
     operator_settings = from_env(env)
-    stable_for = Cutover().stable_for_seconds
+    # A view's first revision serves as soon as the gate holds: stableForSeconds guards only
+    # a move from a serving revision (core/planner/phases_cutover.stable_for_seconds).
+    stable_for = 0
     log_path = settings.logs_dir / f"operator-apply-to-ready-{run_id}.log"
     runs: list[dict[str, Any]] = []
     with open(log_path, "ab") as log:
