@@ -76,12 +76,28 @@ def _index(search: OpenSearch, name: str, view: str, docs: dict[str, int],
     return str(search.indices.get_settings(index=name)[name]["settings"]["index"]["uuid"])
 
 
+def _batch_doc(revision: str, batch: int, at: dt.datetime, offset: int, bad: int = 0,
+               uuid_: str = "u") -> dict[str, Any]:
+    return {"revision": revision, "batch_id": batch, "end_offsets": {"t": {"0": offset}},
+            "rows_upserted": 1, "rows_deleted": 0, "bad_records": bad,
+            "committed_at": at.isoformat(), "index_uuid": uuid_}
+
+
 def _batch(search: OpenSearch, ledger: str, revision: str, batch: int, at: dt.datetime,
            offset: int, bad: int = 0, uuid_: str = "u") -> None:
-    search.index(index=ledger, id=f"{revision}:{batch}", params={"refresh": "wait_for"}, body={
-        "revision": revision, "batch_id": batch, "end_offsets": {"t": {"0": offset}},
-        "rows_upserted": 1, "rows_deleted": 0, "bad_records": bad,
-        "committed_at": at.isoformat(), "index_uuid": uuid_})
+    search.index(index=ledger, id=f"{revision}:{batch}", params={"refresh": "wait_for"},
+                 body=_batch_doc(revision, batch, at, offset, bad, uuid_))
+
+
+def _one_a_second(search: OpenSearch, ledger: str, revision: str, batches: range) -> None:
+    """Batch b committed at T0 + b seconds, ending at offset b, with one bad record each: one
+    bulk request and one refresh (a wait_for per document waits a refresh interval each)."""
+    lines: list[dict[str, Any]] = []
+    for b in batches:
+        lines += [{"index": {"_index": ledger, "_id": f"{revision}:{b}"}},
+                  _batch_doc(revision, b, T0 + dt.timedelta(seconds=b), offset=b, bad=1)]
+    answer = search.bulk(body=lines, params={"refresh": "true"})
+    assert not answer["errors"], answer
 
 
 def _spec(base: str) -> DerivedViewSpec:
@@ -155,9 +171,7 @@ def test_observe_reads_indexes_alias_owner_and_ledger_heads(
 def test_pruning_keeps_what_the_rate_and_resuming_need_and_every_bad_record(
         stack: Any, search: OpenSearch, ledger: str) -> None:
     revision = "r1"
-    for batch in range(60):  # one batch a second: the rate window reaches back 30 batches
-        _batch(search, ledger, revision, batch, T0 + dt.timedelta(seconds=batch), offset=batch,
-               bad=1)
+    _one_a_second(search, ledger, revision, range(60))  # the rate window reaches back 30
     positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
     assert bad == {revision: 60} and oldest == {revision: 0}
     assert positions[revision].earlier is not None
@@ -168,9 +182,7 @@ def test_pruning_keeps_what_the_rate_and_resuming_need_and_every_bad_record(
     assert bad == {revision: 60} and oldest == {revision: 29}
     assert opensearch_ledger.prune(search, ledger, positions, oldest) == 0
     # a crash after the summary was written but before the delete: nothing counted twice
-    for batch in range(60, 100):
-        _batch(search, ledger, revision, batch, T0 + dt.timedelta(seconds=batch), offset=batch,
-               bad=1)
+    _one_a_second(search, ledger, revision, range(60, 100))
     positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
     head = positions[revision]
     assert head.earlier is not None and head.earlier.batch_id is not None
