@@ -59,6 +59,7 @@ from kubernetes.client.exceptions import ApiException
 from derived_views.api.spec import Cutover
 from derived_views.settings import from_env
 from dvstack import replay
+from dvstack import results as results_file
 from dvstack.cli import apply_crds
 from dvstack.settings import load
 from dvstack.waiting import wait_for
@@ -322,9 +323,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "part_names": PART_NAMES,
         "runs": runs, "median": medians(runs),
     }
-    out = settings.state_dir / "results" / "apply_to_ready.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result_doc, indent=2))
+    results_file.save(settings, "apply_to_ready", result_doc)
     print(json.dumps(result_doc["median"], indent=2))
 
 

@@ -50,6 +50,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, config
 
 from dvstack import processes, replay
+from dvstack import results as results_file
 from dvstack.cli import SPARK_EXECUTOR, apply_crds
 from dvstack.settings import load
 from dvstack.waiting import TimedOut, wait_for
@@ -290,9 +291,7 @@ def main() -> None:
                        stdout=subprocess.DEVNULL)
     if jobs is not None and jobs.error is not None:
         results["job_side_error"] = repr(jobs.error)
-    out = settings.state_dir / "results" / "operator_scale.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    results_file.save(settings, "operator_scale", results)
     print(json.dumps(results, indent=2))
 
 

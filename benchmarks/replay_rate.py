@@ -57,6 +57,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType, T
 
 from derived_views.api.spec import DEFAULT_MAX_OFFSETS_PER_TRIGGER
 from dvstack import kafka_broker, replay
+from dvstack import results as results_file
 from dvstack.settings import KAFKA_VERSION, SPARK_VERSION, Settings, load
 from dvstack.waiting import wait_for
 
@@ -428,9 +429,7 @@ def main() -> None:
         "consumer_perf": {"class": CONSUMER_PERF, "runs": CONSUMER_PERF_RUNS,
                           "figure": "nMsg.sec (the better run)"},
     }
-    out = settings.state_dir / "results" / "bench_replay.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    results_file.save(settings, "bench_replay", result)
     print(json.dumps(result["shapes"], indent=2))
 
 
