@@ -64,6 +64,7 @@ from dvstack.waiting import wait_for
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))
 
+from dvjob.first_batch import FIRST_BATCH_CONF  # noqa: E402
 from dvjob.sink_postgres import index_ddl  # noqa: E402
 from dvjob.sink_schema import TableLayout, table_layout  # noqa: E402
 
@@ -244,7 +245,8 @@ def profile(ledger: list[Any], timings: list[dict[str, Any]]) -> dict[str, Any] 
 
 
 def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, events_n: int,
-               ends: dict[int, int], max_offsets: int) -> dict[str, Any]:
+               ends: dict[int, int], max_offsets: int,
+               first_batch: int | None = None) -> dict[str, Any]:
     """One replay of `topic` by the real job; rates from the ledger's commit times."""
     run = uuid.uuid4().hex[:8]
     revision, name = f"bench{run}", f"bench-{run}"
@@ -257,6 +259,8 @@ def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, even
             image_app_root=info["image_app_root"], max_offsets_per_trigger=max_offsets)
         # steady-state speed: both JIT tiers (the stand-in's drivers default to C1 only)
         app["spec"]["driver"]["javaOptions"] = FULL_JIT
+        if first_batch is not None:  # the job's first-batch bound (dvjob.first_batch), 0: off
+            app["spec"]["sparkConf"][FIRST_BATCH_CONF] = str(first_batch)
         started = time.monotonic()
         custom.create_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", NAMESPACE,
                                                "sparkapplications", app)
@@ -383,6 +387,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="500000,1000000,2000000,4000000")
     parser.add_argument("--shapes", default="aggregate,mirror")
+    parser.add_argument("--first-batch-offsets", type=int, default=None,
+                        help="the job's first-batch bound (default: the job's own; 0: none), "
+                             "to measure what bounding a first replay's first batch costs")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     shapes = [SHAPES[s] for s in args.shapes.split(",")]
@@ -412,7 +419,8 @@ def main() -> None:
                 runs += [(shape, DEFAULT_MAX_OFFSETS_PER_TRIGGER, headline) for shape in shapes]
             for shape, bound, into in runs:
                 point = judged({"shape": shape.name, **baselines,
-                                **run_replay(info, custom, shape, topic, size, ends, bound)})
+                                **run_replay(info, custom, shape, topic, size, ends, bound,
+                                            args.first_batch_offsets)})
                 print(json.dumps(point, default=str), flush=True)
                 into.append(point)
         finally:
