@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pyspark.sql.streaming.query import StreamingQuery
 
 from dvjob.config import JobConfig
+from dvjob.errors import ConfigError
 
 FIRST_BATCH_OFFSETS = 50_000
 """At most this many offsets (over all partitions) in a first replay's first batch: seconds
@@ -28,6 +29,21 @@ PARKED_TRIGGER = "1 hour"
 POLL_SECONDS = 0.2
 IDLE = "Waiting for next trigger"
 """StreamingQuery.status's message once a trigger has run (Spark 3.x and 4.x)."""
+
+
+def first_batch_setting(value: str | None) -> int:
+    """The bound FIRST_BATCH_CONF sets (unset: FIRST_BATCH_OFFSETS); anything but a whole
+    number of offsets, 0 or more, is refused before any query starts."""
+    if value is None or value.strip() == "":
+        return FIRST_BATCH_OFFSETS
+    try:
+        bound = int(value)
+    except ValueError:
+        bound = -1
+    if bound < 0:
+        raise ConfigError(f"{FIRST_BATCH_CONF} is {value!r}: give a whole number of offsets "
+                          "(0 turns the first batch of its own off)")
+    return bound
 
 
 def first_batch_bound(config: JobConfig, committed_batches: int,

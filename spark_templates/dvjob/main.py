@@ -29,8 +29,8 @@ from dvjob.errors import JobError, one_line, write_termination_message
 from dvjob.failpoints import BEFORE_COMMIT_CONF, Failpoint
 from dvjob.first_batch import (
     FIRST_BATCH_CONF,
-    FIRST_BATCH_OFFSETS,
     first_batch_bound,
+    first_batch_setting,
     run_first_batch,
 )
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
@@ -127,8 +127,8 @@ def run(spark: SparkSession, config: JobConfig) -> None:
                 .option("checkpointLocation", config.checkpoint_location)
                 .foreachBatch(writer))
 
-    bound = first_batch_bound(config, committed, int(spark.conf.get(
-        FIRST_BATCH_CONF, str(FIRST_BATCH_OFFSETS)) or FIRST_BATCH_OFFSETS))
+    bound = first_batch_bound(config, committed,
+                              first_batch_setting(spark.conf.get(FIRST_BATCH_CONF, None)))
     if bound is not None:
         failed = run_first_batch(lambda most, interval: stream(transformed(
             {**options, "maxOffsetsPerTrigger": str(most)})).trigger(

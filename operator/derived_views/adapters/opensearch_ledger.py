@@ -250,7 +250,8 @@ def forget_hold(client: OpenSearch, ledger: str, alias: str) -> None:
 
 
 def drop_revision(client: OpenSearch, ledger: str, revision: str) -> None:
-    """Every ledger document of a revision (its batches and its summary)."""
+    """Every ledger document of a revision (its batches, its summary and its in-flight
+    document)."""
     if not ledger_exists(client, ledger):
         return
     _delete_matching(client, ledger, {"term": {"revision": revision}})

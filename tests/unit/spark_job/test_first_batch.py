@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from dvjob.config import JobConfig, parse_config
-from dvjob.first_batch import FIRST_BATCH_OFFSETS, first_batch_bound
+from dvjob.errors import ConfigError
+from dvjob.first_batch import FIRST_BATCH_OFFSETS, first_batch_bound, first_batch_setting
 
 BASE: dict[str, Any] = {
     "view": "shop/orders", "revision": "r1",
@@ -46,3 +47,15 @@ def test_a_first_replay_with_a_larger_bound_gets_a_first_batch_of_its_own() -> N
 def test_otherwise_the_query_starts_with_the_view_s_bound(job: JobConfig, committed: int,
                                                           first: int) -> None:
     assert first_batch_bound(job, committed, first) is None
+
+
+@pytest.mark.parametrize(("value", "bound"), [(None, FIRST_BATCH_OFFSETS), ("", FIRST_BATCH_OFFSETS),
+                                              ("0", 0), ("500", 500)])
+def test_the_spark_setting_gives_the_bound(value: str | None, bound: int) -> None:
+    assert first_batch_setting(value) == bound
+
+
+@pytest.mark.parametrize("value", ["-1", "lots", "1.5"])
+def test_a_setting_that_is_no_count_is_refused_naming_it(value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"spark.derivedviews.firstBatchOffsets is '{value}'"):
+        first_batch_setting(value)
