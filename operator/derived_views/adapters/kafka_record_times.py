@@ -5,7 +5,9 @@ the one at the index's committed offset, so its timestamp is read from the log i
 consumer per cluster assigns the wanted partitions at those offsets and takes the first
 record of each. A record's timestamp never changes, so every answer is cached: a view whose
 index has not moved is not read again, and only a pass that finds a new committed offset
-behind the log's end costs a fetch.
+behind the log's end costs a fetch. Passes of many views that miss the cache at once (an
+operator starting with a thousand views) share readings: what they ask for while one reading
+is under way is gathered into the next, which one of them reads for all.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
@@ -43,20 +46,40 @@ class RecordTimesUnavailable(Exception):
     """The cluster could not be read in time; the message carries no credentials."""
 
 
+@dataclass(eq=False)
+class _Reading:
+    """The pairs some passes wait for, read in one go; `done` once `read` or `error` is set."""
+
+    pairs: set[Wanted] = field(default_factory=set)
+    read: dict[Wanted, dt.datetime | None] = field(default_factory=dict)
+    error: str | None = None
+    done: bool = False
+
+
+@dataclass(eq=False)
+class _Readings:
+    """One cluster's readings: at most one under way, and the next one gathering pairs."""
+
+    changed: threading.Condition = field(default_factory=threading.Condition)
+    under_way: bool = False
+    gathering: _Reading | None = None
+
+
 class RecordTimesReader:
     """`reader(cluster, wanted)`: for each wanted (partition, offset), the timestamp of the first
     record at or after it (None: there is none yet); a pair it could not read in time is absent.
 
     Raises RecordTimesUnavailable when the cluster refuses or cannot be reached (the caller
-    treats staleness as unknown). One reading per cluster at a time; passes for the same
-    cluster wait for each other, and mostly find their answers cached.
+    treats staleness as unknown). One reading per cluster at a time: a pass that misses the
+    cache while another reads adds its pairs to the next reading, and the first of the passes
+    waiting on that one reads it for all of them.
     """
 
     def __init__(self, *, timeout: float = TIMEOUT_SECONDS, cache_size: int = CACHE_SIZE) -> None:
         self.timeout, self.cache_size = timeout, cache_size
         self._cache: OrderedDict[tuple[KafkaCluster, Wanted], dt.datetime] = OrderedDict()
         self._consumers: dict[KafkaCluster, Consumer] = {}
-        self._locks: dict[KafkaCluster, threading.Lock] = {}
+        self._readings: dict[KafkaCluster, _Readings] = {}
         self._lock = threading.Lock()
 
     def __call__(self, cluster: KafkaCluster, wanted: Iterable[Wanted]
@@ -71,18 +94,49 @@ class RecordTimesReader:
                 else:
                     self._cache.move_to_end((cluster, pair))
                     found[pair] = cached
-            lock = self._locks.setdefault(cluster, threading.Lock())
+            readings = self._readings.setdefault(cluster, _Readings())
         if not unread:
             return found
-        with lock:
-            read = self._read(cluster, unread)
+        reading = self._join(cluster, readings, unread)
+        if reading.error is not None:
+            raise RecordTimesUnavailable(reading.error)
+        return found | {pair: reading.read[pair] for pair in unread if pair in reading.read}
+
+    def _join(self, cluster: KafkaCluster, readings: _Readings, unread: list[Wanted]
+              ) -> _Reading:
+        """Add `unread` to the reading being gathered and wait for it, reading it here if no
+        other pass is reading. A reading that does not end in time (another pass's reading
+        plus this one's) comes back empty: those pairs are unknown this pass."""
+        deadline = time.monotonic() + 2 * self.timeout + 1
+        with readings.changed:
+            reading = readings.gathering = readings.gathering or _Reading()
+            reading.pairs.update(unread)
+            while not reading.done:
+                if not readings.under_way and readings.gathering is reading:
+                    readings.under_way, readings.gathering = True, None
+                    break
+                if not readings.changed.wait(deadline - time.monotonic()):
+                    return _Reading(done=True)
+            else:
+                return reading
+        try:
+            reading.read = self._read(cluster, sorted(reading.pairs))
+            self._keep(cluster, reading.read)
+        except RecordTimesUnavailable as exc:
+            reading.error = str(exc)
+        finally:
+            with readings.changed:
+                readings.under_way, reading.done = False, True
+                readings.changed.notify_all()
+        return reading
+
+    def _keep(self, cluster: KafkaCluster, read: dict[Wanted, dt.datetime | None]) -> None:
         with self._lock:
             for pair, stamp in read.items():
                 if stamp is not None:  # "none yet" changes as records arrive: never cached
                     self._cache[(cluster, pair)] = stamp
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return found | read
 
     def forget(self, cluster: KafkaCluster) -> None:
         """Close the cluster's consumer (it failed, or no view reads it any more)."""
