@@ -63,6 +63,8 @@ def view_samples(namespace: str, view: str, status: DerivedViewStatus,
             out.append(Sample("lag_seconds", labels, float(lag.seconds)))
         if lag.eta_seconds is not None:
             out.append(Sample("lag_eta_seconds", labels, float(lag.eta_seconds)))
+        if lag.batch_read is not None:
+            out.append(Sample("lag_batch_read", labels, float(lag.batch_read)))
     for record in status.revisions:
         if record.phase == Phase.Retired or record.index not in index_rows:
             continue
@@ -106,6 +108,10 @@ class Metrics:
                                      "While behind: seconds the revision needs to drain its "
                                      "lag at its measured commit rate (an estimate)",
                                      REVISION, registry=r),
+            "lag_batch_read": Gauge("derived_views_lag_batch_read_messages",
+                                    "While a batch runs: messages of the lag it has read from "
+                                    "the log, not yet committed (from the job's report)",
+                                    REVISION, registry=r),
             "bad_records": Gauge("derived_views_bad_records",
                                  "Records the revision's job left out under the view's "
                                  "bad-record policy (skipped or dead-lettered; exact, from its "

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dvjob.batch_progress import ProgressReporter
 from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets, start_offsets
 from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows, Sink
 from dvjob.sink_schema import TableLayout, sink_projection
@@ -57,8 +58,10 @@ class BatchWriter:
 
     def __init__(self, *, sink: Sink, layout: TableLayout, checkpoint_location: str,
                  report: Callable[[str], None] | None = None,
-                 bad: BadRecordHandler = FAIL_ON_NULL_KEY) -> None:
+                 bad: BadRecordHandler = FAIL_ON_NULL_KEY,
+                 progress: ProgressReporter | None = None) -> None:
         self.sink = sink
+        self.progress = progress
         self.bad = bad
         self.layout = layout
         self.checkpoint_location = checkpoint_location
@@ -86,8 +89,14 @@ class BatchWriter:
         self._ends = {batch_id: end_offsets}
         records = batch_records(previous, end_offsets)
         parallel = records is None or records >= PARALLEL_MIN_RECORDS
-        outcome = self.sink.write_batch(batch_id, FrameRows(rows, parallel=parallel),
-                                        end_offsets, self.bad)
+        if self.progress is not None:
+            self.progress.begin(batch_id, end_offsets, records)
+        try:
+            outcome = self.sink.write_batch(batch_id, FrameRows(rows, parallel=parallel),
+                                            end_offsets, self.bad)
+        finally:
+            if self.progress is not None:
+                self.progress.end()
         if outcome.skipped:
             # The first attempt's effects are committed, but stateful operators
             # (aggregations) must still see the batch so their state advances

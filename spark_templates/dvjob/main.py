@@ -20,6 +20,12 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from dvjob import sql_guard
 from dvjob.bad_records import BadRecordScreen
+from dvjob.batch_progress import (
+    PROGRESS_CONF,
+    ProgressReporter,
+    active_stage_inputs,
+    progress_setting,
+)
 from dvjob.batch_writer import BatchWriter
 from dvjob.changelog import refuse_changelog_aggregates
 from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
@@ -119,8 +125,11 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         columns=layout.column_names)
     say(f"bad records: {policy.policy}" + (f" to topic {policy.dead_letter_topic}"
                                            if policy.dead_letter_topic else ""))
+    progress = ProgressReporter(sink, lambda: active_stage_inputs(spark), say,
+                                every=progress_setting(spark.conf.get(PROGRESS_CONF, None)))
     writer = BatchWriter(sink=sink, layout=layout,
-                         checkpoint_location=config.checkpoint_location, bad=screen)
+                         checkpoint_location=config.checkpoint_location, bad=screen,
+                         progress=progress)
 
     def stream(frame: DataFrame) -> DataStreamWriter:
         return (frame.writeStream.outputMode("update")
@@ -129,20 +138,24 @@ def run(spark: SparkSession, config: JobConfig) -> None:
 
     bound = first_batch_bound(config, committed,
                               first_batch_setting(spark.conf.get(FIRST_BATCH_CONF, None)))
-    if bound is not None:
-        failed = run_first_batch(lambda most, interval: stream(transformed(
-            {**options, "maxOffsetsPerTrigger": str(most)})).trigger(
-                processingTime=interval).start(), say, bound)
-        if failed is not None:
-            raise writer.failure or RuntimeError(failed)
-    query = with_trigger(stream(output), config.trigger).start()
-    say(f"query {query.id} started")
+    progress.start()
     try:
-        query.awaitTermination()
-    except Exception:
-        if writer.failure is not None:
-            raise writer.failure from None
-        raise
+        if bound is not None:
+            failed = run_first_batch(lambda most, interval: stream(transformed(
+                {**options, "maxOffsetsPerTrigger": str(most)})).trigger(
+                    processingTime=interval).start(), say, bound)
+            if failed is not None:
+                raise writer.failure or RuntimeError(failed)
+        query = with_trigger(stream(output), config.trigger).start()
+        say(f"query {query.id} started")
+        try:
+            query.awaitTermination()
+        except Exception:
+            if writer.failure is not None:
+                raise writer.failure from None
+            raise
+    finally:
+        progress.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

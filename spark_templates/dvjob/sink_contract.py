@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dvjob.batch_progress import Progress
 from dvjob.errors import NullKeyError
 from dvjob.offsets import EndOffsets
 
@@ -99,6 +100,10 @@ class Sink(Protocol):
 
     def committed_batches(self) -> int:
         """How many batches the ledger holds for this revision (after prepare)."""
+
+    def report_progress(self, progress: Progress) -> None:
+        """Store how far the running batch has read where the operator reads the ledger
+        (dvjob.batch_progress): outside any batch, overwriting the last report."""
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
                     end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY

@@ -31,6 +31,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError, RequestError
 
+from dvjob.batch_progress import Progress
 from dvjob.errors import ConfigError, JobError
 from dvjob.integrity import IndexLostError
 from dvjob.offsets import EndOffsets
@@ -52,6 +53,7 @@ from dvjob.sink_opensearch_mapping import (
     ledger_batches,
     ledger_body,
     ledger_id,
+    progress_id,
 )
 from dvjob.sink_schema import TableLayout
 
@@ -246,6 +248,15 @@ class OpenSearchSink:
                                                       name="index.blocks.*")
         blocks = found.get(self.index, {}).get("settings", {}).get("index", {}).get("blocks", {})
         return any(str(blocks.get(b)).lower() == "true" for b in WRITE_BLOCKS)
+
+    def report_progress(self, progress: Progress) -> None:
+        """The running batch's progress (dvjob.batch_progress): read by the operator with a
+        real-time get, so no refresh is asked for."""
+        self._client.index(index=self.ledger_index, id=progress_id(self.revision), body={
+            "revision": self.revision, "progress_batch": progress.batch_id,
+            "records_read": progress.records_read, "end_offsets": progress.end_offsets,
+            "started_at": progress.started_at.isoformat(),
+            "reported_at": progress.reported_at.isoformat()})
 
     def _mark_in_flight(self, batch_id: int, end_offsets: EndOffsets) -> None:
         """Before any row of the batch is sent, say how far it reaches: the index refreshes on

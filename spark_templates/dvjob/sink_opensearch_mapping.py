@@ -112,3 +112,9 @@ def in_flight_id(revision: str) -> str:
     `batch_id` field, so no batch query matches it; `revision`, so dropping the revision
     drops it). The operator's cutover reads it (docs/freshness.md)."""
     return f"{revision}:in-flight"
+
+
+def progress_id(revision: str) -> str:
+    """The revision's progress document: how far its running batch has read
+    (dvjob.batch_progress); like the in-flight document, no `batch_id`, and its `revision`."""
+    return f"{revision}:progress"

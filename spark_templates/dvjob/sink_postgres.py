@@ -32,6 +32,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from dvjob import pg_stage
+from dvjob.batch_progress import Progress
 from dvjob.errors import ConfigError, JobError
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
@@ -116,6 +117,31 @@ def ledger_ddl(schema: str, ledger_table: str) -> sql.Composed:
         "committed_at timestamptz NOT NULL DEFAULT now(), index_oid bigint, "
         "PRIMARY KEY (revision, batch_id))"
     ).format(_qualified(schema, ledger_table))
+
+
+def progress_table(ledger_table: str) -> str:
+    """The table beside the ledger where each revision's running batch reports how far it has
+    read (dvjob.batch_progress): one row per revision, overwritten, outside any batch."""
+    return f"{ledger_table[:54]}_progress"
+
+
+def progress_ddl(schema: str, ledger_table: str) -> sql.Composed:
+    return sql.SQL(
+        "CREATE TABLE IF NOT EXISTS {} ("
+        "revision text PRIMARY KEY, batch_id bigint NOT NULL, records_read bigint NOT NULL, "
+        "end_offsets jsonb NOT NULL, started_at timestamptz NOT NULL, "
+        "reported_at timestamptz NOT NULL)").format(
+            _qualified(schema, progress_table(ledger_table)))
+
+
+def report_progress_statement(schema: str, ledger_table: str) -> sql.Composed:
+    return sql.SQL(
+        "INSERT INTO {} (revision, batch_id, records_read, end_offsets, started_at, reported_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (revision) DO UPDATE SET "
+        "batch_id = EXCLUDED.batch_id, records_read = EXCLUDED.records_read, "
+        "end_offsets = EXCLUDED.end_offsets, started_at = EXCLUDED.started_at, "
+        "reported_at = EXCLUDED.reported_at").format(
+            _qualified(schema, progress_table(ledger_table)))
 
 
 def bad_records_column_ddl(schema: str, ledger_table: str) -> sql.Composed:
@@ -417,6 +443,8 @@ class PostgresSink:
                         cur.execute(bad_records_column_ddl(self.schema, self.ledger_table))
                     if "index_oid" not in columns:
                         cur.execute(ledger_upgrade_ddl(self.schema, self.ledger_table))
+                    if _table_oid(cur, self.schema, progress_table(self.ledger_table)) is None:
+                        cur.execute(progress_ddl(self.schema, self.ledger_table))
                     cur.execute("SELECT to_regprocedure(%s)", (
                         f"{_qualified(self.schema, REFUSE_TRUNCATE_FUNCTION).as_string(cur)}()",))
                     found = cur.fetchone()
@@ -449,6 +477,14 @@ class PostgresSink:
                 _qualified(self.schema, self.ledger_table)), (self.revision,))
             found = cur.fetchone()
         return int(found[0]) if found else 0
+
+    def report_progress(self, progress: Progress) -> None:
+        """The running batch's progress (dvjob.batch_progress), on a connection of its own:
+        the batch's own may be in the middle of its transaction."""
+        with self._connect() as conn:
+            conn.execute(report_progress_statement(self.schema, self.ledger_table), (
+                self.revision, progress.batch_id, progress.records_read,
+                Jsonb(progress.end_offsets), progress.started_at, progress.reported_at))
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
                     end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY

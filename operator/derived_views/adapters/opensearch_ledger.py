@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from opensearchpy import NotFoundError, OpenSearch
 
-from derived_views.core.observed import LedgerPosition
+from derived_views.core.observed import LedgerPosition, RunningBatch
 
 RATE_WINDOW_SECONDS = 30
 """As the PostgreSQL ledger: the commit rate is measured over about this window."""
@@ -28,6 +28,11 @@ LEDGER_KEEP_BATCHES = 20
 
 def _summary_id(revision: str) -> str:
     return f"{revision}:pruned"
+
+
+def _progress_id(revision: str) -> str:
+    """The job's report of its running batch (dvjob.sink_opensearch_mapping.progress_id)."""
+    return f"{revision}:progress"
 
 
 def _batches_of(revision: str, *more: dict[str, Any]) -> dict[str, Any]:
@@ -52,18 +57,28 @@ def ledger_exists(client: OpenSearch, ledger: str) -> bool:
     return bool(client.indices.exists(index=ledger))
 
 
-def read_heads(client: OpenSearch, ledger: str, revisions: Iterable[str]
-               ) -> tuple[dict[str, LedgerPosition], dict[str, int], dict[str, int]]:
-    """(positions, bad-record totals, oldest batch id kept) per revision with a batch.
+class Heads(NamedTuple):
+    positions: dict[str, LedgerPosition]
+    bad: dict[str, int]
+    """Bad-record totals."""
+    oldest: dict[str, int]
+    """Oldest batch id kept."""
+    running: dict[str, RunningBatch]
+    """The job's last report of its running batch (revisions that reported)."""
 
-    Two `_msearch` requests whatever the number of revisions: the newest batch of each
-    (with the sum of bad records above the summary's fold point), then the earlier batch
-    for the rate and the summaries.
+
+def read_heads(client: OpenSearch, ledger: str, revisions: Iterable[str]) -> Heads:
+    """Per revision with a batch: its head, bad-record total and oldest batch kept; per
+    revision that reported one, its running batch.
+
+    One `mget` (the summaries and progress reports) and two `_msearch` requests whatever the
+    number of revisions: the newest batch of each (with the sum of bad records above the
+    summary's fold point), then the earlier batch for the rate.
     """
     wanted = sorted(set(revisions))
     if not wanted or not ledger_exists(client, ledger):
-        return {}, {}, {}
-    summaries = _summaries(client, ledger, wanted)
+        return Heads({}, {}, {}, {})
+    summaries, running = _summaries(client, ledger, wanted)
     body: list[dict[str, Any]] = []
     for revision in wanted:
         folded_below = summaries.get(revision, (0, 0))[0]
@@ -94,7 +109,7 @@ def read_heads(client: OpenSearch, ledger: str, revisions: Iterable[str]
             earlier=None if before is None else LedgerPosition(
                 end_offsets=_offsets(before.get("end_offsets")),
                 committed_at=_time(before.get("committed_at")), batch_id=int(before["batch_id"])))
-    return positions, bad, oldest
+    return Heads(positions, bad, oldest, running)
 
 
 def _msearch(client: OpenSearch, body: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -106,12 +121,30 @@ def _msearch(client: OpenSearch, body: list[dict[str, Any]]) -> list[dict[str, A
 
 
 def _summaries(client: OpenSearch, ledger: str, revisions: list[str]
-               ) -> dict[str, tuple[int, int]]:
-    """revision -> (folded below batch id, bad records folded) from the summary documents."""
-    docs = client.mget(index=ledger, body={"ids": [_summary_id(r) for r in revisions]})["docs"]
-    return {d["_source"]["revision"]: (int(d["_source"]["folded_below"]),
-                                       int(d["_source"]["bad_records"]))
-            for d in docs if d.get("found")}
+               ) -> tuple[dict[str, tuple[int, int]], dict[str, RunningBatch]]:
+    """revision -> (folded below batch id, bad records folded) from the summary documents,
+    and revision -> its running batch from the progress documents (a real-time get: the job
+    writes them without a refresh)."""
+    ids = [_summary_id(r) for r in revisions] + [_progress_id(r) for r in revisions]
+    docs = client.mget(index=ledger, body={"ids": ids})["docs"]
+    summaries, running = {}, {}
+    for doc in docs:
+        if not doc.get("found"):
+            continue
+        source = doc["_source"]
+        if doc["_id"].endswith(":progress"):
+            reported = _time(source.get("reported_at"))
+            started = _time(source.get("started_at"))
+            if reported is not None and started is not None:
+                running[source["revision"]] = RunningBatch(
+                    batch_id=int(source["progress_batch"]),
+                    records_read=int(source["records_read"]),
+                    end_offsets=_offsets(source.get("end_offsets")), started_at=started,
+                    reported_at=reported)
+        else:
+            summaries[source["revision"]] = (int(source["folded_below"]),
+                                             int(source["bad_records"]))
+    return summaries, running
 
 
 def _earlier(client: OpenSearch, ledger: str, newest: Mapping[str, Mapping[str, Any]]
@@ -250,8 +283,11 @@ def forget_hold(client: OpenSearch, ledger: str, alias: str) -> None:
 
 
 def drop_revision(client: OpenSearch, ledger: str, revision: str) -> None:
-    """Every ledger document of a revision (its batches, its summary and its in-flight
-    document)."""
+    """Every ledger document of a revision (its batches, its summary, its in-flight and its
+    progress documents). The job writes the last two without a refresh, so a search may not
+    see them yet: they are deleted by id too."""
     if not ledger_exists(client, ledger):
         return
     _delete_matching(client, ledger, {"term": {"revision": revision}})
+    client.bulk(body=[{"delete": {"_index": ledger, "_id": f"{revision}:{suffix}"}}
+                      for suffix in ("in-flight", "progress")], params={"refresh": "true"})

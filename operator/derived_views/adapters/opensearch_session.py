@@ -76,8 +76,8 @@ class OpenSearchSession:
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
                 dropping: bool) -> SinkObservation:
-        positions, bad, oldest = ledger.read_heads(self.client, self.ledger_index,
-                                                   revisions_to_observe(spec, status))
+        positions, bad, oldest, running = ledger.read_heads(
+            self.client, self.ledger_index, revisions_to_observe(spec, status))
         self._read = (positions, oldest)
         # After the ledger: an index its newest batch names must exist now, unless it was lost.
         found = self._indexes(spec.sink.base_name, index_tables_to_observe(spec, status))
@@ -87,6 +87,7 @@ class OpenSearchSession:
         return SinkObservation(observed=SinkObserved(
             indexes=frozenset(found), alias_target=target, ledger=positions,
             alias_owner=self._owner(target) if target else None, bad_records=bad,
+            running=running,
             switch_blockers=self._switch_blockers(alias, target, set(found) - {target}),
             index_owners=self._index_owners(found),
             index_oids={name: uuid for name, (uuid, _) in found.items()}),
@@ -211,7 +212,7 @@ class OpenSearchSession:
                 self._lift_hold(alias, held[0])
 
     def _heads(self, *revisions: str) -> dict[str, LedgerPosition]:
-        return ledger.read_heads(self.client, self.ledger_index, revisions)[0]
+        return ledger.read_heads(self.client, self.ledger_index, revisions).positions
 
     def _wait_until_held_level(self, guard: Guard) -> None:
         """Wait for the candidate's ledger to reach how far readers may have seen the held

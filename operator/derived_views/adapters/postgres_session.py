@@ -14,6 +14,7 @@ from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.postgres_bad_records import bad_record_counts
 from derived_views.adapters.postgres_checks import run_checks
 from derived_views.adapters.postgres_pool import PgPool
+from derived_views.adapters.postgres_progress import running_batches
 from derived_views.adapters.sink_contract import SinkObservation, SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
@@ -65,6 +66,8 @@ class PostgresSession:
             indexes=frozenset(indexes), alias_target=target,
             ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
             bad_records=bad_record_counts(conn, schema, ledger, ledger=ledger_table),
+            running=running_batches(conn, schema, revisions_to_observe(spec, status),
+                                    ledger=ledger_table),
             switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
             drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()),
             index_owners=pg.index_owners(conn, schema, indexes),

@@ -29,7 +29,7 @@ from derived_views.adapters.sink_contract import (
     wait_until_level,
 )
 from derived_views.core.monotonic import Guard
-from derived_views.core.naming import LEDGER_TABLE
+from derived_views.core.naming import LEDGER_TABLE, progress_table
 from derived_views.core.observed import IndexOwner, LedgerPosition, SwitchBlocker
 
 APPLICATION_NAME = "derived-views-operator"
@@ -403,9 +403,9 @@ def drop_alias(conn: psycopg.Connection[Any], schema: str, alias: str) -> None:
 
 def drop_index(conn: psycopg.Connection[Any], schema: str, index: str, revision: str,
                ledger: str = LEDGER_TABLE, *, owner_uid: str) -> None:
-    """Drop a revision's index table and its ledger rows; refuses the alias's target, and an
-    index recorded for another view than `owner_uid` (read under the DROP's own lock, so
-    no owner can be recorded between the check and the drop)."""
+    """Drop a revision's index table, its ledger and progress rows; refuses the alias's
+    target, and an index recorded for another view than `owner_uid` (read under the DROP's
+    own lock, so no owner can be recorded between the check and the drop)."""
     with conn.transaction():
         table = postgres_alias.relation(conn, schema, index, kinds="rp")
         if table is not None:
@@ -421,6 +421,7 @@ def drop_index(conn: psycopg.Connection[Any], schema: str, index: str, revision:
             raise RuntimeError(f"index {schema}.{index} is served by view {view}; not dropping")
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(schema),
                                                                   sql.Identifier(index)))
-        if _relation_exists(conn, schema, ledger):
-            conn.execute(sql.SQL("DELETE FROM {}.{} WHERE revision = %s").format(
-                sql.Identifier(schema), sql.Identifier(ledger)), (revision,))
+        for table_name in (ledger, progress_table(ledger)):
+            if _relation_exists(conn, schema, table_name):
+                conn.execute(sql.SQL("DELETE FROM {}.{} WHERE revision = %s").format(
+                    sql.Identifier(schema), sql.Identifier(table_name)), (revision,))

@@ -82,6 +82,11 @@ class Lag(StatusModel):
     since_commit_seconds: Annotated[int | None, Field(
         ge=0, description="While behind: seconds since the index last committed a batch "
                           "(absent before the first batch).")] = None
+    batch_read: Annotated[int | None, Field(
+        ge=0, description="While a batch runs: the records of `messages` it has read from the "
+                          "log so far, not yet committed (from the job's progress report, a "
+                          "few seconds old); `messages - batchRead` is still to be read.")
+                          ] = None
     partitions: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(
         description="Lag per `topic/partition`.")] = {}
     end_offsets: Annotated[dict[str, Annotated[int, Field(ge=0)]], Field(

@@ -31,12 +31,13 @@ from derived_views.adapters.kube_views import (
 )
 from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import DerivedViewStatus
+from derived_views.api.status import DerivedViewStatus, Lag
 from derived_views.cli import rows
 from derived_views.cli.plot_data import NoHistory, plot_data
 from derived_views.cli.progress import (
     Observation,
     Outcome,
+    batch_line,
     estimate,
     partitions,
     percent,
@@ -243,6 +244,7 @@ class _Display:
 
     def __init__(self) -> None:
         self.revision: str | None = None
+        self.lag: Lag | None = None
         self.window: deque[Observation] = deque(maxlen=WATCH_WINDOW)
 
     def observe(self, current: DerivedViewStatus) -> Observation | None:
@@ -250,6 +252,7 @@ class _Display:
         if watched is None:
             return None
         revision, lag = watched
+        self.lag = lag
         if revision != self.revision:
             self.revision = revision
             self.window.clear()
@@ -279,7 +282,8 @@ class _PlainProgress(_Display):
     def show(self, current: DerivedViewStatus) -> None:
         observation = self.observe(current)
         phase = current.phase.value if current.phase else "no status"
-        key = (phase, self.revision, observation.progress if observation else None)
+        read = self.lag.batch_read if observation and self.lag else None
+        key = (phase, self.revision, observation.progress if observation else None, read)
         if key == self.last:
             return
         self.last = key
@@ -289,14 +293,24 @@ class _PlainProgress(_Display):
         total_done = sum(p.done for p in observation.progress)
         total = sum(p.total for p in observation.progress)
         overall = estimate(self.earliest, observation)
+        eta = overall.eta_seconds
+        if eta is None and self.lag is not None:  # no commit seen move: the operator's ETA
+            eta = self.lag.eta_seconds
         out.print(f"phase {phase} revision {self.revision}: {total_done}/{total} "
                   f"({percent(total_done, total):.1f}%) {_rate(overall.rate)} "
-                  f"eta {rows.duration(overall.eta_seconds)}")
+                  f"eta {rows.duration(eta)}")
+        reading = batch_line(self.lag) if self.lag is not None else None
+        if reading:
+            out.print(f"  {reading}")
         for p in observation.progress:
             est = estimate(self.earliest, observation, p.key)
             out.print(f"  {p.key} {p.done}/{p.total} ({percent(p.done, p.total):.1f}%) "
                       f"{_rate(est.rate)} eta {rows.duration(est.eta_seconds)}")
         sys.stdout.flush()
+
+
+READ_TASK = "\0read"
+"""The live display's row for what the running batch has read (no partition's key)."""
 
 
 class _LiveProgress(_Display):
@@ -330,6 +344,15 @@ class _LiveProgress(_Display):
                     f"{self.revision} {p.key}", total=p.total, rate="", eta="")
             self.progress.update(self.tasks[p.key], completed=p.done, total=p.total,
                                  rate=_rate(est.rate), eta=rows.duration(est.eta_seconds))
+        lag = self.lag
+        if lag is not None and lag.batch_read is not None:
+            total = sum(p.total for p in observation.progress)
+            done = sum(p.done for p in observation.progress)
+            if READ_TASK not in self.tasks:
+                self.tasks[READ_TASK] = self.progress.add_task(
+                    f"{self.revision} read, not yet committed", total=total, rate="", eta="")
+            self.progress.update(self.tasks[READ_TASK], completed=done + lag.batch_read,
+                                 total=total, eta=rows.duration(lag.eta_seconds))
 
     def close(self) -> None:
         if self.started:

@@ -92,6 +92,16 @@ def _totals(observation: Observation, key: str | None) -> tuple[int, int]:
     return sum(p.done for p in chosen), sum(p.lag for p in chosen)
 
 
+def batch_line(lag: Lag) -> str | None:
+    """What the running batch has read of the lag, not yet committed (None: no batch reports);
+    before the first commit the read is all the progress there is."""
+    if lag.batch_read is None or lag.messages <= 0:
+        return None
+    eta = "" if lag.eta_seconds is None else f", eta {lag.eta_seconds}s"
+    return (f"running batch has read {lag.batch_read:,} of the {lag.messages:,} records not yet "
+            f"committed ({percent(lag.batch_read, lag.messages):.1f}%){eta}")
+
+
 def watched_lag(status: DerivedViewStatus) -> tuple[str, Lag] | None:
     """The revision whose replay `dv watch` shows: the candidate, else the spec's
     revision while it is the first backfill (no active yet); None when neither has a lag."""

@@ -16,6 +16,11 @@ where the lag in messages is rarely 0 on two readings in a row: the staleness
 of the index (core.staleness), the age of the oldest record it lacks. A job
 that stops committing grows stale as fast as the clock, whatever its rate was.
 The time to drain the rest at the measured commit rate is an ETA for people.
+
+A batch reads the log long before it commits (a first replay's batch can take minutes):
+its job reports how far it has read (core.observed.RunningBatch), which the lag shows as
+`batchRead` and, until a commit rate is measured, turns into an ETA at its read rate. It
+never moves the gate: what is read is not in the index yet.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Collection, Mapping
 
 from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag
-from derived_views.core.observed import LedgerPosition, TopicPartition
+from derived_views.core.observed import LedgerPosition, RunningBatch, TopicPartition
 from derived_views.core.staleness import RecordTimes, staleness
 from derived_views.core.times import seconds_between
 
@@ -54,6 +59,32 @@ def commit_rate(position: LedgerPosition | None) -> float | None:
     return moved / span
 
 
+REPORT_FRESH_SECONDS = 30
+"""A progress report older than this is from a job that stopped reporting: not shown."""
+
+
+def batch_read(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
+               position: LedgerPosition | None, running: RunningBatch | None,
+               now: dt.datetime) -> int | None:
+    """Records the running batch has read above the committed offsets, at most its range
+    (None: no batch beyond the ledger's head runs, or its report is stale)."""
+    if running is None or seconds_between(running.reported_at, now) > REPORT_FRESH_SECONDS:
+        return None
+    if position is not None and position.batch_id is not None \
+            and running.batch_id <= position.batch_id:
+        return None  # the report of a batch that has committed since
+    committed = position.end_offsets if position is not None else {}
+    size = sum(max(min(running.end_offsets.get(tp, 0), end) - committed.get(tp, 0), 0)
+               for tp, end in end_offsets.items() if tp[0] in topics)
+    return min(running.records_read, size)
+
+
+def read_rate(read: int, running: RunningBatch) -> float | None:
+    """Records per second the running batch has read (`read` of them) since it started."""
+    span = (running.reported_at - running.started_at).total_seconds()
+    return read / span if span > 0 and read else None
+
+
 def reset_partitions(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
                      position: LedgerPosition | None) -> list[str]:
     """Partitions whose end offset is below what the index already committed: the log behind
@@ -66,7 +97,8 @@ def reset_partitions(end_offsets: Mapping[TopicPartition, int], topics: Collecti
 
 def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
                 position: LedgerPosition | None, now: dt.datetime,
-                times: RecordTimes | None = None) -> Lag | None:
+                times: RecordTimes | None = None, running: RunningBatch | None = None
+                ) -> Lag | None:
     """Lag of one revision reading `topics`, given the log's ends and its ledger head.
 
     None (unknown) when a topic has no partition among `end_offsets`: a topic
@@ -75,7 +107,9 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
 
     `seconds` is the staleness read from `times` (core.staleness): 0 when nothing is
     behind, None when a partition behind has no readable time. `etaSeconds` drains the
-    messages at the measured rate; `sinceCommitSeconds` is the time since the newest commit.
+    messages at the measured commit rate, or before there is one reads the unread ones at
+    the running batch's read rate; `sinceCommitSeconds` is the time since the newest commit;
+    `batchRead` is what the running batch has read.
     """
     known_topics = {topic for topic, _ in end_offsets}
     if any(topic not in known_topics for topic in topics):
@@ -96,9 +130,13 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
     if position is not None and position.committed_at is not None:
         since_commit = max(seconds_between(position.committed_at, now), 0)
     rate = commit_rate(position)
+    read = batch_read(end_offsets, topics, position, running, now)
+    eta = math.ceil(messages / rate) if rate else None
+    if eta is None and read and running is not None and (speed := read_rate(read, running)):
+        eta = math.ceil((messages - read) / speed)
     return Lag(messages=messages, seconds=staleness(behind, times or {}, now),
-               eta_seconds=math.ceil(messages / rate) if rate else None,
-               since_commit_seconds=since_commit, partitions=partitions, end_offsets=ends)
+               eta_seconds=eta, since_commit_seconds=since_commit, batch_read=read,
+               partitions=partitions, end_offsets=ends)
 
 
 def within_gate(lag: Lag | None, cutover: Cutover) -> bool:

@@ -18,6 +18,14 @@ DNS_LABEL_MAX = 63
 LEDGER_TABLE = "dv_ledger"
 """Ledger table of the Spark job (one per sink schema, shared by every revision of every view)."""
 
+
+
+def progress_table(ledger: str) -> str:
+    """Where each revision's running batch reports how far it has read, beside the ledger
+    (the job's dvjob.sink_postgres.progress_table names the same table)."""
+    return f"{ledger[:54]}_progress"
+
+
 INDEX_SEPARATOR = "__"
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _NAME_HASH_LENGTH = 6

@@ -134,6 +134,19 @@ class LedgerPosition:
 
 
 @dataclass(frozen=True)
+class RunningBatch:
+    """How far a revision's running batch has read the log, as its job last reported
+    (dvjob.batch_progress): read, not committed, so never part of the gate."""
+
+    batch_id: int
+    records_read: int
+    end_offsets: Mapping[TopicPartition, int]
+    """The batch's exclusive end offsets (its range ends there)."""
+    started_at: dt.datetime
+    reported_at: dt.datetime
+
+
+@dataclass(frozen=True)
 class SwitchBlocker:
     """Why the alias cannot switch to an index now: a CamelCase reason and what to do."""
 
@@ -173,6 +186,8 @@ class SinkObserved:
     drop_blockers: tuple[str, ...] = ()
     """Database objects of others that depend on the alias or an index table (observed while
     a view with deletionPolicy Delete is deleted): DROP without CASCADE refuses them."""
+    running: Mapping[str, RunningBatch] = field(default_factory=dict)
+    """Revision -> its job's last progress report of a running batch (absent: none)."""
     bad_records: Mapping[str, int] = field(default_factory=dict)
     """Records each revision left out under its bad-record policy (sum over its ledger rows)."""
     index_owners: Mapping[str, IndexOwner] = field(default_factory=dict)

@@ -172,27 +172,27 @@ def test_pruning_keeps_what_the_rate_and_resuming_need_and_every_bad_record(
         stack: Any, search: OpenSearch, ledger: str) -> None:
     revision = "r1"
     _one_a_second(search, ledger, revision, range(60))  # the rate window reaches back 30
-    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    positions, bad, oldest, _ = opensearch_ledger.read_heads(search, ledger, [revision])
     assert bad == {revision: 60} and oldest == {revision: 0}
     assert positions[revision].earlier is not None
     assert positions[revision].earlier.batch_id == 29
     deleted = opensearch_ledger.prune(search, ledger, positions, oldest)
     assert deleted == 29  # batches 0..28; from 29 (the rate's) on stay
-    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    positions, bad, oldest, _ = opensearch_ledger.read_heads(search, ledger, [revision])
     assert bad == {revision: 60} and oldest == {revision: 29}
     assert opensearch_ledger.prune(search, ledger, positions, oldest) == 0
     # a crash after the summary was written but before the delete: nothing counted twice
     _one_a_second(search, ledger, revision, range(60, 100))
-    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    positions, bad, oldest, _ = opensearch_ledger.read_heads(search, ledger, [revision])
     head = positions[revision]
     assert head.earlier is not None and head.earlier.batch_id is not None
     opensearch_ledger._fold(search, ledger, revision, head.earlier.batch_id)
     assert opensearch_ledger.read_heads(search, ledger, [revision])[1] == {revision: 100}
     opensearch_ledger.prune(search, ledger, positions, oldest)
-    positions, bad, oldest = opensearch_ledger.read_heads(search, ledger, [revision])
+    positions, bad, oldest, _ = opensearch_ledger.read_heads(search, ledger, [revision])
     assert bad == {revision: 100} and oldest[revision] == head.earlier.batch_id
     opensearch_ledger.drop_revision(search, ledger, revision)
-    assert opensearch_ledger.read_heads(search, ledger, [revision]) == ({}, {}, {})
+    assert opensearch_ledger.read_heads(search, ledger, [revision]) == ({}, {}, {}, {})
     with pytest.raises(NotFoundError):
         search.get(index=ledger, id=f"{revision}:pruned")
 

@@ -20,6 +20,8 @@ import pytest
 from job_submit import job_config, produce, rows, run_job, start
 from psycopg import sql
 
+from derived_views.adapters.postgres_progress import running_batches
+from dvjob.batch_progress import PROGRESS_CONF
 from dvjob.first_batch import FIRST_BATCH_CONF
 from dvstack import replay
 from dvstack.waiting import wait_for
@@ -140,3 +142,46 @@ def test_a_first_replay_commits_a_bounded_first_batch_then_the_rest(
     assert [b["0"] for b in batches] == [500, 3000], batches
     assert "first batch of at most 500 offsets done" in log.read_text()
     assert rows(stack, schema, "mirror__r1") == [(i, 60) for i in range(50)]
+
+
+def test_a_running_batch_reports_how_far_it_has_read(stack: Any, schema: str,
+                                                     tmp_path: Path) -> None:
+    """One batch of 200,000 records (no first batch of its own): while it runs, the job's
+    reports, read through the operator's own adapter, show a count that grows, stays within
+    the batch, and comes before the batch's ledger row."""
+    total = 200_000
+    topic = f"json-{uuid.uuid4().hex[:8]}"
+    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    for chunk in range(0, total, 50_000):  # within the producer's queue
+        produce(stack.kafka_bootstrap, topic, [(f"k{i % 50}", json.dumps({"id": i % 50, "n": 1}))
+                                               for i in range(chunk, chunk + 50_000)])
+    config = job_config(stack, topic=topic, schema=schema, fmt="json", row_ddl="id INT, n INT",
+                        sql_text="SELECT id, sum(n) AS total FROM events GROUP BY id",
+                        key=["id"], checkpoint=tmp_path / "ckpt")
+    log = tmp_path / "driver.log"
+    job = start(stack, config, {FIRST_BATCH_CONF: "0", PROGRESS_CONF: "0.5",
+                                "spark.executor.heartbeatInterval": "1s"}, log)
+    seen: list[tuple[int, int, bool]] = []  # (batch, records read, ledger had the batch)
+
+    def look() -> bool:
+        with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
+            committed = bool(ledger_batches(stack, schema, "r1"))
+            report = running_batches(conn, schema, ["r1"]).get("r1")
+        if report is not None and (not seen or seen[-1][:2] != (report.batch_id,
+                                                                report.records_read)):
+            seen.append((report.batch_id, report.records_read, committed))
+        return job.poll() is not None
+
+    try:
+        wait_for(look, timeout=300, interval=0.3, what="the job to replay 200,000 records")
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGTERM)
+        job.wait(timeout=60)
+    assert job.returncode == 0, log.read_text()[-3000:]
+    assert ledger_batches(stack, schema, "r1") == [{"0": total}]
+    assert rows(stack, schema, "mirror__r1") == [(i, total // 50) for i in range(50)]
+    before_commit = [read for batch, read, committed in seen if batch == 0 and not committed]
+    assert any(0 < read < total for read in before_commit), seen
+    assert before_commit == sorted(before_commit), seen
+    assert all(read <= total for _, read, _ in seen), seen

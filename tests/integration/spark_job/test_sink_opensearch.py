@@ -32,6 +32,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from derived_views.adapters import opensearch_ledger
+from derived_views.core.observed import RunningBatch
+from dvjob.batch_progress import Progress
 from dvjob.batch_writer import BatchWriter
 from dvjob.errors import NullKeyError
 from dvjob.integrity import IndexLostError
@@ -600,3 +603,23 @@ def test_foreach_batch_writer_end_to_end_on_spark(
     assert list(documents(client, names.index)) == ["o2"]
     assert [e[2:] for e in ledger_summary(client, names)] == [
         (0, {"orders": {"0": 2, "1": 0}}, 2, 0, 0), (1, {"orders": {"0": 3, "1": 0}}, 0, 1, 0)]
+
+
+def test_progress_reports_are_read_by_the_operator_and_are_no_batch(
+        client: OpenSearch, names: Names) -> None:
+    """The job's report of its running batch, as the operator's ledger reading sees it: a
+    real-time read (no refresh asked), overwritten by the next report, never a batch."""
+    sink = make_sink(client, names)
+    sink.write_batch(0, [order("o1", "c1", "1.00")], {"orders": {"0": 1}})
+    started = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+    for read, after in ((40, 3), (90, 6)):
+        sink.report_progress(Progress(1, read, {"orders": {"0": 101}}, started,
+                                      started.replace(second=after)))
+    heads = opensearch_ledger.read_heads(client, names.ledger, [REVISION])
+    assert heads.positions[REVISION].batch_id == 0
+    assert heads.running == {REVISION: RunningBatch(
+        batch_id=1, records_read=90, end_offsets={("orders", 0): 101}, started_at=started,
+        reported_at=started.replace(second=6))}
+    assert sink.committed_batches() == 1
+    opensearch_ledger.drop_revision(client, names.ledger, REVISION)
+    assert opensearch_ledger.read_heads(client, names.ledger, [REVISION]).running == {}

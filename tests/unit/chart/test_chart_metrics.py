@@ -15,7 +15,7 @@ DASHBOARD = Path(__file__).resolve().parents[3] / "charts" / "derived-views" / "
     / "derived-views.json"
 # What the operator exports (hand-written; checked against a live registry below).
 EXPORTED = {"derived_views_ready", "derived_views_lag_messages", "derived_views_lag_seconds",
-            "derived_views_lag_eta_seconds",
+            "derived_views_lag_eta_seconds", "derived_views_lag_batch_read_messages",
             "derived_views_index_rows", "derived_views_bad_records",
             "derived_views_cutovers_total", "derived_views_check_failures_total",
             "derived_views_cutover_switch_seconds_bucket",

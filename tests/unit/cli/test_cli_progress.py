@@ -14,6 +14,7 @@ from derived_views.cli.progress import (
     Outcome,
     PartitionProgress,
     Verdict,
+    batch_line,
     estimate,
     partitions,
     percent,
@@ -141,3 +142,11 @@ def test_watch_verdict(fields: dict[str, Any], generation: int | None,
 
 def test_exit_codes_are_the_documented_ones() -> None:
     assert (Outcome.DONE.value, Outcome.TIMED_OUT.value, Outcome.FAILED.value) == (0, 4, 3)
+
+
+def test_the_running_batch_s_reads_are_a_line_of_their_own() -> None:
+    lag = Lag(messages=55_546, batch_read=31_000, eta_seconds=40)
+    assert batch_line(lag) == ("running batch has read 31,000 of the 55,546 records not yet "
+                               "committed (55.8%), eta 40s")
+    assert batch_line(Lag(messages=55_546)) is None
+    assert batch_line(Lag(messages=0, batch_read=0)) is None

@@ -12,9 +12,10 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.cli import app
 
 
-def status(lag_0: int) -> DerivedViewStatus:
+def status(lag_0: int, read: int | None = None, eta: int | None = None) -> DerivedViewStatus:
     lag: dict[str, Any] = {"messages": lag_0, "partitions": {"t/0": lag_0, "t/1": 0},
-                           "endOffsets": {"t/0": 1000, "t/1": 500}}
+                           "endOffsets": {"t/0": 1000, "t/1": 500}, "batchRead": read,
+                           "etaSeconds": eta}
     return DerivedViewStatus.model_validate({
         "phase": "Backfilling", "revision": "bb",
         "candidate": {"revision": "bb", "index": "v__bb", "phase": "Backfilling",
@@ -49,3 +50,32 @@ def test_terminal_bars_per_partition(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "bb t/0" in text
     assert "900/1000" in text
     assert "500/500" in text
+
+
+def test_a_running_batch_s_reads_move_the_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before its first commit a replay shows what its running batch has read, with the
+    operator's ETA; each new count prints again."""
+    buffer = capture(monkeypatch, terminal=False)
+    display = app._PlainProgress()
+    display.show(status(1000, read=100, eta=45))
+    display.show(status(1000, read=400, eta=15))
+    assert buffer.getvalue().splitlines() == [
+        "phase Backfilling revision bb: 500/1500 (33.3%) - eta 45s",
+        "  running batch has read 100 of the 1,000 records not yet committed (10.0%), eta 45s",
+        "  t/0 0/1000 (0.0%) - eta -",
+        "  t/1 500/500 (100.0%) - eta 0s",
+        "phase Backfilling revision bb: 500/1500 (33.3%) 0.0 msg/s eta 15s",
+        "  running batch has read 400 of the 1,000 records not yet committed (40.0%), eta 15s",
+        "  t/0 0/1000 (0.0%) 0.0 msg/s eta -",
+        "  t/1 500/500 (100.0%) 0.0 msg/s eta 0s",
+    ]
+
+
+def test_terminal_shows_a_bar_of_what_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer = capture(monkeypatch, terminal=True)
+    display = app._LiveProgress()
+    display.show(status(1000, read=400, eta=15))
+    display.close()
+    text = buffer.getvalue()
+    assert "bb read, not yet committed" in text
+    assert "900/1500" in text

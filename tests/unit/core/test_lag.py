@@ -7,7 +7,7 @@ import datetime as dt
 from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag
 from derived_views.core.lag import commit_rate, compute_lag, reset_partitions, within_gate
-from derived_views.core.observed import LedgerPosition
+from derived_views.core.observed import LedgerPosition, RunningBatch
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 ENDS = {("orders", 0): 1000, ("orders", 1): 500, ("payments", 0): 70}
@@ -120,3 +120,45 @@ def test_the_gate_holds_on_messages_or_on_time() -> None:
     messages_only = Cutover(max_lag_messages=100, max_lag_seconds=0)
     assert within_gate(lag(100, 500), messages_only)
     assert not within_gate(lag(101, 0), messages_only)
+
+
+def running(batch_id: int, read: int, *, ends: dict[tuple[str, int], int] | None = None,
+            started: int = 20, reported: int = 2) -> RunningBatch:
+    """A report of batch `batch_id` that has read `read` records in the `started - reported`
+    seconds before its report, which is `reported` seconds old."""
+    return RunningBatch(
+        batch_id=batch_id, records_read=read, end_offsets=ends or {("payments", 0): 70},
+        started_at=NOW - dt.timedelta(seconds=started),
+        reported_at=NOW - dt.timedelta(seconds=reported))
+
+
+def test_a_first_batch_s_reads_show_and_give_an_eta_at_the_read_rate() -> None:
+    # 70 behind, nothing committed; the first batch has read 36 in 18 s: 2/s, 34 left
+    lag = compute_lag(ENDS, ["payments"], None, NOW, running=running(0, 36))
+    assert lag is not None
+    assert (lag.messages, lag.batch_read, lag.eta_seconds) == (70, 36, 17)
+    assert lag.seconds is None  # read is not committed: staleness is untouched
+
+
+def test_reads_count_only_within_the_batch_s_range_above_the_committed_offsets() -> None:
+    position = LedgerPosition({("orders", 0): 900, ("orders", 1): 500}, NOW, batch_id=4)
+    # batch 5 reaches 950 on orders/0 (50 records) and nothing new on orders/1
+    report = running(5, 400, ends={("orders", 0): 950, ("orders", 1): 500})
+    lag = compute_lag(ENDS, ["orders"], position, NOW, running=report)
+    assert lag is not None and (lag.messages, lag.batch_read) == (100, 50)
+
+
+def test_a_report_of_a_committed_batch_or_a_stale_report_is_not_shown() -> None:
+    position = LedgerPosition({("payments", 0): 30}, NOW, batch_id=2)
+    committed = compute_lag(ENDS, ["payments"], position, NOW, running=running(2, 30))
+    stale = compute_lag(ENDS, ["payments"], None, NOW, running=running(0, 30, reported=31))
+    assert committed is not None and committed.batch_read is None
+    assert stale is not None and stale.batch_read is None and stale.eta_seconds is None
+
+
+def test_a_measured_commit_rate_gives_the_eta_even_while_a_batch_reads() -> None:
+    earlier = LedgerPosition({("payments", 0): 10}, NOW - dt.timedelta(seconds=30), batch_id=1)
+    position = LedgerPosition({("payments", 0): 40}, NOW, batch_id=2, earlier=earlier)
+    lag = compute_lag(ENDS, ["payments"], position, NOW, running=running(3, 20))
+    assert lag is not None
+    assert (lag.messages, lag.batch_read, lag.eta_seconds) == (30, 20, 30)  # 30 at 1/s

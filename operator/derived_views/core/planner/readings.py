@@ -50,7 +50,7 @@ def lag_of(ctx: Context, draft: Draft, revision: str) -> Lag | None:
     if ctx.obs.end_offsets is None or ctx.sink is None or not topics:
         return None
     return compute_lag(ctx.obs.end_offsets, topics, ctx.position_of(revision), ctx.now,
-                       ctx.obs.record_times)
+                       ctx.obs.record_times, ctx.sink.running.get(revision))
 
 
 def resets_of(ctx: Context, draft: Draft, revision: str) -> list[str]:

@@ -1,0 +1,43 @@
+"""How far each revision's running batch has read, from the table beside the ledger.
+
+The job's driver overwrites its revision's row every few seconds while a batch runs
+(spark_templates/dvjob/batch_progress.py); nothing there is committed index data, so it only
+feeds the lag's `batchRead` and ETA. Ledgers from jobs before progress was reported have no
+such table: no revision reports then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from derived_views.core.naming import LEDGER_TABLE, progress_table
+from derived_views.core.observed import RunningBatch
+
+
+def _aware(at: dt.datetime) -> dt.datetime:
+    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+
+
+def running_batches(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
+                    ledger: str = LEDGER_TABLE) -> dict[str, RunningBatch]:
+    """The last progress report per revision (revisions that never reported are absent)."""
+    wanted = sorted(set(revisions))
+    table = progress_table(ledger)
+    if not wanted or conn.execute("SELECT to_regclass(%s)", (
+            sql.Identifier(schema, table).as_string(conn),)).fetchone() in (None, (None,)):
+        return {}
+    rows = conn.execute(sql.SQL(
+        "SELECT revision, batch_id, records_read, end_offsets, started_at, reported_at "
+        "FROM {} WHERE revision = ANY(%s)").format(sql.Identifier(schema, table)),
+        (wanted,)).fetchall()
+    return {str(revision): RunningBatch(
+        batch_id=int(batch_id), records_read=int(read),
+        end_offsets={(topic, int(p)): int(o) for topic, parts in (offsets or {}).items()
+                     for p, o in parts.items()},
+        started_at=_aware(started), reported_at=_aware(reported))
+        for revision, batch_id, read, offsets, started, reported in rows}
