@@ -33,6 +33,8 @@ Wanted = tuple[tuple[str, int], int]
 """((topic, partition), offset)."""
 
 TIMEOUT_SECONDS = 5.0
+FEW_TOPICS = 3
+"""Up to this many topics in a reading have their metadata fetched by name (see _learn)."""
 CACHE_SIZE = 100_000
 """Cached answers (about 200 bytes each) across all clusters, least recently used first out."""
 
@@ -167,6 +169,9 @@ class RecordTimesReader:
                 "isolation.level": "read_uncommitted",
                 "fetch.wait.max.ms": 20, "fetch.min.bytes": 1,
                 "max.partition.fetch.bytes": 64 * 1024, "queued.min.messages": 1,
+                # With a queue of one record, librdkafka postpones the next fetch by this once
+                # the queue is full: its default (1 s) made every reading take a second.
+                "fetch.queue.backoff.ms": 10,
                 "log_level": 0, "socket.timeout.ms": millis,
                 "socket.connection.setup.timeout.ms": millis})
         except KafkaException as exc:  # librdkafka refused the settings (e.g. an unreadable CA)
@@ -189,12 +194,26 @@ class RecordTimesReader:
         deadline = time.monotonic() + self.timeout
         consumer = self._consumer(cluster)
         try:
+            self._learn(consumer, sorted({tp[0] for tp, _ in unread}), deadline)
             for batch in rounds:
                 out.update(self._round(consumer, batch, deadline))
         except KafkaException as exc:
             self.forget(cluster)
             raise RecordTimesUnavailable(f"{cluster.describe()}: {exc.args[0]}") from None
         return out
+
+    @staticmethod
+    def _learn(consumer: Consumer, topics: list[str], deadline: float) -> None:
+        """Fetch the topics' metadata before assigning them: librdkafka learns a topic it was
+        not following at its next periodic scan, about a second later, so a reading of a new
+        topic cost a second (a thousand views starting, a thousand seconds). A few topics
+        are asked for by name, more in one request for all."""
+        left = max(deadline - time.monotonic(), 0.1)
+        if len(topics) <= FEW_TOPICS:
+            for topic in topics:
+                consumer.list_topics(topic, timeout=left)
+        else:
+            consumer.list_topics(timeout=left)
 
     @staticmethod
     def _round(consumer: Consumer, batch: dict[tuple[str, int], int], deadline: float
