@@ -33,7 +33,8 @@ splits the part that ends at its commit.  Results: .stack/results/apply_to_ready
 (each run's marks and parts, the median of each part); benchmarks/report.py shows them.
 
 Usage: python benchmarks/apply_to_ready.py [--events 50000] [--runs 3]
-       [--lag-poll-seconds S]   (the stack must be up)
+       [--lag-poll-seconds S] [--lag-history-seconds S] [--watch-log FILE] [--plot FILE.png]
+       (the stack must be up)
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,6 +59,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from derived_views.api.spec import Cutover
+from derived_views.api.status import DerivedViewStatus
+from derived_views.cli.plot import write_png
+from derived_views.cli.plot_data import plot_data
 from derived_views.settings import from_env
 from dvstack import replay
 from dvstack import results as results_file
@@ -194,8 +199,22 @@ def driver_started(core: Any, namespace: str, pod_name: str) -> dt.datetime | No
     return None
 
 
+@dataclass(frozen=True)
+class Showing:
+    """What a run also records for people: `dv watch`'s plain output while the view is
+    built, and the PNG `dv plot` draws of its lag history once it is Ready."""
+
+    watch_log: Path | None = None
+    plot: Path | None = None
+
+
+def watch_command(info: Mapping[str, Any], namespace: str, name: str) -> list[str]:
+    return [sys.executable, "-m", "derived_views.cli", "--kubeconfig", info["kubeconfig"],
+            "-n", namespace, "watch", name, "--interval", "1", "--timeout", "900"]
+
+
 def one_run(info: Mapping[str, Any], api: Any, namespace: str, events: int,
-            stable_for: int) -> dict[str, Any]:
+            stable_for: int, showing: Showing = Showing()) -> dict[str, Any]:
     """Apply one view over a fresh topic, wait for Ready, read the marks, delete the view."""
     custom = client.CustomObjectsApi(api)
     run = uuid.uuid4().hex[:8]
@@ -209,11 +228,24 @@ def one_run(info: Mapping[str, Any], api: Any, namespace: str, events: int,
         body = view_body(namespace, name, info["kafka_bootstrap"], topic, f"ready_{run}", SECRET)
         applied = dt.datetime.now(dt.UTC)
         custom.create_namespaced_custom_object(G, V, namespace, P, body)
+        watcher = None
+        if showing.watch_log is not None:
+            with showing.watch_log.open("w") as out:
+                watcher = subprocess.Popen(watch_command(info, namespace, name), stdout=out,
+                                           stderr=subprocess.STDOUT)
         try:
             wait_for(view.ready, timeout=900, interval=0.25, what=f"view {name} to be Ready")
+            if watcher is not None:
+                watcher.wait(timeout=60)
+            if showing.plot is not None:
+                write_png(plot_data(DerivedViewStatus.model_validate(view.status())),
+                          f"{namespace}/{name} lag: {events:,} events", showing.plot)
             return {"view": name, "topic": topic, **read_marks(info, api, view, applied, ends,
                                                                 topic, stable_for)}
         finally:
+            if watcher is not None and watcher.poll() is None:
+                watcher.kill()
+                watcher.wait(timeout=30)
             custom.delete_namespaced_custom_object(G, V, namespace, P, name)
             wait_for(view.gone, timeout=300, interval=0.5, what=f"view {name} to be deleted")
     finally:
@@ -277,6 +309,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--lag-poll-seconds", type=float, default=None,
                         help="the operator's DV_LAG_POLL_SECONDS (default: the product's)")
+    parser.add_argument("--lag-history-seconds", type=float, default=None,
+                        help="the operator's DV_LAG_HISTORY_SECONDS (default: the product's)")
+    parser.add_argument("--watch-log", type=Path, default=None,
+                        help="write `dv watch`'s output during the last run to this file")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="write `dv plot`'s PNG of the last run's lag history here")
+    parser.add_argument("--save-as", default="apply_to_ready",
+                        help="results file name under the stack's results directory")
     args = parser.parse_args(argv)
     settings = load()
     info = json.loads(settings.stack_file.read_text())
@@ -288,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     replay.ensure_namespace_and_sink_secret(core, namespace, SECRET, info["pg"])
     replay.ensure_checkpoint_secret(core, namespace, info["s3"])
     env = operator_environment(info, f"bench/apply-to-ready/{run_id}", args.lag_poll_seconds)
+    if args.lag_history_seconds is not None:
+        env["DV_LAG_HISTORY_SECONDS"] = str(args.lag_history_seconds)
     operator_settings = from_env(env)
     # A view's first revision serves as soon as the gate holds: stableForSeconds guards only
     # a move from a serving revision (core/planner/phases_cutover.stable_for_seconds).
@@ -305,7 +347,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             if operator.poll() is not None:
                 raise SystemExit(f"the operator exited with {operator.returncode}; see {log_path}")
             for index in range(args.runs):
-                result = one_run(info, api, namespace, args.events, stable_for)
+                last = index == args.runs - 1
+                result = one_run(info, api, namespace, args.events, stable_for,
+                                 Showing(args.watch_log, args.plot) if last else Showing())
                 print(json.dumps({"run": index + 1, **result}), flush=True)
                 runs.append(result)
         finally:
@@ -316,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "events": args.events, "partitions": PARTITIONS,
         "history_age_seconds": HISTORY_AGE_SECONDS, "goal_seconds": GOAL_SECONDS,
+        "lag_history_seconds": operator_settings.lag_history_seconds,
         "operator": {"lag_poll_seconds": operator_settings.lag_poll_seconds,
                      "trigger_seconds": operator_settings.trigger_seconds},
         "cutover": {"stable_for_seconds": stable_for,
@@ -323,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "part_names": PART_NAMES,
         "runs": runs, "median": medians(runs),
     }
-    results_file.save(settings, "apply_to_ready", result_doc)
+    results_file.save(settings, args.save_as, result_doc)
     print(json.dumps(result_doc["median"], indent=2))
 
 

@@ -92,7 +92,9 @@ class Watch:
             return (f"active {active:10}  candidate {candidate.get('revision')} "
                     f"{candidate.get('phase', ''):11} lag {lag.get('messages', '?'):>7} msgs, "
                     f"oldest missing {lag.get('seconds', '?'):>4}s old, "
-                    f"ETA {lag.get('etaSeconds', '?')}s")
+                    f"ETA {lag.get('etaSeconds', '?')}s"
+                    + (f", running batch has read {lag['batchRead']}"
+                       if lag.get("batchRead") is not None else ""))
         return f"active {active:10}  ready {ready.get('status', '?')}: {ready.get('message', '')}"
 
     def until(self, done: Any, what: str) -> dict[str, Any]:

@@ -268,6 +268,11 @@ class LagSample(StatusModel):
     revision: Annotated[str, Field(description="The revision measured.")]
     messages: Annotated[int, Field(ge=0, description="Lag in messages.")]
     seconds: Annotated[int | None, Field(ge=0, description="Lag in seconds, if known.")] = None
+    eta_seconds: Annotated[int | None, Field(
+        ge=0, description="The ETA the lag showed then, if any.")] = None
+    batch_read: Annotated[int | None, Field(
+        ge=0, description="What the running batch had read of the lag then, if it reported.")
+                          ] = None
 
 
 class CutoverRecord(StatusModel):

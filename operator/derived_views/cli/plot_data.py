@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from derived_views.api.status import DerivedViewStatus
+from derived_views.api.status import DerivedViewStatus, LagSample
 
 
 class NoHistory(Exception):
@@ -22,10 +22,14 @@ class Series:
     """Seconds since PlotData.start: the x axis."""
     messages: tuple[int, ...]
     seconds: tuple[int | None, ...]
+    etas: tuple[int | None, ...] = ()
+    """The ETA shown at each sample (None: none)."""
+    unread: tuple[int | None, ...] = ()
+    """Messages not yet read by the running batch (None: no batch reported)."""
 
     @property
     def has_seconds(self) -> bool:
-        return any(s is not None for s in self.seconds)
+        return any(s is not None for s in self.seconds + self.etas)
 
 
 @dataclass(frozen=True)
@@ -45,16 +49,20 @@ def plot_data(status: DerivedViewStatus) -> PlotData:
                         "wait for the operator to sample its lag")
     start = min(s.time for s in status.lag_history)
     order: list[str] = []
-    samples: dict[str, list[tuple[dt.datetime, int, int | None]]] = {}
+    samples: dict[str, list[LagSample]] = {}
     for sample in sorted(status.lag_history, key=lambda s: s.time):
         if sample.revision not in samples:
             order.append(sample.revision)
             samples[sample.revision] = []
-        samples[sample.revision].append((sample.time, sample.messages, sample.seconds))
-    series = tuple(Series(revision=r, times=tuple(t for t, _, _ in samples[r]),
-                          elapsed=tuple((t - start).total_seconds() for t, _, _ in samples[r]),
-                          messages=tuple(m for _, m, _ in samples[r]),
-                          seconds=tuple(s for _, _, s in samples[r])) for r in order)
+        samples[sample.revision].append(sample)
+    series = tuple(Series(
+        revision=r, times=tuple(s.time for s in samples[r]),
+        elapsed=tuple((s.time - start).total_seconds() for s in samples[r]),
+        messages=tuple(s.messages for s in samples[r]),
+        seconds=tuple(s.seconds for s in samples[r]),
+        etas=tuple(s.eta_seconds for s in samples[r]),
+        unread=tuple(None if s.batch_read is None else s.messages - s.batch_read
+                     for s in samples[r])) for r in order)
     cut = status.last_cutover
     if cut is None:
         return PlotData(start=start, series=series, cutover_at=None, cutover_elapsed=None,

@@ -175,7 +175,7 @@ def test_a_goal_on_a_single_batch_headline_falls_back_to_the_largest_linearity_r
 
 def test_apply_to_ready_shows_each_part_per_run_and_its_median() -> None:
     text = report.render_markdown(None, None, READY)
-    section = text.split("## Apply to Ready")[1].split("## 1,000 views")[0]
+    section = text.split("## Apply to Ready")[1].split("## One replay's progress")[0]
     assert "| Part | Run 1 (s) | Run 2 (s) | Median (s) |" in section
     assert "| apply → SparkApplication created | 2.00 | 3.00 | 2.50 |" in section
     assert "| apply → Ready (total) | 34.00 | 36.50 | 35.25 |" in section
@@ -183,6 +183,19 @@ def test_apply_to_ready_shows_each_part_per_run_and_its_median() -> None:
     assert "stableForSeconds 10" in section
     assert "staging 7.30 s, merge transaction 0.02 s" in section
     assert "](performance/apply_to_ready.png)" in section
+
+
+def test_one_replay_s_progress_shows_the_plot_and_the_first_lines_of_dv_watch() -> None:
+    progress = {"events": 2_000_000, "lag_history_seconds": 2,
+                "runs": [{"batches": 3, "parts": {"total": 61.24}}]}
+    watch = "\n".join(f"line {i}\n  orders/0 1/2 (50.0%) - eta -" for i in range(40))
+    text = report.render_markdown(None, None, None, progress, watch)
+    section = text.split("## One replay's progress")[1].split("## 1,000 views")[0]
+    assert "over 2,000,000 events" in section and "every 2 s" in section
+    assert "3 batches; apply → Ready 61.2 s" in section
+    assert "](performance/replay_progress.png)" in section
+    assert "line 23\n```" in section and "line 24" not in section
+    assert "orders/0" not in section
 
 
 def test_linearity_rows_are_sorted_by_size_and_compared_largest_to_smallest() -> None:
@@ -227,7 +240,7 @@ def test_a_job_side_error_is_shown_prominently() -> None:
 
 def test_missing_result_files_say_not_measured() -> None:
     text = report.render_markdown(None, None)
-    assert text.count("Not measured in this run: run `make bench`.") == 6
+    assert text.count("Not measured in this run: run `make bench`.") == 7
     assert "No profile in this run's results." in text
     assert ".png" not in text
 

@@ -75,7 +75,8 @@ def test_lag_history_samples_active_and_candidate_spaced_and_bounded() -> None:
         assert all((b.time - a.time) >= dt.timedelta(seconds=10)
                    for a, b in itertools.pairwise(own))
         # a sample is added only when the lag changed: it holds until the next one
-        assert all((a.messages, a.seconds) != (b.messages, b.seconds)
+        assert all((a.messages, a.seconds, a.eta_seconds, a.batch_read)
+                   != (b.messages, b.seconds, b.eta_seconds, b.batch_read)
                    for a, b in itertools.pairwise(own))
 
 

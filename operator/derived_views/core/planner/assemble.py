@@ -73,10 +73,14 @@ def lag_history(ctx: Context, history: list[LagSample], active: ActiveStatus | N
         last = next((s for s in reversed(samples) if s.revision == shown.revision), None)
         if last is not None and (
                 seconds_between(last.time, ctx.now) < ctx.cfg.lag_history_seconds
-                or (last.messages, last.seconds) == (shown.lag.messages, shown.lag.seconds)):
+                or (last.messages, last.seconds, last.eta_seconds, last.batch_read)
+                == (shown.lag.messages, shown.lag.seconds, shown.lag.eta_seconds,
+                    shown.lag.batch_read)):
             continue
         samples.append(LagSample(time=ctx.now, revision=shown.revision,
-                                 messages=shown.lag.messages, seconds=shown.lag.seconds))
+                                 messages=shown.lag.messages, seconds=shown.lag.seconds,
+                                 eta_seconds=shown.lag.eta_seconds,
+                                 batch_read=shown.lag.batch_read))
     return samples[-ctx.cfg.lag_history_limit:] if ctx.cfg.lag_history_limit else []
 
 
