@@ -92,6 +92,11 @@ def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
         deps.kube.patch_view_status(ns, name, action.patch)
         if isinstance(action, A.UpdateStatus):
             record.status = action.status
+            cut = action.status.last_cutover
+            if "lastCutover" in action.patch and cut is not None:
+                log.info("%s/%s: the alias serves revision %s (from %s); the switching pass "
+                         "read staleness %s s, lag %s messages", ns, name, cut.to_revision,
+                         cut.from_revision or "none", cut.staleness_seconds, cut.lag_messages)
     elif isinstance(action, A.AddFinalizer):
         deps.kube.add_finalizer(ns, name, action.finalizer)
     elif isinstance(action, A.RemoveFinalizer):

@@ -10,6 +10,7 @@ server).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any, NoReturn, cast
 
 import pytest
@@ -209,3 +210,19 @@ def test_a_deferred_switch_stops_the_pass_and_the_next_observation_says_so() -> 
     again = observe(DerivedViewSpec.model_validate(SPEC), _body(SPEC), deps)
     assert again.observed.switch_deferred is None  # shown for one pass, then tried again
     again.close()
+
+
+def test_a_cutover_is_logged_with_the_staleness_its_pass_read(
+        caplog: pytest.LogCaptureFixture) -> None:
+    kube = Cluster()
+    status = DerivedViewStatus.model_validate({"lastCutover": {
+        "from": "a", "to": "c", "switchedAt": "2026-03-01T12:00:00Z", "stalenessSeconds": 3,
+        "lagMessages": 12}})
+    patch = {"lastCutover": {"from": "a", "to": "c"}}
+    with caplog.at_level(logging.INFO, logger="derived_views"):
+        act([A.UpdateStatus(status, patch), A.UpdateStatus(status, {"phase": "Active"})],
+            _body(SPEC), ("shop", "orders"), _deps(kube), None, PassRecord(),
+            spec=DerivedViewSpec.model_validate(SPEC))
+    said = [r.getMessage() for r in caplog.records if "alias serves" in r.getMessage()]
+    assert said == ["shop/orders: the alias serves revision c (from a); the switching pass "
+                    "read staleness 3 s, lag 12 messages"]  # once: the second patch moved nothing
