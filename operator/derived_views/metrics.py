@@ -105,8 +105,8 @@ class Metrics:
                                  "in its index, from its Kafka timestamp (0 when caught up)",
                                  REVISION, registry=r),
             "lag_eta_seconds": Gauge("derived_views_lag_eta_seconds",
-                                     "While behind: seconds the revision needs to drain its "
-                                     "lag at its measured commit rate (an estimate)",
+                                     "While behind: seconds the revision needs to drain what "
+                                     "its running batch has not read yet (an estimate)",
                                      REVISION, registry=r),
             "lag_batch_read": Gauge("derived_views_lag_batch_read_messages",
                                     "While a batch runs: messages of the lag it has read from "

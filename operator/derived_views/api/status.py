@@ -76,9 +76,11 @@ class Lag(StatusModel):
                           "ahead of the operator's clock. The cutover gate reads this.")
                        ] = None
     eta_seconds: Annotated[int | None, Field(
-        ge=0, description="While behind: the seconds the index needs to drain `messages` at "
-                          "its measured commit rate (absent until a rate is measured). An "
-                          "estimate for people, never the gate.")] = None
+        ge=0, description="While behind: the seconds the index needs to drain what is not "
+                          "read yet (`messages - batchRead`) at its measured commit rate, or "
+                          "before one is measured at the running batch's read rate (absent "
+                          "when neither is known). An estimate for people, never the gate.")
+                          ] = None
     since_commit_seconds: Annotated[int | None, Field(
         ge=0, description="While behind: seconds since the index last committed a batch "
                           "(absent before the first batch).")] = None

@@ -19,8 +19,9 @@ The time to drain the rest at the measured commit rate is an ETA for people.
 
 A batch reads the log long before it commits (a first replay's batch can take minutes):
 its job reports how far it has read (core.observed.RunningBatch), which the lag shows as
-`batchRead` and, until a commit rate is measured, turns into an ETA at its read rate. It
-never moves the gate: what is read is not in the index yet.
+`batchRead`; the ETA counts only what is still unread (at the commit rate, or at the batch's
+read rate before one is measured). It never moves the gate: what is read is not in the
+index yet.
 """
 
 from __future__ import annotations
@@ -107,9 +108,9 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
 
     `seconds` is the staleness read from `times` (core.staleness): 0 when nothing is
     behind, None when a partition behind has no readable time. `etaSeconds` drains the
-    messages at the measured commit rate, or before there is one reads the unread ones at
-    the running batch's read rate; `sinceCommitSeconds` is the time since the newest commit;
-    `batchRead` is what the running batch has read.
+    messages the running batch has not read yet at the measured commit rate, or before there
+    is one at the batch's read rate; `sinceCommitSeconds` is the time since the newest
+    commit; `batchRead` is what the running batch has read.
     """
     known_topics = {topic for topic, _ in end_offsets}
     if any(topic not in known_topics for topic in topics):
@@ -131,9 +132,12 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
         since_commit = max(seconds_between(position.committed_at, now), 0)
     rate = commit_rate(position)
     read = batch_read(end_offsets, topics, position, running, now)
-    eta = math.ceil(messages / rate) if rate else None
+    # What the running batch has read is on its way: the ETA counts what is left, so it
+    # counts down while a long batch reads instead of standing still until its commit.
+    unread = messages - (read or 0)
+    eta = math.ceil(unread / rate) if rate else None
     if eta is None and read and running is not None and (speed := read_rate(read, running)):
-        eta = math.ceil((messages - read) / speed)
+        eta = math.ceil(unread / speed)
     return Lag(messages=messages, seconds=staleness(behind, times or {}, now),
                eta_seconds=eta, since_commit_seconds=since_commit, batch_read=read,
                partitions=partitions, end_offsets=ends)
