@@ -120,6 +120,22 @@ def _msearch(client: OpenSearch, body: list[dict[str, Any]]) -> list[dict[str, A
     return answers
 
 
+def running_batch(source: Mapping[str, Any]) -> RunningBatch | None:
+    """A progress document's report, or None when it does not parse: it is the job's word,
+    written where anyone with the cluster's write credentials could write, so a malformed
+    one is ignored rather than failing the view's pass."""
+    try:
+        reported, started = _time(source.get("reported_at")), _time(source.get("started_at"))
+        if reported is None or started is None:
+            return None
+        return RunningBatch(batch_id=int(source["progress_batch"]),
+                            records_read=int(source["records_read"]),
+                            end_offsets=_offsets(source.get("end_offsets")),
+                            started_at=started, reported_at=reported)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _summaries(client: OpenSearch, ledger: str, revisions: list[str]
                ) -> tuple[dict[str, tuple[int, int]], dict[str, RunningBatch]]:
     """revision -> (folded below batch id, bad records folded) from the summary documents,
@@ -133,14 +149,9 @@ def _summaries(client: OpenSearch, ledger: str, revisions: list[str]
             continue
         source = doc["_source"]
         if doc["_id"].endswith(":progress"):
-            reported = _time(source.get("reported_at"))
-            started = _time(source.get("started_at"))
-            if reported is not None and started is not None:
-                running[source["revision"]] = RunningBatch(
-                    batch_id=int(source["progress_batch"]),
-                    records_read=int(source["records_read"]),
-                    end_offsets=_offsets(source.get("end_offsets")), started_at=started,
-                    reported_at=reported)
+            report = running_batch(source)
+            if report is not None:
+                running[str(source.get("revision"))] = report
         else:
             summaries[source["revision"]] = (int(source["folded_below"]),
                                              int(source["bad_records"]))

@@ -35,9 +35,21 @@ def running_batches(conn: psycopg.Connection[Any], schema: str, revisions: Itera
         "SELECT revision, batch_id, records_read, end_offsets, started_at, reported_at "
         "FROM {} WHERE revision = ANY(%s)").format(sql.Identifier(schema, table)),
         (wanted,)).fetchall()
-    return {str(revision): RunningBatch(
-        batch_id=int(batch_id), records_read=int(read),
-        end_offsets={(topic, int(p)): int(o) for topic, parts in (offsets or {}).items()
-                     for p, o in parts.items()},
-        started_at=_aware(started), reported_at=_aware(reported))
-        for revision, batch_id, read, offsets, started, reported in rows}
+    out: dict[str, RunningBatch] = {}
+    for revision, batch_id, read, offsets, started, reported in rows:
+        ends = _end_offsets(offsets)
+        if ends is not None:
+            out[str(revision)] = RunningBatch(
+                batch_id=int(batch_id), records_read=int(read), end_offsets=ends,
+                started_at=_aware(started), reported_at=_aware(reported))
+    return out
+
+
+def _end_offsets(raw: Any) -> dict[tuple[str, int], int] | None:
+    """`{topic: {partition: offset}}` as `{(topic, partition): offset}`; None when the job's
+    report is not of that shape (it is ignored, not a failed pass)."""
+    try:
+        return {(str(topic), int(p)): int(o) for topic, parts in raw.items()
+                for p, o in parts.items()}
+    except (AttributeError, TypeError, ValueError):
+        return None

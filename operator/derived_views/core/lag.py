@@ -77,7 +77,7 @@ def batch_read(end_offsets: Mapping[TopicPartition, int], topics: Collection[str
     committed = position.end_offsets if position is not None else {}
     size = sum(max(min(running.end_offsets.get(tp, 0), end) - committed.get(tp, 0), 0)
                for tp, end in end_offsets.items() if tp[0] in topics)
-    return min(running.records_read, size)
+    return max(min(running.records_read, size), 0)  # a report is the job's word: kept in range
 
 
 def read_rate(read: int, running: RunningBatch) -> float | None:

@@ -164,3 +164,8 @@ def test_with_a_commit_rate_the_eta_counts_down_as_the_running_batch_reads() -> 
     assert before is not None and reading is not None
     assert (before.messages, before.eta_seconds) == (30, 30)  # 30 at the commit rate, 1/s
     assert (reading.messages, reading.batch_read, reading.eta_seconds) == (30, 20, 10)
+
+
+def test_a_negative_count_in_a_report_reads_as_nothing_read() -> None:
+    lag = compute_lag(ENDS, ["payments"], None, NOW, running=running(0, -5))
+    assert lag is not None and lag.batch_read == 0
