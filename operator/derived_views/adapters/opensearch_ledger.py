@@ -141,17 +141,18 @@ def _summaries(client: OpenSearch, ledger: str, revisions: list[str]
     """revision -> (folded below batch id, bad records folded) from the summary documents,
     and revision -> its running batch from the progress documents (a real-time get: the job
     writes them without a refresh)."""
-    ids = [_summary_id(r) for r in revisions] + [_progress_id(r) for r in revisions]
+    reports = {_progress_id(r): r for r in revisions}
+    ids = [_summary_id(r) for r in revisions] + list(reports)
     docs = client.mget(index=ledger, body={"ids": ids})["docs"]
     summaries, running = {}, {}
     for doc in docs:
         if not doc.get("found"):
             continue
         source = doc["_source"]
-        if doc["_id"].endswith(":progress"):
+        if doc["_id"] in reports:
             report = running_batch(source)
             if report is not None:
-                running[str(source.get("revision"))] = report
+                running[reports[doc["_id"]]] = report
         else:
             summaries[source["revision"]] = (int(source["folded_below"]),
                                              int(source["bad_records"]))
@@ -300,5 +301,6 @@ def drop_revision(client: OpenSearch, ledger: str, revision: str) -> None:
     if not ledger_exists(client, ledger):
         return
     _delete_matching(client, ledger, {"term": {"revision": revision}})
-    client.bulk(body=[{"delete": {"_index": ledger, "_id": f"{revision}:{suffix}"}}
-                      for suffix in ("in-flight", "progress")], params={"refresh": "true"})
+    client.bulk(body=[{"delete": {"_index": ledger, "_id": doc_id}}
+                      for doc_id in (in_flight_id(revision), _progress_id(revision))],
+                params={"refresh": "true"})

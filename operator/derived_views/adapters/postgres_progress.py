@@ -8,7 +8,6 @@ such table: no revision reports then.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,10 +16,6 @@ from psycopg import sql
 
 from derived_views.core.naming import LEDGER_TABLE, progress_table
 from derived_views.core.observed import RunningBatch
-
-
-def _aware(at: dt.datetime) -> dt.datetime:
-    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
 
 
 def running_batches(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
@@ -41,7 +36,7 @@ def running_batches(conn: psycopg.Connection[Any], schema: str, revisions: Itera
         if ends is not None:
             out[str(revision)] = RunningBatch(
                 batch_id=int(batch_id), records_read=int(read), end_offsets=ends,
-                started_at=_aware(started), reported_at=_aware(reported))
+                started_at=started, reported_at=reported)  # timestamptz: aware
     return out
 
 

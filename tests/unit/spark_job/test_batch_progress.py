@@ -111,3 +111,16 @@ def test_an_interval_of_zero_starts_no_thread() -> None:
     reporter = ProgressReporter(Reports(), lambda: [], print, every=0).start()
     assert not reporter._thread.is_alive()
     reporter.stop()
+
+
+def test_the_job_writes_its_reports_where_the_operator_reads_them() -> None:
+    """Two sides that cannot import each other name the same table and document."""
+    from derived_views.adapters.opensearch_ledger import _progress_id
+    from derived_views.core.naming import progress_table as operator_table
+    from dvjob.sink_opensearch_mapping import progress_id
+    from dvjob.sink_postgres import progress_table as job_table
+
+    for ledger in ("dv_ledger", "x" * 63):
+        assert job_table(ledger) == operator_table(ledger)
+        assert len(job_table(ledger).encode()) <= 63
+    assert progress_id("3f9c1a2b4d") == _progress_id("3f9c1a2b4d") == "3f9c1a2b4d:progress"
