@@ -65,10 +65,12 @@ def test_ten_spec_edits_in_five_seconds_build_only_the_newest(
                    note=f"edits took {edited:.1f} s; at most {most_building} candidate(s) at "
                         f"once; {len(others)} overtaken revision(s) recorded, all "
                         f"{'/'.join(sorted(set(others.values()))) or '-'}").write(results)
-    # The premise: edits arrive far faster than a candidate builds (tens of seconds), paced
-    # across 5 s. Beside other tests' Spark jobs the API server's answers stretch that
-    # (6.5 s once in CI); twice the window still overtakes every candidate mid-build.
-    assert edited <= 2 * WINDOW_SECONDS, f"10 edits took {edited:.1f} s: too slow to overtake builds"
+    # The premise: the edits, paced across 5 s, arrive faster than a candidate builds and
+    # serves. Beside other tests' Spark jobs the API server's answers stretch the edits (6.5 s
+    # and more in CI), but the same load stretches builds: the premise compares the two.
+    built = ready - last_edit
+    assert edited < built, (f"10 edits took {edited:.1f} s, longer than the newest candidate "
+                            f"took to build and serve ({built:.1f} s): too slow to overtake builds")
     assert most_building == 1, most_building
     assert all(p == "Superseded" for p in others.values()), others
     assert converged and (lost, duplicated) == (0, 0), (lost, duplicated)

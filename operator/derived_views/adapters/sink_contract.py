@@ -41,15 +41,21 @@ class SwitchDeferred(Exception):
 
 def wait_until_level(guard: Guard, read_heads: Callable[[], Mapping[str, LedgerPosition]], *,
                      held: bool) -> None:
-    """Read the heads until the candidate is not behind (`guard.gap`), for at most
-    `guard.wait_seconds`; SwitchDeferred naming the gap when it stays.
+    """Read the heads until the candidate is not behind (`guard.gap`) the serving ledger as
+    the first read found it, for at most `guard.wait_seconds`; SwitchDeferred naming the gap
+    when it stays.
 
-    A sink calls it twice: first with nothing held (the candidate approaches a serving index
-    that keeps committing), then with the serving index's writes held, so the hold lasts
-    about one of the candidate's batches, not the whole catch-up."""
+    A sink calls it twice: first with nothing held, then with the serving index's writes
+    held. The level is fixed at the first read because, with nothing held, the serving job
+    goes on committing: a candidate must not have to be level with a moving head, which it
+    is only by chance once its batches take longer than the trigger interval (core.monotonic).
+    Held, the first read is the held level."""
     deadline = time.monotonic() + guard.wait_seconds
+    level: LedgerPosition | None = None
     while True:
-        gap = guard.gap(read_heads())
+        heads = read_heads()
+        level = level or heads.get(guard.active)
+        gap = guard.gap({**heads, guard.active: level} if level is not None else heads)
         if not gap:
             return
         if time.monotonic() >= deadline:

@@ -11,6 +11,11 @@ happens instead (`Guard`): the sink holds the serving job's commits (PostgreSQL:
 switching transaction locks the serving index against writes; readers go on), waits up to
 `wait_seconds` for the candidate's next batches to reach the held ledger, and then moves
 the alias, or changes nothing and says why (the next pass observes that and shows it).
+Before it holds anything it waits, as long, for the candidate to reach the serving ledger
+as it stood when that wait began: a fixed level, which a candidate that keeps up reaches
+within two of its batches, and the hold that follows lasts at most two more. (Waiting for
+the candidate to be level with a serving job that keeps committing succeeds only by chance
+once batches take longer than a trigger interval, as they do on a loaded cluster.)
 
 Partitions only one of the two reads (a revision that changed its topics), and partitions
 recreated under the serving index, have no order between the two indexes and do not hold
@@ -84,8 +89,8 @@ class Guard:
     candidate: str
     partitions: frozenset[TopicPartition]
     wait_seconds: float = 10.0
-    """How long the sink may hold the serving job's commits while it waits for the
-    candidate's next batches to reach the held ledger."""
+    """How long each of the sink's two waits lasts (`wait_for`): for the candidate to reach
+    the serving ledger as it stood when the wait began, then the held ledger."""
 
     def gap(self, heads: Mapping[str, LedgerPosition]) -> dict[TopicPartition, int]:
         """`behind_positions` on the ledger heads the sink read (by revision)."""
@@ -99,7 +104,31 @@ class Guard:
                 f"for {self.wait_seconds:g}s {how}, on {describe(gap)}")
 
 
-def wait_for(trigger_seconds: float) -> float:
-    """The sink's wait for a candidate to reach the held serving ledger: a few of its batches
-    (it commits once per trigger interval), between 5 and 30 seconds."""
-    return min(30.0, max(5.0, 5 * trigger_seconds))
+MIN_WAIT_SECONDS = 5.0
+MAX_WAIT_SECONDS = 60.0
+WAIT_BATCHES = 2.5
+"""A candidate reaches a level fixed while it runs within two of its batches: the one
+running may have started before the level was read, the next one reads past it."""
+
+
+def batch_seconds(position: LedgerPosition | None) -> float | None:
+    """The revision's mean time between commits, from its ledger's head and the earlier batch
+    it keeps for the commit rate; None before two batches."""
+    if position is None or position.earlier is None:
+        return None
+    earlier = position.earlier
+    if (position.committed_at is None or earlier.committed_at is None
+            or position.batch_id is None or earlier.batch_id is None
+            or position.batch_id <= earlier.batch_id):
+        return None
+    seconds = (position.committed_at - earlier.committed_at).total_seconds()
+    return max(seconds, 0.0) / (position.batch_id - earlier.batch_id)
+
+
+def wait_for(trigger_seconds: float, candidate: LedgerPosition | None = None) -> float:
+    """The sink's wait for a candidate to reach a serving level (each of the switch's two
+    waits): a few of the candidate's batches, as long as its ledger says they take (a loaded
+    cluster's batches take far longer than the trigger interval, and a wait shorter than two
+    of them defers the switch for good), between 5 and 60 seconds."""
+    batches = max(trigger_seconds, batch_seconds(candidate) or 0.0)
+    return min(MAX_WAIT_SECONDS, max(MIN_WAIT_SECONDS, WAIT_BATCHES * batches))

@@ -131,3 +131,49 @@ def test_the_switch_holds_the_serving_job_and_waits_for_the_candidate(stack: Any
     # the serving job's batch landed after the switch, in the index readers no longer see
     assert conn.execute(f'SELECT max(batch_id) FROM "{schema}".dv_ledger WHERE revision = '
                         "'a'").fetchone() == (2,)
+
+
+def _has_read_the_ledger(conn: Any, pid: int) -> bool:
+    row = conn.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row is not None and "dv_ledger" in (row[0] or "")
+
+
+def test_a_candidate_trailing_a_serving_job_that_keeps_committing_still_switches(
+        stack: Any, conn: Any, schema: str) -> None:
+    """On a loaded cluster each job's batch takes many trigger intervals, and the candidate's
+    newest batch almost never reaches the serving job's newest: the switch waits for the
+    serving ledger as it stood when it began, then holds it."""
+    _setup(conn, schema, serving={"0": 10, "1": 5}, candidate={"0": 8, "1": 5})
+    outcome: list[BaseException | None] = []
+    pids: list[int] = []
+
+    def switch() -> None:
+        try:
+            with psycopg.connect(stack.pg_dsn, autocommit=True) as op:
+                pids.append(op.info.backend_pid)
+                pg.switch_alias(op, schema, "v", "v__c", "v__a", owner="ns/v",
+                                not_behind=Guard("a", "c", PARTITIONS, wait_seconds=60))
+            outcome.append(None)
+        except BaseException as exc:  # reported by the test thread
+            outcome.append(exc)
+
+    switching = threading.Thread(target=switch)
+    switching.start()
+    try:
+        wait_for(lambda: pids and _has_read_the_ledger(conn, pids[0]), timeout=30,
+                 what="the switch to read the serving ledger at 10")
+        with psycopg.connect(stack.pg_dsn, autocommit=True) as serving_job, \
+                psycopg.connect(stack.pg_dsn, autocommit=True) as candidate_job:
+            _commit_batch(serving_job, schema, "a", 1, {"0": 12, "1": 5})
+            # The candidate reaches where the serving job stood, not where it is now ...
+            _commit_batch(candidate_job, schema, "c", 1, {"0": 10, "1": 5})
+            # ... and the switch holds the serving job there, instead of waiting for a level
+            # the candidate would reach only by chance.
+            wait_for(lambda: _share_lock_held(conn, schema, "v__a"), timeout=30,
+                     what="the switch to hold the serving index")
+            assert pg.alias_target(conn, schema, "v") == "v__a"
+            _commit_batch(candidate_job, schema, "c", 2, {"0": 12, "1": 5})
+    finally:
+        switching.join(timeout=90)
+    assert outcome == [None]
+    assert pg.alias_target(conn, schema, "v") == "v__c"

@@ -6,6 +6,7 @@ import datetime as dt
 
 from derived_views.core.monotonic import (
     Guard,
+    batch_seconds,
     behind,
     comparable,
     describe,
@@ -51,8 +52,29 @@ def test_partitions_recreated_under_the_serving_index_are_not_compared() -> None
     assert comparable(ends, ["orders"], None) == {("orders", 0), ("orders", 1)}
 
 
-def test_the_wait_spans_a_few_batches_within_bounds() -> None:
-    assert (wait_for(0.5), wait_for(1.0), wait_for(3.0), wait_for(60.0)) == (5.0, 5.0, 15.0, 30.0)
+def _head(batch_id: int, seconds: float, earlier: LedgerPosition | None = None
+          ) -> LedgerPosition:
+    return LedgerPosition({("t", 0): batch_id}, committed_at=NOW + dt.timedelta(seconds=seconds),
+                          batch_id=batch_id, earlier=earlier)
+
+
+def test_the_wait_spans_a_few_of_the_candidates_batches_within_bounds() -> None:
+    # Before the candidate has two batches, its trigger interval stands for a batch.
+    assert (wait_for(0.5), wait_for(1.0), wait_for(4.0), wait_for(60.0)) == (5.0, 5.0, 10.0, 60.0)
+    # Batch 10 committed 18 s after batch 4: 3 s a batch, though the trigger asks for 1 s.
+    assert wait_for(1.0, _head(10, 18.0, earlier=_head(4, 0.0))) == 7.5
+    # A loaded cluster's 19 s batches: a wait of a trigger interval's few seconds would defer
+    # the switch for good.
+    assert wait_for(1.0, _head(12, 38.0, earlier=_head(10, 0.0))) == 47.5
+    assert wait_for(1.0, _head(11, 100.0, earlier=_head(10, 0.0))) == 60.0
+
+
+def test_a_batch_time_needs_two_batches_with_their_times() -> None:
+    assert batch_seconds(None) is None
+    assert batch_seconds(_head(3, 9.0)) is None
+    assert batch_seconds(_head(3, 9.0, earlier=_head(3, 9.0))) is None
+    assert batch_seconds(_head(3, 9.0, earlier=LedgerPosition({("t", 0): 1}, batch_id=1))) is None
+    assert batch_seconds(_head(3, 9.0, earlier=_head(1, 1.0))) == 4.0
 
 
 def test_describe_names_the_largest_gaps_first() -> None:
