@@ -5,6 +5,7 @@ shares)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -106,10 +107,24 @@ class ViewHandle:
         Spark jobs on two cores took over 300 s (CI, OpenSearch lifecycle), and the call
         returns as soon as the condition holds."""
         wait_for(lambda: self.active() not in (None, old) and self.ready(),
-                 timeout=timeout, interval=1, what=what)
+                 timeout=timeout, interval=1, what=what, on_timeout=self.brief)
         revision = self.active()
         assert revision is not None
         return revision
+
+    def brief(self) -> str:
+        """The status a failed wait reports: conditions and each revision's phase and lag."""
+        try:
+            status = self.status()
+        except Exception as exc:  # the failure report must not fail
+            return f"status unreadable: {exc!r}"
+        conditions = [{k: c.get(k) for k in ("type", "status", "reason", "message")}
+                      for c in status.get("conditions", [])]
+        revisions = [{k: r.get(k) for k in ("revision", "phase", "lag", "message")}
+                     for r in status.get("revisions", [])]
+        text = json.dumps({"active": status.get("active"), "conditions": conditions,
+                           "revisions": revisions}, default=str)
+        return text[:4000]
 
     def gone(self) -> bool:
         try:
