@@ -26,11 +26,15 @@ with a fixed bound of 250,000 records, so each size has several batches and
 the sizes differ only in the topic's length.  Where the time goes comes from
 the job's own `dvjob timing` lines (executors staging, the merge transaction)
 and the ledger's commit times (the rest: Spark's planning, offsets, checkpoint).
+At the largest size the mirror also replays as one batch into an empty index,
+with the sink's bulk merge (dvjob.pg_bulk) and without it; its merge
+transaction's rows/s is set against the COPY of the same run.
 
 Results go to .stack/results/bench_replay.json; benchmarks/report.py turns
 them into docs/performance.md.
 
 Usage: python benchmarks/replay_rate.py [--sizes 500000,1000000,...] [--shapes aggregate,mirror]
+                                        [--save-as NAME]
        (the stack must be up)
 """
 
@@ -65,6 +69,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))
 
 from dvjob.first_batch import FIRST_BATCH_CONF  # noqa: E402
+from dvjob.sink import BULK_LOAD_CONF  # noqa: E402
 from dvjob.sink_postgres import index_ddl  # noqa: E402
 from dvjob.sink_schema import TableLayout, table_layout  # noqa: E402
 
@@ -246,7 +251,7 @@ def profile(ledger: list[Any], timings: list[dict[str, Any]]) -> dict[str, Any] 
 
 def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, events_n: int,
                ends: dict[int, int], max_offsets: int,
-               first_batch: int | None = None) -> dict[str, Any]:
+               first_batch: int | None = None, bulk_load: bool | None = None) -> dict[str, Any]:
     """One replay of `topic` by the real job; rates from the ledger's commit times."""
     run = uuid.uuid4().hex[:8]
     revision, name = f"bench{run}", f"bench-{run}"
@@ -261,6 +266,8 @@ def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, even
         app["spec"]["driver"]["javaOptions"] = FULL_JIT
         if first_batch is not None:  # the job's first-batch bound (dvjob.first_batch), 0: off
             app["spec"]["sparkConf"][FIRST_BATCH_CONF] = str(first_batch)
+        if bulk_load is not None:  # the PostgreSQL sink's bulk merge (dvjob.pg_bulk)
+            app["spec"]["sparkConf"][BULK_LOAD_CONF] = str(bulk_load).lower()
         started = time.monotonic()
         custom.create_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", NAMESPACE,
                                                "sparkapplications", app)
@@ -280,6 +287,7 @@ def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, even
         conn.execute("DELETE FROM dv_ledger WHERE revision = %s", (revision,))
     first_events = sum(ledger[0][1][topic].values())
     steady_s = (ledger[-1][2] - ledger[0][2]).total_seconds()
+    timings = batch_timings(Path(info["logs_dir"]), name)
     return {
         "events": events_n, "batches": len(ledger), "output_rows": found[0] if found else None,
         "max_offsets_per_trigger": max_offsets,
@@ -287,8 +295,34 @@ def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, even
                                        if len(ledger) > 1 and steady_s > 0 else None),
         "replay_events_per_s_including_startup": round(events_n / total_s),
         "seconds_create_to_caught_up": round(total_s, 1),
-        "profile": profile(ledger, batch_timings(Path(info["logs_dir"]), name)),
+        "profile": profile(ledger, timings),
+        "first_batch_timing": next((t for t in timings if t["batch"] == 0), None),
     }
+
+
+def first_load(info: dict[str, Any], custom: Any, topic: str, events_n: int,
+               ends: dict[int, int], copy_rate: float) -> dict[str, Any]:
+    """A first replay into an empty index as one batch (the mirror, no first-batch bound),
+    with the sink's bulk merge and without it: the merge transaction's rows/s against COPY
+    into a table of the same shape, measured in the same run."""
+    runs: dict[str, Any] = {}
+    for bulk in (True, False):
+        point = run_replay(info, custom, SHAPES["mirror"], topic, events_n, ends, events_n,
+                           first_batch=0, bulk_load=bulk)
+        timing = point.get("first_batch_timing") or {}
+        merge_s = timing.get("transaction_seconds")
+        rate = events_n / merge_s if merge_s else None
+        runs["bulk" if bulk else "row_by_row"] = {
+            "batches": point["batches"], "output_rows": point["output_rows"],
+            "seconds_create_to_caught_up": point["seconds_create_to_caught_up"],
+            "staging_seconds": timing.get("stage_seconds"),
+            "merge_transaction_seconds": merge_s,
+            "bulk_merge_seconds": timing.get("bulk_merge_seconds"),
+            "merge_rows_per_s": round(rate) if rate else None,
+            "merge_ratio_vs_copy": _ratio(rate, copy_rate)}
+        print(json.dumps({"first_load": "bulk" if bulk else "row_by_row",
+                          **runs["bulk" if bulk else "row_by_row"]}), flush=True)
+    return {"events": events_n, "copy_ingest_rows_per_s": round(copy_rate), **runs}
 
 
 @dataclass(frozen=True)
@@ -387,6 +421,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="500000,1000000,2000000,4000000")
     parser.add_argument("--shapes", default="aggregate,mirror")
+    parser.add_argument("--save-as", default="bench_replay",
+                        help="the results file's name (a partial run must not replace the "
+                             "one docs/performance.md is made from)")
     parser.add_argument("--first-batch-offsets", type=int, default=None,
                         help="the job's first-batch bound (default: the job's own; 0: none), "
                              "to measure what bounding a first replay's first batch costs")
@@ -400,6 +437,7 @@ def main() -> None:
     replay.ensure_namespace_and_sink_secret(core, NAMESPACE, SECRET, info["pg"])
     points: list[dict[str, Any]] = []
     headline: list[dict[str, Any]] = []
+    loads: dict[str, Any] | None = None
     for size in sizes:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         orders = replay.make_orders(size)
@@ -423,6 +461,8 @@ def main() -> None:
                                             args.first_batch_offsets)})
                 print(json.dumps(point, default=str), flush=True)
                 into.append(point)
+            if size == max(sizes) and "mirror" in args.shapes.split(","):
+                loads = first_load(info, custom, topic, size, ends, copy)
         finally:
             replay.delete_topic(info["kafka_bootstrap"], topic)
     result = {
@@ -431,13 +471,14 @@ def main() -> None:
         "shapes": [{**p, "description": SHAPES[p["shape"]].description,
                     "sql": SHAPES[p["shape"]].sql} for p in headline],
         "linearity": points,
+        "first_load": loads,
         "linearity_max_offsets_per_trigger": LINEARITY_MAX_OFFSETS,
         "goals": {shape: {"baseline": g.label, "at_least": g.at_least}
                   for shape, g in GOALS.items()},
         "consumer_perf": {"class": CONSUMER_PERF, "runs": CONSUMER_PERF_RUNS,
                           "figure": "nMsg.sec (the better run)"},
     }
-    results_file.save(settings, "bench_replay", result)
+    results_file.save(settings, args.save_as, result)
     print(json.dumps(result["shapes"], indent=2))
 
 

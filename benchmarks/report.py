@@ -133,6 +133,7 @@ def render_markdown(replay: Json | None, scale: Json | None, ready: Json | None 
     lines += _progress_section(progress, watch)
     lines += _scale_section(scale)
     lines += _profile_section(replay)
+    lines += _first_load_section(replay)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -567,6 +568,40 @@ def _profile_section(replay: Json | None) -> list[str]:
     if isinstance(notes, list):
         lines += [f"- {note}" for note in notes if isinstance(note, str)] + [""]
     return lines
+
+
+FIRST_LOADS = (("bulk", "bulk merge (key dropped, rows inserted, key rebuilt)"),
+               ("row_by_row", "row by row (INSERT ... ON CONFLICT into the keyed index)"))
+
+
+def _first_load_section(replay: Json | None) -> list[str]:
+    """The mirror replayed as one batch into an empty index, with the sink's bulk merge and
+    without it, against the COPY of the same run."""
+    loads = replay.get("first_load") if replay is not None else None
+    if not isinstance(loads, dict):
+        return []
+    lines = ["## A first replay into an empty index", "",
+             f"The mirror view's {_count(loads.get('events'))} events replayed as one batch "
+             "into an empty index (no first-batch bound, `spark.derivedviews.firstBatchOffsets"
+             "=0`), once with the sink's bulk merge (`dvjob/pg_bulk.py`: the batch holds at "
+             "least as many rows as an index no reader sees, so its primary key is dropped, "
+             "each key's last row inserted and the key rebuilt, all in the batch's "
+             "transaction) and once without it (`spark.derivedviews.bulkLoad=false`). The "
+             "merge transaction's rows/s is set against COPY into a keyed table of the same "
+             f"shape in the same run ({_count(loads.get('copy_ingest_rows_per_s'))} rows/s).",
+             ""]
+    header = ["Merge", "Staging (s)", "Merge transaction (s)", "Merge rows/s", "vs COPY",
+              "Create to caught up (s)"]
+    rows = []
+    for key, label in FIRST_LOADS:
+        run = loads.get(key)
+        if isinstance(run, dict):
+            rows.append([label, _fixed(run.get("staging_seconds"), 2),
+                         _fixed(run.get("merge_transaction_seconds"), 2),
+                         _count(run.get("merge_rows_per_s")),
+                         _ratio(run.get("merge_ratio_vs_copy")),
+                         _fixed(run.get("seconds_create_to_caught_up"), 1)])
+    return [*lines, *_table(header, rows), ""]
 
 
 # --- plots ------------------------------------------------------------------------------------

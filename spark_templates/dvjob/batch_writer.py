@@ -1,9 +1,9 @@
 """The foreachBatch function: one micro-batch of the view's output into its sink.
 
 A small batch's rows (the steady state: what arrived since the last trigger)
-stream to the driver with toLocalIterator, one Spark partition at a time (two
-with prefetching), and go to the sink as they arrive, which bounds driver
-memory by the largest partition.  A batch of at least PARALLEL_MIN_RECORDS
+come to the driver in one collect and go to the sink; a batch whose size is
+not known streams with toLocalIterator, one Spark partition at a time, which
+bounds driver memory by the largest partition.  A batch of at least PARALLEL_MIN_RECORDS
 source records (a replay) is offered to the sink as a whole DataFrame too, so
 a sink that can (PostgreSQL) loads it from the executors in parallel instead
 of through the driver's single Python process.

@@ -41,7 +41,7 @@ from dvjob.first_batch import (
 )
 from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
 from dvjob.parse import parse_events, value_schema
-from dvjob.sink import open_sink
+from dvjob.sink import BULK_LOAD_CONF, bulk_load_setting, open_sink
 from dvjob.sink_schema import table_layout
 from dvjob.transform import apply_transform
 
@@ -108,7 +108,8 @@ def run(spark: SparkSession, config: JobConfig) -> None:
     failpoint = Failpoint(spark.conf.get(BEFORE_COMMIT_CONF, None) or None)
     sink = open_sink(config, layout, credentials,
                      before_commit=(lambda _batch: failpoint.hold(config.revision))
-                     if failpoint.path else None)
+                     if failpoint.path else None,
+                     bulk_load=bulk_load_setting(spark.conf.get(BULK_LOAD_CONF, None)))
     say(f"writing {sink.describe()}")
     sink.prepare()
     committed = sink.committed_batches()

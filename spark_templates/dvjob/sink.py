@@ -22,9 +22,24 @@ if TYPE_CHECKING:
 
 SINK_KINDS = ("postgres", "opensearch")
 
+BULK_LOAD_CONF = "spark.derivedviews.bulkLoad"
+"""Spark configuration that turns the PostgreSQL sink's bulk merge (dvjob.pg_bulk) off
+(false) or on (true, the default): off only to measure what it gains."""
+
+
+def bulk_load_setting(value: str | None) -> bool:
+    """BULK_LOAD_CONF (unset: on); anything but true or false is refused before any query."""
+    if value is None or value.strip() == "":
+        return True
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{BULK_LOAD_CONF} is {value!r}: give true or false")
+    return text == "true"
+
 
 def open_sink(config: JobConfig, layout: TableLayout, credentials: Credentials, *,
-              before_commit: Callable[[int], None] | None = None) -> Sink:
+              before_commit: Callable[[int], None] | None = None, bulk_load: bool = True
+              ) -> Sink:
     """The sink the configuration names; the import is lazy so a job loads one client."""
     kind = config.sink.kind
     if kind == "postgres":
@@ -36,7 +51,8 @@ def open_sink(config: JobConfig, layout: TableLayout, credentials: Credentials, 
                             layout=layout, before_commit=before_commit, app_name=app_name,
                             stage_secret_dir=credentials.stage_dir,
                             owner=config.owner.model_dump() if config.owner else None,
-                            target=describe_target(credentials.postgres))
+                            target=describe_target(credentials.postgres),
+                            bulk_load=bulk_load)
     if kind == "opensearch":
         from dvjob.sink_opensearch import OpenSearchSink
         from dvjob.sink_opensearch_client import client_from

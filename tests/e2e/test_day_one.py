@@ -147,12 +147,22 @@ def kafka_time(bootstrap: str, topic: str, partition: int, offset: int) -> dt.da
         consumer.close()
 
 
+EXCLUSIVE_WHY = """The default gate is a real-time promise: a view is fresh when the oldest
+record not in its index is at most 10 s old, for 10 s. A micro-batch job's staleness swings
+between one and two of its batch times, and each of the two jobs here takes 1.25 cores at the
+product's 1 s trigger (e2e_operator.TRIGGER_SECONDS). Beside the fault suites in the parallel
+phase, three workers on two cores, CI's batches took 7 to 19 s and neither job was ever fresh
+by the default gate: what the test measured was the machine. It runs in the exclusive phase
+(beside the unit tests only), as a view runs on a cluster sized for it."""
+
+
 def results_file(stack: Any, name: str) -> Path:
     results = Path(stack.state_dir) / "results"
     results.mkdir(exist_ok=True)
     return results / name
 
 
+@pytest.mark.exclusive  # see EXCLUSIVE_WHY
 def test_a_migration_under_live_traffic_cuts_over_with_the_default_gate(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)

@@ -21,6 +21,7 @@ import pytest
 from pg_sink_samples import (
     ORDERS,
     REVISION,
+    TABLE,
     Row,
     index_rows,
     ledger_rows,
@@ -359,6 +360,9 @@ def test_a_staged_batch_keeps_each_key_s_last_row_across_partitions(
         ("o3", "c3", Decimal("3.50"))]
     assert ledger_rows(connect, schema)[-1] == (REVISION, 1, {"orders": {"0": 8}}, 3, 1)
     assert stage_tables(connect, schema) == []
+    # 7 rows into an index of 1 no reader sees: merged in bulk, the key rebuilt as it was
+    assert "bulk_merge_seconds" in outcome.seconds
+    assert primary_key(connect, schema) == (f"{TABLE}_pkey", ["order_id"])
     again = sink.write_batch(1, staged_rows(spark, [[order("o1", "c1", "9.00")]]),
                              {"orders": {"0": 8}})
     assert again.skipped
@@ -500,3 +504,73 @@ def test_a_staged_null_key_row_reaches_the_policy_as_the_projection_had_it(
         date(2024, 7, 2), False))]
     assert [r[0] for r in index_rows(connect, schema)] == ["o1"]
     assert ledger_rows(connect, schema) == [(REVISION, 0, {"orders": {"0": 2}}, 1, 0)]
+
+
+def primary_key(connect: Connect, schema: str, table: str = TABLE) -> tuple[str, list[str]] | None:
+    found = query(connect, "SELECT con.conname, array_agg(a.attname ORDER BY k.n) "
+                           "FROM pg_constraint con CROSS JOIN unnest(con.conkey) WITH ORDINALITY "
+                           "AS k(attnum, n) JOIN pg_attribute a ON a.attrelid = con.conrelid "
+                           "AND a.attnum = k.attnum WHERE con.conrelid = to_regclass(%s) "
+                           "AND con.contype = 'p' GROUP BY con.conname",
+                  f'"{schema}"."{table}"')
+    return (found[0][0], list(found[0][1])) if found else None
+
+
+BATCH_1 = [[order("o1", "c1", "1.00"), order("o2", "c2", "2.00")],
+           [order("o1", "c1", "1.50"), order("o9", None, None, True)]]
+
+
+def _seeded(connect: Connect, schema: str, **options: Any) -> Any:
+    sink = make_sink(connect, schema)
+    for name, value in options.items():
+        setattr(sink, name, value)
+    sink.write_batch(0, [order("o9", "c9", "9.00"), order("o8", "c8", "8.00")],
+                     {"orders": {"0": 2}})
+    return sink
+
+
+@pytest.mark.parametrize("why", ["served", "larger than the batch", "turned off"])
+def test_a_staged_batch_merges_row_by_row_where_bulk_would_not_do(
+        spark: SparkSession, connect: Connect, schema: str, why: str) -> None:
+    """Bulk takes the table's ACCESS EXCLUSIVE lock and rebuilds its key: never for an index
+    a reader sees, nor for one holding more rows than the batch."""
+    sink = _seeded(connect, schema, bulk_load=why != "turned off")
+    if why == "served":
+        with connect() as conn:
+            conn.execute(sql.SQL("CREATE VIEW {} AS SELECT * FROM {}").format(
+                sql.Identifier(schema, "orders"), sql.Identifier(schema, TABLE)))
+    if why == "larger than the batch":
+        sink.write_batch(1, [order(f"x{n}", "c", "1.00") for n in range(10)], {"orders": {"0": 12}})
+    batch_id, end = (2, 16) if why == "larger than the batch" else (1, 6)
+    outcome = sink.write_batch(batch_id, staged_rows(spark, BATCH_1), {"orders": {"0": end}})
+    assert "bulk_merge_seconds" not in outcome.seconds
+    assert (outcome.rows_upserted, outcome.rows_deleted) == (2, 1)
+    assert [r for r in index_rows(connect, schema) if not r[0].startswith("x")] == [
+        ("o1", "c1", Decimal("1.50")), ("o2", "c2", Decimal("2.00")),
+        ("o8", "c8", Decimal("8.00"))]
+
+
+def test_a_bulk_merge_that_fails_leaves_the_index_and_its_key_as_they_were(
+        spark: SparkSession, connect: Connect, schema: str) -> None:
+    sink = _seeded(connect, schema)
+
+    def crash(batch_id: int) -> None:
+        raise RuntimeError(f"the job dies before batch {batch_id} commits")
+
+    sink._before_commit = crash
+    with pytest.raises(RuntimeError, match="dies before batch 1 commits"):
+        sink.write_batch(1, staged_rows(spark, BATCH_1), {"orders": {"0": 6}})
+    assert index_rows(connect, schema) == [("o8", "c8", Decimal("8.00")),
+                                           ("o9", "c9", Decimal("9.00"))]
+    assert primary_key(connect, schema) == (f"{TABLE}_pkey", ["order_id"])
+    assert [r[1] for r in ledger_rows(connect, schema)] == [0]
+    sink._before_commit = None
+    outcome = sink.write_batch(1, staged_rows(spark, BATCH_1), {"orders": {"0": 6}})
+    assert "bulk_merge_seconds" in outcome.seconds
+    assert (outcome.rows_upserted, outcome.rows_deleted) == (2, 1)
+    assert index_rows(connect, schema) == [("o1", "c1", Decimal("1.50")),
+                                           ("o2", "c2", Decimal("2.00")),
+                                           ("o8", "c8", Decimal("8.00"))]
+    with pytest.raises(psycopg.errors.UniqueViolation), connect() as conn:  # the rebuilt key
+        conn.execute(sql.SQL("INSERT INTO {} VALUES ('o1', 'c', 1)").format(
+            sql.Identifier(schema, TABLE)))

@@ -276,3 +276,22 @@ def test_main_writes_the_page_and_removes_a_stale_plot(tmp_path: Path,
     assert (docs / "performance" / "replay_rates.png").read_bytes().startswith(PNG_SIGNATURE)
     assert not (docs / "performance" / "linearity.png").exists()
     assert "performance.md" in capsys.readouterr().out
+
+
+def test_a_first_load_shows_both_merges_against_the_run_s_copy() -> None:
+    loads = {"events": 1_000_000, "copy_ingest_rows_per_s": 250_000,
+             "bulk": {"staging_seconds": 9.5, "merge_transaction_seconds": 5.0,
+                      "merge_rows_per_s": 200_000, "merge_ratio_vs_copy": 0.8,
+                      "seconds_create_to_caught_up": 31.25},
+             "row_by_row": {"staging_seconds": 9.4, "merge_transaction_seconds": 8.0,
+                            "merge_rows_per_s": 125_000, "merge_ratio_vs_copy": 0.5,
+                            "seconds_create_to_caught_up": 34.0}}
+    text = report.render_markdown({**REPLAY, "first_load": loads}, None)
+    section = text.split("## A first replay into an empty index")[1]
+    assert "The mirror view's 1,000,000 events" in section
+    assert "(250,000 rows/s)" in section
+    assert (f"| 9.50 | 5.00 | 200,000 | 0.80{X} | 31.2 |"
+            in row(section, "bulk merge (key dropped, rows inserted, key rebuilt)"))
+    assert f"| 8.00 | 125,000 | 0.50{X} | 34.0 |" in row(section, "row by row (INSERT ... ON "
+                                                         "CONFLICT into the keyed index)")
+    assert "## A first replay into an empty index" not in report.render_markdown(REPLAY, None)
