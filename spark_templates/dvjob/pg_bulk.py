@@ -69,23 +69,31 @@ def claim(cur: psycopg.Cursor[Any], target: sql.Composable, oid: int, staged_row
 
 
 def merge(cur: psycopg.Cursor[Any], target: sql.Composable, layout: TableLayout, key: str,
-          last_rows: LastRows) -> tuple[int, int]:
+          source: sql.Composable, last_rows: LastRows, *, any_deleted: bool) -> tuple[int, int]:
     """The batch's last rows into the claimed table with its primary key `key` dropped and
-    rebuilt; (rows upserted, rows deleted), counted as the row-by-row merge counts them."""
+    rebuilt; (rows upserted, rows deleted), counted as the row-by-row merge counts them.
+    `source` holds the batch's rows (NULL keys removed), `any_deleted` whether any of them
+    is a delete."""
     keys = sql.SQL(", ").join(sql.Identifier(k) for k in layout.primary_key)
-    match = sql.SQL(" AND ").join(
-        sql.SQL("t.{k} = l.{k}").format(k=sql.Identifier(k)) for k in layout.primary_key)
+
+    def match(left: str, right: str) -> sql.Composed:
+        return sql.SQL(" AND ").join(
+            sql.SQL("{}.{} = {}.{}").format(sql.Identifier(left), sql.Identifier(k),
+                                            sql.Identifier(right), sql.Identifier(k))
+            for k in layout.primary_key)
+
     cur.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(target, sql.Identifier(key)))
     cur.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(target))
     deleted = 0
     if _one(cur):
-        if layout.has_delete_flag:
+        if any_deleted:  # a key whose last row is a delete: counted, as the usual merge does
             cur.execute(sql.SQL("DELETE FROM {} AS t USING ({}) AS l WHERE l.{} AND {}").format(
                 target, last_rows([*layout.primary_key, DELETED_COLUMN]),
-                sql.Identifier(DELETED_COLUMN), match))
+                sql.Identifier(DELETED_COLUMN), match("t", "l")))
             deleted = max(cur.rowcount, 0)
-        cur.execute(sql.SQL("DELETE FROM {} AS t USING ({}) AS l WHERE {}").format(
-            target, last_rows(layout.primary_key), match))  # the rows the batch replaces
+        # Every key the batch has is replaced: a semi-join on its rows, no sort of the batch.
+        cur.execute(sql.SQL("DELETE FROM {} AS t WHERE EXISTS (SELECT 1 FROM {} AS s WHERE {})"
+                            ).format(target, source, match("s", "t")))
     columns = sql.SQL(", ").join(sql.Identifier(c) for c in layout.column_names)
     cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM ({}) AS l WHERE NOT l.{}").format(
         target, columns, columns, last_rows([*layout.column_names, DELETED_COLUMN]),

@@ -579,8 +579,9 @@ class PostgresSink:
             if bulk is not None:
                 merged = time.monotonic()
                 upserted, deleted = pg_bulk.merge(
-                    cur, target, self.layout, bulk,
-                    lambda columns: _last_rows(self.layout, columns, source))
+                    cur, target, self.layout, bulk, source,
+                    lambda columns: _last_rows(self.layout, columns, source),
+                    any_deleted=self._any_deleted(cur, source))
                 seconds["bulk_merge_seconds"] = round(time.monotonic() - merged, 3)
             else:
                 deleted = 0
