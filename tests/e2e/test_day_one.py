@@ -357,7 +357,7 @@ def test_a_driver_killed_mid_replay_resumes_from_its_checkpoint_exactly(
     try:
         custom.create_namespaced_custom_object(G, V, namespace, P, body)
         handle = ViewHandle(custom, namespace, "orders")
-        wait_for(lambda: handle.status().get("revision") is not None, timeout=60, interval=0.5,
+        wait_for(lambda: handle.status().get("revision") is not None, timeout=180, interval=0.5,
                  what="the view's first revision to be recorded")
         revision = handle.status()["revision"]
         app = handle.record(revision)["sparkApplication"]
