@@ -42,19 +42,25 @@ def partition_key(tp: TopicPartition) -> str:
     return f"{tp[0]}/{tp[1]}"
 
 
+def commit_span(position: LedgerPosition | None) -> float | None:
+    """Seconds from the earlier batch the ledger keeps for the rate to the newest; None
+    without an earlier batch or their commit times."""
+    if position is None or position.earlier is None:
+        return None
+    if position.committed_at is None or position.earlier.committed_at is None:
+        return None
+    return (position.committed_at - position.earlier.committed_at).total_seconds()
+
+
 def commit_rate(position: LedgerPosition | None) -> float | None:
     """Messages per second the revision committed between an earlier batch and its newest.
 
     None when there is no earlier batch to measure against (or no time passed).
     """
-    if position is None or position.earlier is None:
+    span = commit_span(position)
+    if position is None or position.earlier is None or span is None or span <= 0:
         return None
     earlier = position.earlier
-    if position.committed_at is None or earlier.committed_at is None:
-        return None
-    span = (position.committed_at - earlier.committed_at).total_seconds()
-    if span <= 0:
-        return None
     moved = sum(max(offset - earlier.end_offsets.get(tp, 0), 0)
                 for tp, offset in position.end_offsets.items())
     return moved / span

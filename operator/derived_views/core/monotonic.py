@@ -28,6 +28,7 @@ import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from derived_views.core.lag import commit_span
 from derived_views.core.observed import LedgerPosition, TopicPartition
 
 
@@ -114,15 +115,13 @@ running may have started before the level was read, the next one reads past it."
 def batch_seconds(position: LedgerPosition | None) -> float | None:
     """The revision's mean time between commits, from its ledger's head and the earlier batch
     it keeps for the commit rate; None before two batches."""
-    if position is None or position.earlier is None:
+    span = commit_span(position)
+    if span is None or position is None or position.earlier is None:
         return None
-    earlier = position.earlier
-    if (position.committed_at is None or earlier.committed_at is None
-            or position.batch_id is None or earlier.batch_id is None
-            or position.batch_id <= earlier.batch_id):
+    newest, earlier = position.batch_id, position.earlier.batch_id
+    if newest is None or earlier is None or newest <= earlier:
         return None
-    seconds = (position.committed_at - earlier.committed_at).total_seconds()
-    return max(seconds, 0.0) / (position.batch_id - earlier.batch_id)
+    return max(span, 0.0) / (newest - earlier)
 
 
 def wait_for(trigger_seconds: float, candidate: LedgerPosition | None = None) -> float:
