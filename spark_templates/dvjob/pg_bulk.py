@@ -15,19 +15,15 @@ references (the key cannot be dropped under it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from dvjob.sink_schema import DELETED_COLUMN, TableLayout
+from dvjob.sink_schema import TableLayout
 
 BULK_MAINTENANCE_WORK_MEM = "256MB"
 BULK_SAVEPOINT = "dv_bulk_load"
-
-LastRows = Callable[[Sequence[str]], sql.Composed]
-"""Each key's last row of the batch (the columns given), as the merge's source."""
 
 
 def _one(cur: psycopg.Cursor[Any]) -> Any:
@@ -69,39 +65,24 @@ def claim(cur: psycopg.Cursor[Any], target: sql.Composable, oid: int, staged_row
 
 
 def merge(cur: psycopg.Cursor[Any], target: sql.Composable, layout: TableLayout, key: str,
-          source: sql.Composable, last_rows: LastRows, *, any_deleted: bool) -> tuple[int, int]:
-    """The batch's last rows into the claimed table with its primary key `key` dropped and
-    rebuilt; (rows upserted, rows deleted), counted as the row-by-row merge counts them.
-    `source` holds the batch's rows (NULL keys removed), `any_deleted` whether any of them
-    is a delete."""
-    keys = sql.SQL(", ").join(sql.Identifier(k) for k in layout.primary_key)
-
-    def match(left: str, right: str) -> sql.Composed:
-        return sql.SQL(" AND ").join(
-            sql.SQL("{}.{} = {}.{}").format(sql.Identifier(left), sql.Identifier(k),
-                                            sql.Identifier(right), sql.Identifier(k))
-            for k in layout.primary_key)
-
+          source: sql.Composable, insert: sql.Composed) -> int:
+    """The batch into the claimed table with its primary key `key` dropped and rebuilt,
+    after its deletes (sink_postgres.delete_statement, as for the row-by-row merge): the
+    keys `source` (the batch's rows, NULL keys removed) replaces go, then `insert` (each
+    key's last row) runs; the rows it inserted, as the upsert counts them."""
+    match = sql.SQL(" AND ").join(sql.SQL("s.{k} = t.{k}").format(k=sql.Identifier(k))
+                                  for k in layout.primary_key)
     cur.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(target, sql.Identifier(key)))
     cur.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(target))
-    deleted = 0
-    if _one(cur):
-        if any_deleted:  # a key whose last row is a delete: counted, as the usual merge does
-            cur.execute(sql.SQL("DELETE FROM {} AS t USING ({}) AS l WHERE l.{} AND {}").format(
-                target, last_rows([*layout.primary_key, DELETED_COLUMN]),
-                sql.Identifier(DELETED_COLUMN), match("t", "l")))
-            deleted = max(cur.rowcount, 0)
-        # Every key the batch has is replaced: a semi-join on its rows, no sort of the batch.
+    if _one(cur):  # a semi-join on the batch's rows, no sort of the batch
         cur.execute(sql.SQL("DELETE FROM {} AS t WHERE EXISTS (SELECT 1 FROM {} AS s WHERE {})"
-                            ).format(target, source, match("s", "t")))
-    columns = sql.SQL(", ").join(sql.Identifier(c) for c in layout.column_names)
-    cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM ({}) AS l WHERE NOT l.{}").format(
-        target, columns, columns, last_rows([*layout.column_names, DELETED_COLUMN]),
-        sql.Identifier(DELETED_COLUMN)))
+                            ).format(target, source, match))
+    cur.execute(insert)
     upserted = max(cur.rowcount, 0)
     cur.execute("SELECT set_config('maintenance_work_mem', %s, true) WHERE "
                 "pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%s)",
                 (BULK_MAINTENANCE_WORK_MEM, BULK_MAINTENANCE_WORK_MEM))
     cur.execute(sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})").format(
-        target, sql.Identifier(key), keys))
-    return upserted, deleted
+        target, sql.Identifier(key), sql.SQL(", ").join(
+            sql.Identifier(k) for k in layout.primary_key)))
+    return upserted

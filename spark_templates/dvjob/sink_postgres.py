@@ -283,6 +283,17 @@ def delete_statement(schema: str, table: str, layout: TableLayout,
                             deleted=sql.Identifier(DELETED_COLUMN), match=match)
 
 
+def insert_statement(schema: str, table: str, layout: TableLayout,
+                     batch: sql.Composable | None = None) -> sql.Composed:
+    """Each key's last row of the batch that is not a delete, into the index."""
+    return sql.SQL("INSERT INTO {target} ({cols}) SELECT {cols} FROM ({last}) AS l "
+                   "WHERE NOT l.{deleted}").format(
+        target=_qualified(schema, table), cols=_idents(layout.column_names),
+        last=_last_rows(layout, [*layout.column_names, DELETED_COLUMN],
+                        batch or sql.Identifier(BATCH_TABLE)),
+        deleted=sql.Identifier(DELETED_COLUMN))
+
+
 def upsert_statement(schema: str, table: str, layout: TableLayout,
                      batch: sql.Composable | None = None) -> sql.Composed:
     others = [n for n in layout.column_names if n not in layout.primary_key]
@@ -292,12 +303,9 @@ def upsert_statement(schema: str, table: str, layout: TableLayout,
             sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(n)) for n in others))
     else:
         action = sql.SQL("DO NOTHING")
-    return sql.SQL("INSERT INTO {target} ({cols}) SELECT {cols} FROM ({last}) AS l "
-                   "WHERE NOT l.{deleted} ON CONFLICT ({key}) {action}").format(
-        target=_qualified(schema, table), cols=_idents(layout.column_names),
-        last=_last_rows(layout, [*layout.column_names, DELETED_COLUMN],
-                        batch or sql.Identifier(BATCH_TABLE)),
-        deleted=sql.Identifier(DELETED_COLUMN), key=_idents(layout.primary_key), action=action)
+    return sql.SQL("{insert} ON CONFLICT ({key}) {action}").format(
+        insert=insert_statement(schema, table, layout, batch),
+        key=_idents(layout.primary_key), action=action)
 
 
 MERGE_WORK_MEM = "64MB"
@@ -576,18 +584,17 @@ class PostgresSink:
             bulk = (pg_bulk.claim(cur, target, live_oid, staged[1])
                     if staged is not None and self.bulk_load and live_oid is not None else None)
             seconds: dict[str, float] = {}
+            merged = time.monotonic()
+            deleted = 0
+            if self._any_deleted(cur, source):
+                cur.execute(delete_statement(self.schema, self.table, self.layout, source))
+                deleted = max(cur.rowcount, 0)
             if bulk is not None:
-                merged = time.monotonic()
-                upserted, deleted = pg_bulk.merge(
+                upserted = pg_bulk.merge(
                     cur, target, self.layout, bulk, source,
-                    lambda columns: _last_rows(self.layout, columns, source),
-                    any_deleted=self._any_deleted(cur, source))
+                    insert_statement(self.schema, self.table, self.layout, source))
                 seconds["bulk_merge_seconds"] = round(time.monotonic() - merged, 3)
             else:
-                deleted = 0
-                if self._any_deleted(cur, source):
-                    cur.execute(delete_statement(self.schema, self.table, self.layout, source))
-                    deleted = max(cur.rowcount, 0)
                 cur.execute(upsert_statement(self.schema, self.table, self.layout, source))
                 upserted = max(cur.rowcount, 0)
             cur.execute(finish_statement(self.schema, self.ledger_table),
