@@ -6,7 +6,6 @@ where a restarted driver keeps nothing of its pod's filesystem.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,18 +18,13 @@ from e2e_operator import operator_env, watched
 
 from dvstack import replay
 from dvstack.cli import apply_crds
+from dvstack.processes import free_port
 from dvstack.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR_START_SECONDS = 300
 """A failure detector, not a pace: beside the fault suites on 2 cores the operator's imports
 alone took over a minute (CI), and a test's first deadline must not count them."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until_live(proc: subprocess.Popen[bytes], probe: str, log_path: Path) -> None:
