@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver and kube-controller-manager from the Go module
-# proxy (the envtest pattern without a download site), once, into the cache.
+# Build etcd, kube-apiserver and kube-controller-manager (or, with the argument
+# `node`, kubelet, kube-proxy and kube-scheduler) from the Go module proxy (the
+# envtest pattern without a download site), once, into the cache.
 #
 # k8s.io/kubernetes is not meant to be imported: its go.mod replaces every
 # staging module (k8s.io/api, apimachinery, ...) with a local path.  We derive
@@ -13,7 +14,12 @@ set -euo pipefail
 KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
 CACHE_DIR="${DV_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/derived-views}"
 BIN_DIR="$CACHE_DIR/kube-$KUBE_VERSION/bin"
-WANT=(etcd kube-apiserver kube-controller-manager)
+PART="${1:-control-plane}"
+case "$PART" in
+  control-plane) WANT=(etcd kube-apiserver kube-controller-manager); SRC=src ;;
+  node) WANT=(kubelet kube-proxy kube-scheduler); SRC=src-node ;;
+  *) echo "build-kube: unknown part '$PART' (control-plane or node)" >&2; exit 2 ;;
+esac
 
 have_all() { for b in "${WANT[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done; }
 if have_all; then echo "$BIN_DIR"; exit 0; fi
@@ -22,7 +28,7 @@ command -v go >/dev/null || { echo "build-kube: 'go' not found; install Go >= 1.
 
 STAGING_VERSION="v0.${KUBE_VERSION#v1.}"
 KUBE_MINOR="${KUBE_VERSION#v1.}"; KUBE_MINOR="${KUBE_MINOR%%.*}"
-WORK="$CACHE_DIR/kube-$KUBE_VERSION/src"
+WORK="$CACHE_DIR/kube-$KUBE_VERSION/$SRC"
 mkdir -p "$WORK/cmd/etcd" "$BIN_DIR"
 cd "$WORK"
 
@@ -40,16 +46,15 @@ gomod_path="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n '
 } > go.mod
 grep -q '^replace k8s.io/api ' go.mod || { echo "build-kube: no staging replaces found in $gomod_path" >&2; exit 1; }
 
-cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-)
-GO
+{
+  echo "//go:build tools"
+  echo
+  echo "package tools"
+  echo
+  echo "import ("
+  for b in "${WANT[@]}"; do [[ "$b" == etcd ]] || echo "	_ \"k8s.io/kubernetes/cmd/$b\""; done
+  echo ")"
+} > tools.go
 cat > cmd/etcd/main.go <<'GO'
 package main
 
@@ -69,8 +74,10 @@ GOFLAGS=-mod=mod go mod tidy -e >/dev/null
 
 export CGO_ENABLED=0
 ldflags="-s -w"
+kube_pkgs=()
+for b in "${WANT[@]}"; do [[ "$b" == etcd ]] || kube_pkgs+=("k8s.io/kubernetes/cmd/$b"); done
 go build -trimpath -ldflags "$ldflags -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$KUBE_MINOR" \
-  -o "$BIN_DIR/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-go build -trimpath -ldflags "$ldflags" -o "$BIN_DIR/etcd" ./cmd/etcd
+  -o "$BIN_DIR/" "${kube_pkgs[@]}"
+if [[ " ${WANT[*]} " == *" etcd "* ]]; then go build -trimpath -ldflags "$ldflags" -o "$BIN_DIR/etcd" ./cmd/etcd; fi
 have_all
 echo "$BIN_DIR"

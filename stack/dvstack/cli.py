@@ -22,6 +22,7 @@ from dvstack import (
     kafka_broker,
     kafka_connect,
     kube_api,
+    node,
     opensearch_server,
     postgres_server,
     processes,
@@ -30,6 +31,7 @@ from dvstack import (
     sample,
     spark_crd,
     spark_jvm,
+    spark_operator,
     test_phases,
 )
 from dvstack.helm import helm_binary
@@ -37,8 +39,12 @@ from dvstack.settings import Settings, load
 from dvstack.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
-              kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, "spark-executor")
+              kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, "spark-executor",
+              *node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER)
 SPARK_EXECUTOR = "spark-executor"
+# The components of one mode only: the stand-in executor, or the node and the Spark Operator.
+_MODAL = frozenset((SPARK_EXECUTOR, *node.DAEMONS, spark_operator.WEBHOOK,
+                    spark_operator.CONTROLLER))
 # Where the Spark job image keeps the project; the executor maps it to this checkout.
 IMAGE_APP_ROOT = "/opt/derived-views"
 
@@ -141,7 +147,7 @@ def _check_ports(settings: Settings) -> None:
             with socket.socket() as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
-                    sock.bind(("127.0.0.1", port))
+                    sock.bind((settings.host, port))
                 except OSError:
                     raise SystemExit(
                         f"port {port} (for {name}) is already in use by another process: stop it "
@@ -162,6 +168,9 @@ def up(settings: Settings) -> dict[str, Any]:
         spark_jvm.ensure_archive(settings, spark_submit, spark_jars))
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
+    _check_mode(settings)
+    if settings.node:
+        node.prepare_host(settings)  # the node address exists before anything binds it
     _check_ports(settings)
     # Launched first and awaited last: its JVM boots while the others start.
     opensearch_server.start(settings, opensearch_home, wait=False)
@@ -171,15 +180,20 @@ def up(settings: Settings) -> dict[str, Any]:
     kafka_broker.start(settings, kafka_libs)
     kafka_connect.start(settings, connect_libs)
     s3_store.start(settings, s3proxy_jar)
-    _start_executor(settings, spark_submit, spark_jars, java_options)
+    if settings.node:
+        node.start(settings)
+        spark_operator.start(settings, spark_submit, apply_crds)
+    else:
+        _start_executor(settings, spark_submit, spark_jars, java_options)
     opensearch_server.wait_ready(settings)
     info: dict[str, Any] = {
+        "node": settings.node,
         "kubeconfig": str(settings.kubeconfig),
         "apiserver": kube_api.server_url(settings),
         "kafka_bootstrap": kafka_broker.bootstrap(settings),
         "kafka_sasl": kafka_broker.sasl_info(settings),
         "pg_dsn": postgres_server.conninfo(settings),
-        "pg": {"host": "127.0.0.1", "port": settings.pg_port,
+        "pg": {"host": settings.host, "port": settings.pg_port,
                "database": postgres_server.DATABASE, "user": postgres_server.SUPERUSER,
                "password": postgres_server.password(settings)},
         "kafka_connect": kafka_connect.rest_url(settings),
@@ -202,8 +216,23 @@ def up(settings: Settings) -> dict[str, Any]:
     return info
 
 
+def _check_mode(settings: Settings) -> None:
+    """A stack that runs keeps the mode it started in: the API server's address, Kafka's
+    listeners and who runs SparkApplications all follow it."""
+    if not settings.stack_file.is_file() or not any_running(settings):
+        return
+    running_node = bool(json.loads(settings.stack_file.read_text()).get("node", False))
+    if running_node != settings.node:
+        raise SystemExit(
+            f"the stack runs {'with' if running_node else 'without'} the real node, but "
+            f"DV_NODE={'1' if settings.node else '0'} asks for the other: run "
+            "`make stack-down` first")
+
+
 def down(settings: Settings) -> None:
     processes.stop(settings, SPARK_EXECUTOR)
+    spark_operator.stop(settings)
+    host_changes = node.stop(settings)
     opensearch_server.stop(settings)
     s3_store.stop(settings)
     kafka_connect.stop(settings)
@@ -211,12 +240,16 @@ def down(settings: Settings) -> None:
     kube_api.stop(settings)
     postgres_server.stop(settings)
     settings.stack_file.unlink(missing_ok=True)
+    for change in host_changes:
+        print(f"  the node left on the host: {change}")
     print("stack is down")
 
 
 def status(settings: Settings) -> int:
     missing = 0
-    for name in COMPONENTS:
+    mode = ((*node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER) if settings.node
+            else (SPARK_EXECUTOR,))
+    for name in [c for c in COMPONENTS if c in mode or c not in _MODAL]:
         if name == "postgres":
             pid = postgres_server.running_pid(settings)
         else:

@@ -41,11 +41,11 @@ def kafka_dir(settings: Settings) -> Path:
 
 
 def bootstrap(settings: Settings) -> str:
-    return f"127.0.0.1:{settings.kafka_port}"
+    return f"{settings.host}:{settings.kafka_port}"
 
 
 def sasl_bootstrap(settings: Settings) -> str:
-    return f"127.0.0.1:{settings.kafka_sasl_port}"
+    return f"{settings.host}:{settings.kafka_sasl_port}"
 
 
 def sasl_user(settings: Settings) -> dict[str, str]:
@@ -92,11 +92,11 @@ def _write_config(settings: Settings) -> tuple[Path, bool]:
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@127.0.0.1:{settings.kafka_controller_port}",
-        "listeners": (f"PLAINTEXT://127.0.0.1:{settings.kafka_port},"
-                      f"SASL_PLAINTEXT://127.0.0.1:{settings.kafka_sasl_port},"
+        "listeners": (f"PLAINTEXT://{settings.host}:{settings.kafka_port},"
+                      f"SASL_PLAINTEXT://{settings.host}:{settings.kafka_sasl_port},"
                       f"CONTROLLER://127.0.0.1:{settings.kafka_controller_port}"),
-        "advertised.listeners": (f"PLAINTEXT://127.0.0.1:{settings.kafka_port},"
-                                 f"SASL_PLAINTEXT://127.0.0.1:{settings.kafka_sasl_port}"),
+        "advertised.listeners": (f"PLAINTEXT://{settings.host}:{settings.kafka_port},"
+                                 f"SASL_PLAINTEXT://{settings.host}:{settings.kafka_sasl_port}"),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": ("PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"

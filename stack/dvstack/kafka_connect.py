@@ -71,7 +71,7 @@ def _write_config(settings: Settings, libs: Path) -> tuple[Path, bool]:
         "logger.reflections.name = org.reflections\n"
         "logger.reflections.level = ERROR\n")
     props = {
-        "bootstrap.servers": f"127.0.0.1:{settings.kafka_port}",
+        "bootstrap.servers": f"{settings.host}:{settings.kafka_port}",
         "listeners": rest_url(settings),
         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",

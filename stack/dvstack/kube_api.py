@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dvstack import processes
 from dvstack.artefacts import KubeBinaries
-from dvstack.settings import Settings
+from dvstack.settings import NODE_ADDRESS, Settings
 from dvstack.waiting import wait_for
 
 ADMIN_USER = "dv-admin"
@@ -32,25 +32,40 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def ensure_pki(settings: Settings) -> None:
-    """A CA, a serving certificate for 127.0.0.1/localhost, a service-account key."""
+    """A CA, a serving certificate for the API server's addresses, a service-account key."""
     d = kube_dir(settings)
     d.mkdir(parents=True, exist_ok=True)
-    if (d / "apiserver.crt").is_file() and (d / "sa.key").is_file():
+    if not (d / "ca.crt").is_file():
+        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+                 "ca.crt", "-days", "3650", "-subj", "/CN=derived-views-local-ca", cwd=d)
+    if not (d / "sa.key").is_file():
+        _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
+        _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
+    # Loopback, the node address pods use, the `kubernetes` Service's ClusterIP and names.
+    issue_cert(settings, "apiserver", "/CN=kube-apiserver", client=False, sans=(
+        f"IP:127.0.0.1,IP:{NODE_ADDRESS},IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+        "DNS:kubernetes.default.svc.cluster.local"))
+
+
+def issue_cert(settings: Settings, name: str, subject: str, *, client: bool,
+               sans: str | None = None) -> None:
+    """`<name>.crt`/`.key` signed by the stack's CA, once: a client certificate (the
+    subject's O is the group, CN the user) or a serving one for `sans`."""
+    d = kube_dir(settings)
+    ext = [f"extendedKeyUsage={'clientAuth' if client else 'serverAuth'}"]
+    if sans:
+        ext.append(f"subjectAltName={sans}")
+    wanted = "\n".join(ext) + "\n"
+    ext_file = d / f"{name}.ext"
+    if (d / f"{name}.crt").is_file() and ext_file.is_file() and ext_file.read_text() == wanted:
         return
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-             "ca.crt", "-days", "3650", "-subj", "/CN=derived-views-local-ca", cwd=d)
-    (d / "san.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
-        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
-        "extendedKeyUsage=serverAuth\n"
-    )
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out",
-             "apiserver.csr", "-subj", "/CN=kube-apiserver", cwd=d)
-    _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "apiserver.crt", "-days", "3650", "-extfile", "san.ext",
-             cwd=d)
-    _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
-    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
+    ext_file.write_text(wanted)
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+             f"{name}.csr", "-subj", subject, cwd=d)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", f"{name}.crt", "-days", "3650", "-extfile",
+             f"{name}.ext", cwd=d)
 
 
 def admin_token(settings: Settings) -> str:
@@ -66,7 +81,7 @@ def admin_token(settings: Settings) -> str:
 
 
 def server_url(settings: Settings) -> str:
-    return f"https://127.0.0.1:{settings.apiserver_port}"
+    return f"https://{settings.host}:{settings.apiserver_port}"
 
 
 def write_kubeconfig(settings: Settings) -> Path:
@@ -103,6 +118,9 @@ def _etcd_healthy(settings: Settings) -> bool:
 
 def start(settings: Settings, bins: KubeBinaries) -> None:
     ensure_pki(settings)
+    # The API server's identity towards a kubelet (logs, exec, port-forward).
+    issue_cert(settings, "apiserver-kubelet-client",
+               "/O=system:masters/CN=kube-apiserver-kubelet-client", client=True)
     d = kube_dir(settings)
     admin_token(settings)
     if not processes.running(settings, "etcd"):
@@ -123,12 +141,16 @@ def start(settings: Settings, bins: KubeBinaries) -> None:
         processes.start(settings, "kube-apiserver", [
             str(bins.apiserver),
             f"--etcd-servers=http://127.0.0.1:{settings.etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--bind-address={settings.host}", f"--advertise-address={settings.host}",
             f"--secure-port={settings.apiserver_port}",
             f"--tls-cert-file={d / 'apiserver.crt'}", f"--tls-private-key-file={d / 'apiserver.key'}",
             f"--client-ca-file={d / 'ca.crt'}",
             f"--token-auth-file={d / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
+            # Node: a kubelet reads only what its own pods need.
+            "--authorization-mode=Node,RBAC",
+            f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--service-cluster-ip-range=10.0.0.0/24",
             f"--service-account-issuer={server_url(settings)}",
             f"--service-account-key-file={d / 'sa.pub'}",
@@ -157,11 +179,14 @@ def start(settings: Settings, bins: KubeBinaries) -> None:
             "--use-service-account-credentials=false",
             f"--service-account-private-key-file={d / 'sa.key'}",
             f"--root-ca-file={d / 'ca.crt'}",
-            # No nodes or cloud here: run the controllers whose behaviour the
-            # operator relies on (GC of owned objects, namespace deletion,
-            # service accounts and their tokens, workloads for the chart).
-            "--controllers=*,-node-ipam-controller,-node-lifecycle-controller,"
-            "-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller,"
+            # No cloud here: run the controllers whose behaviour the operator relies on
+            # (GC of owned objects, namespace deletion, service accounts and their tokens,
+            # workloads for the chart). Node lifecycle only for a real node: it lifts the
+            # not-ready taint kubelet registers with, and would mark the stand-in's Node
+            # (which posts no heartbeats) unreachable.
+            "--controllers=*,-node-ipam-controller,"
+            + ("" if settings.node else "-node-lifecycle-controller,")
+            + "-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller,"
             "-persistentvolume-binder-controller,-persistentvolume-attach-detach-controller,"
             "-persistentvolume-expander-controller,-ttl-controller,-taint-eviction-controller,"
             "-device-taint-eviction-controller",

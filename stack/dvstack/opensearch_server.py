@@ -47,7 +47,7 @@ TMPDIR_PLACEHOLDER = "@OPENSEARCH_TMPDIR@"
 
 
 def url(settings: Settings) -> str:
-    return f"http://127.0.0.1:{settings.opensearch_port}"
+    return f"http://{settings.host}:{settings.opensearch_port}"
 
 
 def state_dir(settings: Settings) -> Path:
@@ -61,7 +61,7 @@ def render_config(settings: Settings, node: Path) -> str:
         "cluster.name": CLUSTER,
         "node.name": "dvstack",
         "discovery.type": "single-node",
-        "network.host": "127.0.0.1",
+        "network.host": settings.host,
         "http.port": settings.opensearch_port,
         "transport.port": settings.opensearch_transport_port,
         "path.data": str(node / "data"),

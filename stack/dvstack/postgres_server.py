@@ -95,8 +95,27 @@ def password(settings: Settings) -> str:
 
 
 def conninfo(settings: Settings, database: str = DATABASE) -> str:
-    return (f"host=127.0.0.1 port={settings.pg_port} dbname={database} user={SUPERUSER} "
+    return (f"host={settings.host} port={settings.pg_port} dbname={database} user={SUPERUSER} "
             f"password={password(settings)}")
+
+
+def listen_addresses(settings: Settings) -> str:
+    """Loopback, and the node address when pods must reach the server too."""
+    return "127.0.0.1" if settings.host == "127.0.0.1" else f"127.0.0.1,{settings.host}"
+
+
+def allow_node_pods(data: Path) -> bool:
+    """A pg_hba.conf line for the node's pods (password auth, as on loopback); True when
+    added."""
+    from dvstack.node_config import SUBNET
+
+    hba = data / "pg_hba.conf"
+    line = f"host all all {SUBNET} scram-sha-256\n"
+    text = hba.read_text()
+    if line in text:
+        return False
+    hba.write_text(text + line)
+    return True
 
 
 def _chown(path: Path, user: str | None) -> None:
@@ -156,11 +175,13 @@ def start(settings: Settings) -> None:
     if user is not None:
         shutil.chown(log, user=user, group=None)
     _link_log(settings, log)
+    if settings.node:
+        allow_node_pods(data)
     if not _server_running(bindir, data, user, root):
         # pg_ctl hands -o to /bin/sh: a path with spaces must be quoted there.
         processes.run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
                        "-o", f"-p {settings.pg_port} -k {shlex.quote(str(sockets))} "
-                             "-c listen_addresses=127.0.0.1 "
+                             f"-c listen_addresses={listen_addresses(settings)} "
                              "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                              "-c max_connections=200 "
                              # Debezium reads the system-of-record database by logical decoding.

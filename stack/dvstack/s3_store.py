@@ -40,7 +40,7 @@ def s3_dir(settings: Settings) -> Path:
 
 
 def endpoint(settings: Settings) -> str:
-    return f"http://127.0.0.1:{settings.s3_port}"
+    return f"http://{settings.host}:{settings.s3_port}"
 
 
 def credentials(settings: Settings) -> tuple[str, str]:

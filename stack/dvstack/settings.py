@@ -23,6 +23,9 @@ S3PROXY_VERSION = "3.3.0"
 """The first release whose filesystem-nio2 backend lists directory markers as S3A needs."""
 OPENSEARCH_VERSION = "2.19.3"
 """The sink the job writes to next (docs/sinks.md); stack/jars/opensearch/pom.xml pins it too."""
+NODE_ADDRESS = "10.217.0.1"
+"""The stack's address on its own bridge (dvstack.node): where pods reach its services."""
+LOOPBACK = "127.0.0.1"
 
 
 def _port(name: str, default: int) -> int:
@@ -52,6 +55,13 @@ class Settings:
     connect_port: int
     opensearch_port: int
     opensearch_transport_port: int
+    node: bool = False
+    """A real node runs pods (DV_NODE=1): the services then listen on the node address."""
+
+    @property
+    def host(self) -> str:
+        """The address every service of the stack listens on and advertises."""
+        return NODE_ADDRESS if self.node else LOOPBACK
 
     @property
     def logs_dir(self) -> Path:
@@ -89,4 +99,12 @@ def load() -> Settings:
         connect_port=_port("DV_CONNECT_PORT", 18083),
         opensearch_port=_port("DV_OPENSEARCH_PORT", 19200),
         opensearch_transport_port=_port("DV_OPENSEARCH_TRANSPORT_PORT", 19300),
+        node=_flag("DV_NODE"),
     )
+
+
+def _flag(name: str) -> bool:
+    raw = os.environ.get(name, "0").strip().lower()
+    if raw not in ("0", "1", "", "false", "true", "off", "on"):
+        raise SystemExit(f"{name}={raw!r}: use 1 (on) or 0 (off)")
+    return raw in ("1", "true", "on")

@@ -1,0 +1,122 @@
+"""The real node's configuration: one address for every service, the stack's own bridge and
+range, an image archive containerd can import, and a host check that names what is left."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import ipaddress
+import json
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dvstack import kafka_broker, node, node_config, oci_archive, postgres_server
+from dvstack.settings import Settings, load
+
+
+def settings_in(tmp_path: Path, *, with_node: bool) -> Settings:
+    return dataclasses.replace(load(), state_dir=tmp_path / "state", node=with_node)
+
+
+def test_with_the_node_every_service_listens_and_advertises_on_the_node_address(
+        tmp_path: Path) -> None:
+    plain = settings_in(tmp_path, with_node=False)
+    real = settings_in(tmp_path, with_node=True)
+    assert plain.host == "127.0.0.1"
+    assert real.host == "10.217.0.1" == node_config.NODE_ADDRESS
+    assert kafka_broker.bootstrap(real) == f"10.217.0.1:{real.kafka_port}"
+    assert postgres_server.listen_addresses(plain) == "127.0.0.1"
+    assert postgres_server.listen_addresses(real) == "127.0.0.1,10.217.0.1"
+    assert "host=10.217.0.1 " in postgres_server.conninfo(real)
+
+
+def test_dv_node_takes_one_and_zero_and_refuses_anything_else(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DV_NODE", "1")
+    assert load().node
+    monkeypatch.setenv("DV_NODE", "0")
+    assert not load().node
+    monkeypatch.setenv("DV_NODE", "yes please")
+    with pytest.raises(SystemExit, match="DV_NODE='yes please'"):
+        load()
+
+
+def test_pods_get_addresses_of_the_stack_own_range_through_its_bridge(tmp_path: Path) -> None:
+    layout = node_config.layout(settings_in(tmp_path, with_node=True))
+    conf = node_config.cni_config(layout)
+    (bridge,) = conf["plugins"]  # type: ignore[misc]
+    assert bridge["bridge"] == "dvnode0" and bridge["isGateway"]
+    assert not bridge["ipMasq"]  # no CNI iptables chains on the host
+    (rng,) = bridge["ipam"]["ranges"][0]
+    subnet = ipaddress.ip_network(rng["subnet"])
+    assert ipaddress.ip_address(rng["gateway"]) in subnet
+    assert ipaddress.ip_address(rng["rangeStart"]) in subnet
+    assert ipaddress.ip_address(rng["rangeEnd"]) in subnet
+    assert rng["gateway"] == "10.217.0.1"
+    assert Path(bridge["ipam"]["dataDir"]).is_relative_to(tmp_path)
+
+
+def test_kubelet_and_containerd_keep_their_state_under_the_stack(tmp_path: Path) -> None:
+    layout = node_config.layout(settings_in(tmp_path, with_node=True))
+    kubelet = node_config.kubelet_config(layout)
+    assert kubelet["clusterDNS"] == ["10.217.0.1"]
+    assert kubelet["cgroupRoot"] == "/dvnode"
+    assert kubelet["readOnlyPort"] == 0
+    assert kubelet["authentication"]["anonymous"] == {"enabled": False}  # type: ignore[index]
+    containerd = tomllib.loads(node_config.containerd_config(layout, "/usr/lib/cni"))
+    assert Path(containerd["root"]).is_relative_to(tmp_path)
+    cri = containerd["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["sandbox_image"] == "localhost/dv-pause:1"
+    assert Path(cri["cni"]["conf_dir"]).is_relative_to(tmp_path)
+    proxy = node_config.kube_proxy_config(layout, tmp_path / "kubeconfig")
+    assert proxy["conntrack"]["maxPerCore"] == 0  # type: ignore[index]
+    assert proxy["iptables"] == {"localhostNodePorts": False}
+    assert yaml.safe_dump(proxy)
+
+
+def test_the_pause_archive_is_an_oci_layout_whose_blobs_match_their_digests() -> None:
+    data = oci_archive.image_archive("localhost/dv-pause:1",
+                                     [oci_archive.File("/pause", b"\x7fELF binary")],
+                                     entrypoint=["/pause"], user="65535:65535")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()  # type: ignore[union-attr]
+                 if m.isfile()}
+    assert json.loads(files["oci-layout"]) == {"imageLayoutVersion": "1.0.0"}
+    for name, blob in files.items():
+        if name.startswith("blobs/sha256/"):
+            assert name.rsplit("/", 1)[1] == hashlib.sha256(blob).hexdigest()
+    (entry,) = json.loads(files["index.json"])["manifests"]
+    assert entry["annotations"]["io.containerd.image.name"] == "localhost/dv-pause:1"
+    assert entry["annotations"]["org.opencontainers.image.ref.name"] == "1"
+    manifest = json.loads(files["blobs/sha256/" + entry["digest"].split(":")[1]])
+    config = json.loads(files["blobs/sha256/" + manifest["config"]["digest"].split(":")[1]])
+    assert config["config"]["Entrypoint"] == ["/pause"]
+    layer = files["blobs/sha256/" + manifest["layers"][0]["digest"].split(":")[1]]
+    assert config["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
+    with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
+        (member,) = tar.getmembers()
+        assert member.name == "pause" and member.mode == 0o755
+        assert tar.extractfile(member).read() == b"\x7fELF binary"  # type: ignore[union-attr]
+
+
+def test_the_host_check_names_each_thing_left_behind_and_each_changed_sysctl() -> None:
+    before = {"mounts": ["/"], "cgroups": ["memory/a"], "iptables": ["filter :INPUT ACCEPT"],
+              "links": ["eth0", "lo"], "netns": [], "run_containerd": False,
+              "sysctls": {"net/ipv4/ip_forward": "0"}}
+    assert node.host_changes(before, before) == []
+    after = {**before, "mounts": ["/", "/run/x/shm"], "links": ["eth0", "lo", "dvnode0"],
+             "iptables": ["filter :INPUT ACCEPT", "filter :KUBE-FIREWALL -"],
+             "run_containerd": True, "sysctls": {"net/ipv4/ip_forward": "1"}}
+    assert node.host_changes(before, after) == [
+        "mounts: left behind /run/x/shm",
+        "iptables: left behind filter :KUBE-FIREWALL -",
+        "links: left behind dvnode0",
+        "sysctl net/ipv4/ip_forward is '1', was '0'",
+        "left behind /run/containerd",
+    ]
