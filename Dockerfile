@@ -1,12 +1,15 @@
-# The operator image. Built elsewhere (no Docker engine on the dev machines);
-# the Spark job image is spark_templates/Dockerfile.
-FROM python:3.11-slim AS build
+# The operator image; the Spark job image is spark_templates/Dockerfile. Without a
+# Docker engine, `python -m dvstack.images build` builds both with buildah, on base
+# images of its own passed as PYTHON_IMAGE (stack/dvstack/images.py).
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator/ operator/
 RUN pip install --no-cache-dir --prefix=/install .
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
 RUN useradd --uid 10001 --no-create-home --shell /usr/sbin/nologin derived-views
 COPY --from=build /install /usr/local
 COPY spark_templates/sparkapplication.yaml /opt/derived-views/spark_templates/sparkapplication.yaml
