@@ -10,12 +10,13 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dvstack import replay
 from dvstack.settings import load
 from dvstack.test_phases import FILE_SECONDS, PHASE_ENV, in_phase
 
@@ -116,6 +117,12 @@ class Stack:
     opensearch: str = ""
     """OpenSearch's REST API (single node, no security plugin); "" in a stack.json from before
     OpenSearch joined the stack."""
+    node: bool = False
+    """A real node runs the pods (DV_NODE=1), the real Spark Operator their jobs."""
+    images: dict[str, str] = field(default_factory=dict)
+    """With the node: the project's images by name (operator, spark), imported into it."""
+    spark_template: str = ""
+    """With the node: the SparkApplication template its jobs use (cores requested in part)."""
 
 
 @pytest.fixture(scope="session")
@@ -136,8 +143,9 @@ def kube_api_client(stack: Stack) -> Any:
 
 
 @pytest.fixture()
-def namespace(kube_api_client: Any) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards (the controller manager empties it)."""
+def namespace(stack: Stack, kube_api_client: Any) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (the controller manager empties it).
+    With the real node, it holds the Spark jobs' ServiceAccount, as the chart makes it."""
     from kubernetes import client
 
     from dvstack.waiting import wait_for
@@ -151,5 +159,8 @@ def namespace(kube_api_client: Any) -> Iterator[str]:
     wait_for(lambda: core.list_namespaced_service_account(
         name, field_selector="metadata.name=default").items, timeout=120,
         what=f"the default ServiceAccount of namespace {name}")
+    if stack.node:
+        replay.spark_job_account(kube_api_client, name)
     yield name
     core.delete_namespace(name)
+

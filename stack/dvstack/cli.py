@@ -180,8 +180,10 @@ def up(settings: Settings) -> dict[str, Any]:
     kafka_broker.start(settings, kafka_libs)
     kafka_connect.start(settings, connect_libs)
     s3_store.start(settings, s3proxy_jar)
+    node_info: dict[str, Any] = {}
     if settings.node:
         node.start(settings)
+        node_info = _node_images(settings)
         spark_operator.start(settings, spark_submit, apply_crds)
     else:
         _start_executor(settings, spark_submit, spark_jars, java_options)
@@ -207,6 +209,7 @@ def up(settings: Settings) -> dict[str, Any]:
         "state_dir": str(settings.state_dir),
         "logs_dir": str(settings.logs_dir),
         "cache_dir": str(settings.cache_dir),
+        **node_info,
     }
     settings.stack_file.write_text(json.dumps(info, indent=2))
     settings.stack_file.chmod(0o600)
@@ -214,6 +217,26 @@ def up(settings: Settings) -> dict[str, Any]:
           f"logs in {settings.logs_dir}", flush=True)
     print(f"  export KUBECONFIG={settings.kubeconfig}")
     return info
+
+
+def _node_images(settings: Settings) -> dict[str, Any]:
+    """The project's two images, built from its Dockerfiles (cached by content) and imported
+    into the node; and the job template a two-core node can schedule."""
+    from dvstack import images
+
+    built = images.build_images(settings)
+    for tag, archive in built.values():
+        node.import_image(settings, tag, archive)
+    template = yaml.safe_load((settings.repo / "spark_templates" / "sparkapplication.yaml")
+                              .read_text())
+    # A pod requests its Spark cores whole by default: two views' drivers and executors
+    # (a migration) would ask four CPUs of this two-core node and stay Pending.
+    for role in ("driver", "executor"):
+        template["spec"].setdefault(role, {})["coreRequest"] = "250m"
+    path = node.layout(settings).root / "sparkapplication.yaml"
+    path.write_text(yaml.safe_dump(template, sort_keys=False))
+    return {"images": {name: tag for name, (tag, _) in built.items()},
+            "spark_template": str(path)}
 
 
 def _check_mode(settings: Settings) -> None:

@@ -249,9 +249,18 @@ def _ctr(node: NodeLayout, *args: str) -> str:
                           "k8s.io", *args], what=f"ctr {' '.join(args[:2])}")
 
 
-def import_image(settings: Settings, archive: Path) -> None:
-    """Load an OCI archive into the node's containerd, where kubelet finds it."""
-    _ctr(layout(settings), "images", "import", "--no-unpack", str(archive))
+def import_image(settings: Settings, tag: str, archive: Path) -> bool:
+    """Load an OCI archive into the node's containerd, where kubelet finds it, unless an
+    image of that tag is there already (tags are content hashes); True when imported."""
+    node = layout(settings)
+    if tag in _ctr(node, "images", "ls", "--quiet").split():
+        return False
+    repository = tag.rsplit(":", 1)[0]
+    _ctr(node, "images", "import", "--base-name", repository, "--digests=false", str(archive))
+    if tag not in _ctr(node, "images", "ls", "--quiet").split():
+        raise SystemExit(f"importing {archive.name} into the node's containerd did not give "
+                         f"{tag}: see `ctr -n k8s.io images ls`")
+    return True
 
 
 def layout(settings: Settings) -> NodeLayout:
@@ -303,6 +312,10 @@ def prepare_host(settings: Settings) -> None:
     """Before any service binds the node address: note the host as it is, then add the
     bridge. Refuses a machine that cannot run the node, saying why."""
     reason = unsupported_reason()
+    if reason and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["bash", str(settings.repo / "stack" / "install-node-packages.sh")],
+                       check=False)
+        reason = unsupported_reason()
     if reason:
         raise SystemExit(f"DV_NODE=1 but this machine cannot run a node: {reason}. "
                          "Unset DV_NODE to use the SparkApplication stand-in instead.")

@@ -155,7 +155,7 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
                       primary_key: list[str], secret: str, checkpoint: str,
                       image_app_root: str, available_now: bool = False,
                       max_offsets_per_trigger: int | None = None,
-                      restart_retries: int = 0) -> dict[str, Any]:
+                      restart_retries: int = 0, image: str | None = None) -> dict[str, Any]:
     """A SparkApplication that runs the project's replay job, credentials via secretKeyRef."""
     job_config = {
         "view": view, "revision": revision,
@@ -178,6 +178,7 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
                      "labels": {"derivedviews.io/revision": revision}},
         "spec": {
             "type": "Python", "mode": "cluster", "pythonVersion": "3", "sparkVersion": "4.0.0",
+            **({"image": image} if image else {}),
             "mainApplicationFile": f"local://{image_app_root}/spark_templates/derived_view_job.py",
             "arguments": ["--config-json", json.dumps(job_config)],
             "sparkConf": {"spark.sql.shuffle.partitions": "4"},
@@ -237,3 +238,31 @@ def _replace_secret(core: Any, namespace: str, body: dict[str, Any]) -> None:
 
 def lag(ends: dict[int, int], committed: dict[int, int]) -> int:
     return sum(max(end - committed.get(p, 0), 0) for p, end in ends.items())
+
+
+SPARK_JOB_ACCOUNT = "derived-views-spark"
+"""The chart's job ServiceAccount (templates/spark-rbac.yaml), for tests without the chart."""
+
+
+def spark_job_account(kube_api_client: Any, namespace: str) -> str:
+    """What the chart's spark-rbac.yaml creates in a job namespace: a driver creates its
+    executors' pods, their Service and ConfigMap with it. The stand-in checks none of it; a
+    real driver without it is refused its own pod."""
+    from kubernetes import client
+
+    client.CoreV1Api(kube_api_client).create_namespaced_service_account(
+        namespace, {"metadata": {"name": SPARK_JOB_ACCOUNT}})
+    rbac = client.RbacAuthorizationV1Api(kube_api_client)
+    rbac.create_namespaced_role(namespace, {
+        "metadata": {"name": SPARK_JOB_ACCOUNT},
+        "rules": [{"apiGroups": [""],
+                   "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+                   "verbs": ["get", "list", "watch", "create", "update", "patch", "delete",
+                             "deletecollection"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": SPARK_JOB_ACCOUNT},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": SPARK_JOB_ACCOUNT},
+        "subjects": [{"kind": "ServiceAccount", "name": SPARK_JOB_ACCOUNT,
+                      "namespace": namespace}]})
+    return SPARK_JOB_ACCOUNT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -43,4 +44,16 @@ def operator_env(stack: Any, checkpoint_prefix: str, *, product_trigger: bool = 
            "DV_LAG_HISTORY_SECONDS": "1", **checkpoint_env(stack, checkpoint_prefix)}
     if not product_trigger:
         env["DV_TRIGGER_SECONDS"] = TRIGGER_SECONDS
-    return {**env, **extra}
+    env = {**env, **extra}
+    if stack.node:  # jobs run as pods of the project's own Spark image
+        env["DV_SPARK_IMAGE"] = stack.images["spark"]
+        env["DV_SPARK_TEMPLATE"] = stack.spark_template
+        env["DV_SPARK_SERVICE_ACCOUNT"] = "derived-views-spark"  # conftest.spark_job_account
+        # The stack's Kafka is not on loopback for a pod: the platform lists it, as a
+        # platform lists its clusters (tenancy.kafka.clusters).
+        policy = json.loads(env.get("DV_TENANCY_POLICY") or "{}")
+        host = stack.kafka_bootstrap.rsplit(":", 1)[0]
+        policy.setdefault("kafka", {}).setdefault("clusters", [
+            {"namespaces": ["*"], "bootstrapServers": [f"{host}:*"]}])
+        env["DV_TENANCY_POLICY"] = json.dumps(policy)
+    return env

@@ -1,0 +1,116 @@
+"""The real node: the Kubeflow Spark Operator submits the project's job, and its driver and
+executor run as pods of the project's own Spark image on the stack's kubelet.
+
+Runs when the stack has the node (DV_NODE=1); the stand-in's twin is test_first_replay.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from kubernetes import client
+
+from dvstack import replay
+from dvstack.waiting import wait_for
+
+EVENTS = 100_000
+PARTITIONS = 3
+NODE = "dv-node"
+
+
+@pytest.fixture()
+def real_node(stack: Any) -> None:
+    if not stack.node:
+        pytest.skip("the stack runs without the real node: DV_NODE=1 make stack-up starts it")
+
+
+def _state(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    obj = custom.get_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
+                                              "sparkapplications", name)
+    return dict(obj.get("status") or {})
+
+
+def _seconds(start: datetime, end: datetime) -> float:
+    return round((end - start).total_seconds(), 1)
+
+
+def test_the_spark_operator_runs_the_job_as_pods_on_the_node_and_it_replays_exactly(
+        stack: Any, real_node: None, kube_api_client: Any, namespace: str) -> None:
+    topic = f"orders-{uuid.uuid4().hex[:8]}"
+    revision = f"r{uuid.uuid4().hex[:10]}"
+    table = f"orders_by_customer__{revision}"
+    replay.create_topic(stack.kafka_bootstrap, topic, PARTITIONS)
+    events = replay.make_orders(EVENTS)
+    replay.produce(stack.kafka_bootstrap, topic, events)
+    counts: dict[str, int] = defaultdict(int)
+    sums: dict[str, float] = defaultdict(float)
+    for e in events:
+        counts[e["customer_id"]] += 1
+        sums[e["customer_id"]] += e["amount"]
+    expected = {c: (counts[c], sums[c]) for c in counts}
+    ends = replay.topic_end_offsets(stack.kafka_bootstrap, topic)
+
+    core = client.CoreV1Api(kube_api_client)
+    custom = client.CustomObjectsApi(kube_api_client)
+    core.create_namespaced_secret(namespace, replay.sink_secret("views-db", stack.pg))
+    name = "orders-replay"
+    app = replay.spark_application(
+        name=name, namespace=namespace, revision=revision, view=f"{namespace}/orders",
+        bootstrap=stack.kafka_bootstrap, topics=[topic], sql=replay.ORDERS_BY_CUSTOMER_SQL,
+        table=table, primary_key=["customer_id"], secret="views-db",
+        checkpoint=f"/tmp/checkpoints/{revision}", image_app_root=stack.image_app_root,
+        max_offsets_per_trigger=40_000, image=stack.images["spark"])
+    for role in ("driver", "executor"):
+        app["spec"][role].update(coreRequest="250m", serviceAccount=replay.SPARK_JOB_ACCOUNT)
+    created = time.monotonic()
+    custom.create_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
+                                           "sparkapplications", app)
+
+    def caught_up() -> bool:
+        status = _state(custom, namespace, name)
+        state = (status.get("applicationState") or {}).get("state")
+        if state in ("FAILED", "SUBMISSION_FAILED", "COMPLETED"):
+            pytest.fail(f"SparkApplication ended early: {state}: "
+                        f"{status['applicationState'].get('errorMessage')}")
+        return replay.ledger_end_offsets(stack.pg_dsn, revision, topic) == ends
+
+    wait_for(caught_up, timeout=900, interval=1.0,
+             what="ledger offsets to equal the topic's end offsets")
+    elapsed = time.monotonic() - created
+
+    status = _state(custom, namespace, name)
+    assert status["applicationState"]["state"] == "RUNNING"
+    with psycopg.connect(stack.pg_dsn) as conn:
+        rows = conn.execute(f'SELECT customer_id, orders, revenue FROM "{table}"').fetchall()
+    assert {r[0]: (r[1], r[2]) for r in rows} == expected
+
+    pods = core.list_namespaced_pod(namespace, label_selector="spark-role").items
+    roles = {p.metadata.labels["spark-role"]: p for p in pods}
+    assert set(roles) == {"driver", "executor"}, [p.metadata.name for p in pods]
+    starts = {}
+    for role, pod in roles.items():
+        assert pod.spec.node_name == NODE
+        assert pod.spec.containers[0].image == stack.images["spark"]
+        running = pod.status.container_statuses[0].state.running
+        assert running is not None, pod.status.container_statuses[0].state
+        starts[role] = _seconds(pod.metadata.creation_timestamp, running.started_at)
+
+    custom.delete_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
+                                           "sparkapplications", name)
+    wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector="spark-role").items,
+             timeout=120, what="the driver and executor pods to go with their SparkApplication")
+    results = Path(stack.state_dir) / "results"
+    results.mkdir(exist_ok=True)
+    (results / "real_node_replay.json").write_text(json.dumps({
+        "events": EVENTS, "seconds_create_to_caught_up": round(elapsed, 1),
+        "replay_events_per_s": round(EVENTS / elapsed),
+        "pod_created_to_running_seconds": starts}, indent=2))
+    replay.delete_topic(stack.kafka_bootstrap, topic)
