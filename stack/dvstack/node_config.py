@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dvstack.settings import Settings
+from dvstack.settings import Settings, env_port
 
 NODE_NAME = "dv-node"
 BRIDGE = "dvnode0"
@@ -41,16 +41,6 @@ SYSCTLS = (
     "vm/overcommit_memory",
     "vm/panic_on_oom",
 )
-
-
-def _port(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise SystemExit(f"{name}={raw!r} is not a port number") from None
 
 
 @dataclass(frozen=True)
@@ -102,12 +92,12 @@ def layout(settings: Settings) -> NodeLayout:
         # containerd's shim sockets must fit a unix socket path (108 bytes).
         run=Path(os.environ.get("DV_NODE_RUN_DIR", f"/run/dvnode-{_short_id(settings)}")),
         kube_dir=settings.state_dir / "kube",
-        kubelet_port=_port("DV_KUBELET_PORT", 20250),
-        kubelet_healthz_port=_port("DV_KUBELET_HEALTHZ_PORT", 20248),
-        scheduler_port=_port("DV_SCHEDULER_PORT", 20259),
-        proxy_healthz_port=_port("DV_PROXY_HEALTHZ_PORT", 20256),
-        proxy_metrics_port=_port("DV_PROXY_METRICS_PORT", 20249),
-        coredns_health_port=_port("DV_COREDNS_HEALTH_PORT", 20280),
+        kubelet_port=env_port("DV_KUBELET_PORT", 20250),
+        kubelet_healthz_port=env_port("DV_KUBELET_HEALTHZ_PORT", 20248),
+        scheduler_port=env_port("DV_SCHEDULER_PORT", 20259),
+        proxy_healthz_port=env_port("DV_PROXY_HEALTHZ_PORT", 20256),
+        proxy_metrics_port=env_port("DV_PROXY_METRICS_PORT", 20249),
+        coredns_health_port=env_port("DV_COREDNS_HEALTH_PORT", 20280),
     )
 
 

@@ -28,7 +28,8 @@ NODE_ADDRESS = "10.217.0.1"
 LOOPBACK = "127.0.0.1"
 
 
-def _port(name: str, default: int) -> int:
+def env_port(name: str, default: int) -> int:
+    """A port from the environment variable `name`, else `default`."""
     raw = os.environ.get(name, str(default))
     try:
         return int(raw)
@@ -87,18 +88,18 @@ def load() -> Settings:
         repo=REPO_ROOT,
         cache_dir=Path(os.environ.get("DV_CACHE_DIR", cache_default)).resolve(),
         state_dir=Path(os.environ.get("DV_STATE_DIR", REPO_ROOT / ".stack")).resolve(),
-        etcd_port=_port("DV_ETCD_PORT", 23790),
-        etcd_peer_port=_port("DV_ETCD_PEER_PORT", 23800),
-        apiserver_port=_port("DV_APISERVER_PORT", 16443),
-        controller_manager_port=_port("DV_KCM_PORT", 16444),
-        kafka_port=_port("DV_KAFKA_PORT", 19092),
-        kafka_controller_port=_port("DV_KAFKA_CONTROLLER_PORT", 19093),
-        kafka_sasl_port=_port("DV_KAFKA_SASL_PORT", 19094),
-        pg_port=_port("DV_PG_PORT", 15432),
-        s3_port=_port("DV_S3_PORT", 19900),
-        connect_port=_port("DV_CONNECT_PORT", 18083),
-        opensearch_port=_port("DV_OPENSEARCH_PORT", 19200),
-        opensearch_transport_port=_port("DV_OPENSEARCH_TRANSPORT_PORT", 19300),
+        etcd_port=env_port("DV_ETCD_PORT", 23790),
+        etcd_peer_port=env_port("DV_ETCD_PEER_PORT", 23800),
+        apiserver_port=env_port("DV_APISERVER_PORT", 16443),
+        controller_manager_port=env_port("DV_KCM_PORT", 16444),
+        kafka_port=env_port("DV_KAFKA_PORT", 19092),
+        kafka_controller_port=env_port("DV_KAFKA_CONTROLLER_PORT", 19093),
+        kafka_sasl_port=env_port("DV_KAFKA_SASL_PORT", 19094),
+        pg_port=env_port("DV_PG_PORT", 15432),
+        s3_port=env_port("DV_S3_PORT", 19900),
+        connect_port=env_port("DV_CONNECT_PORT", 18083),
+        opensearch_port=env_port("DV_OPENSEARCH_PORT", 19200),
+        opensearch_transport_port=env_port("DV_OPENSEARCH_TRANSPORT_PORT", 19300),
         node=_flag("DV_NODE"),
     )
 

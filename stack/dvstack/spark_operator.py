@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from dvstack import processes, spark_crd
-from dvstack.settings import Settings, load
+from dvstack.settings import Settings, env_port, load
 from dvstack.waiting import wait_for
 
 VERSION = spark_crd.VERSION
@@ -110,20 +110,13 @@ class Ports:
 
 def ports() -> Ports:
     """The defaults, each overridable as the stack's other ports are."""
-    def port(name: str, default: int) -> int:
-        raw = os.environ.get(name, str(default))
-        try:
-            return int(raw)
-        except ValueError:
-            raise SystemExit(f"{name}={raw!r} is not a port number") from None
-
     defaults = Ports()
     metrics = os.environ.get("DV_SPARK_CONTROLLER_METRICS_PORT")
     return Ports(
-        webhook=port("DV_SPARK_WEBHOOK_PORT", defaults.webhook),
-        webhook_health=port("DV_SPARK_WEBHOOK_HEALTH_PORT", defaults.webhook_health),
-        controller_health=port("DV_SPARK_CONTROLLER_HEALTH_PORT", defaults.controller_health),
-        controller_metrics=(port("DV_SPARK_CONTROLLER_METRICS_PORT", 0)
+        webhook=env_port("DV_SPARK_WEBHOOK_PORT", defaults.webhook),
+        webhook_health=env_port("DV_SPARK_WEBHOOK_HEALTH_PORT", defaults.webhook_health),
+        controller_health=env_port("DV_SPARK_CONTROLLER_HEALTH_PORT", defaults.controller_health),
+        controller_metrics=(env_port("DV_SPARK_CONTROLLER_METRICS_PORT", 0)
                             if metrics is not None else None),
     )
 

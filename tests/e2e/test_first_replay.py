@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
+from e2e_replay import app_status, orders_by_customer, wait_caught_up
 from kubernetes import client
 
 from dvstack import replay
@@ -24,12 +23,6 @@ from dvstack.waiting import wait_for
 
 EVENTS = 100_000
 PARTITIONS = 3
-
-
-def _state(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
-    obj = custom.get_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
-                                              "sparkapplications", name)
-    return dict(obj.get("status") or {})
 
 
 def _driver_running(app_name: str) -> bool:
@@ -55,13 +48,7 @@ def test_replay_from_genesis_matches_independent_recomputation(
     events = replay.make_orders(EVENTS)
     replay.produce(stack.kafka_bootstrap, topic, events)
 
-    expected: dict[str, tuple[int, float]] = {}
-    counts: dict[str, int] = defaultdict(int)
-    sums: dict[str, float] = defaultdict(float)
-    for e in events:
-        counts[e["customer_id"]] += 1
-        sums[e["customer_id"]] += e["amount"]
-    expected = {c: (counts[c], sums[c]) for c in counts}
+    expected = orders_by_customer(events)
 
     ends = replay.topic_end_offsets(stack.kafka_bootstrap, topic)
     assert sum(ends.values()) == EVENTS and len(ends) == PARTITIONS
@@ -80,19 +67,11 @@ def test_replay_from_genesis_matches_independent_recomputation(
     custom.create_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
                                            "sparkapplications", app)
 
-    def caught_up() -> bool:
-        status = _state(custom, namespace, name)
-        state = (status.get("applicationState") or {}).get("state")
-        if state in ("FAILED", "SUBMISSION_FAILED", "COMPLETED"):
-            pytest.fail(f"SparkApplication ended early: {state}: "
-                        f"{status['applicationState'].get('errorMessage')}")
-        return replay.ledger_end_offsets(stack.pg_dsn, revision, topic) == ends
-
-    wait_for(caught_up, timeout=900, interval=1.0,
-             what="ledger offsets to equal the topic's end offsets")
+    wait_caught_up(custom, namespace, name, dsn=stack.pg_dsn, revision=revision, topic=topic,
+                   ends=ends)
     elapsed = time.monotonic() - created
 
-    status = _state(custom, namespace, name)
+    status = app_status(custom, namespace, name)
     assert status["applicationState"]["state"] == "RUNNING"
     assert status["submissionAttempts"] == 1 and status["executionAttempts"] == 1
 

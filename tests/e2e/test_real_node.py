@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from e2e_replay import app_status, orders_by_customer, wait_caught_up
 from kubernetes import client
 
 from dvstack import replay
@@ -32,12 +32,6 @@ def real_node(stack: Any) -> None:
         pytest.skip("the stack runs without the real node: DV_NODE=1 make stack-up starts it")
 
 
-def _state(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
-    obj = custom.get_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
-                                              "sparkapplications", name)
-    return dict(obj.get("status") or {})
-
-
 def _seconds(start: datetime, end: datetime) -> float:
     return round((end - start).total_seconds(), 1)
 
@@ -50,12 +44,7 @@ def test_the_spark_operator_runs_the_job_as_pods_on_the_node_and_it_replays_exac
     replay.create_topic(stack.kafka_bootstrap, topic, PARTITIONS)
     events = replay.make_orders(EVENTS)
     replay.produce(stack.kafka_bootstrap, topic, events)
-    counts: dict[str, int] = defaultdict(int)
-    sums: dict[str, float] = defaultdict(float)
-    for e in events:
-        counts[e["customer_id"]] += 1
-        sums[e["customer_id"]] += e["amount"]
-    expected = {c: (counts[c], sums[c]) for c in counts}
+    expected = orders_by_customer(events)
     ends = replay.topic_end_offsets(stack.kafka_bootstrap, topic)
 
     core = client.CoreV1Api(kube_api_client)
@@ -74,19 +63,11 @@ def test_the_spark_operator_runs_the_job_as_pods_on_the_node_and_it_replays_exac
     custom.create_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
                                            "sparkapplications", app)
 
-    def caught_up() -> bool:
-        status = _state(custom, namespace, name)
-        state = (status.get("applicationState") or {}).get("state")
-        if state in ("FAILED", "SUBMISSION_FAILED", "COMPLETED"):
-            pytest.fail(f"SparkApplication ended early: {state}: "
-                        f"{status['applicationState'].get('errorMessage')}")
-        return replay.ledger_end_offsets(stack.pg_dsn, revision, topic) == ends
-
-    wait_for(caught_up, timeout=900, interval=1.0,
-             what="ledger offsets to equal the topic's end offsets")
+    wait_caught_up(custom, namespace, name, dsn=stack.pg_dsn, revision=revision, topic=topic,
+                   ends=ends)
     elapsed = time.monotonic() - created
 
-    status = _state(custom, namespace, name)
+    status = app_status(custom, namespace, name)
     assert status["applicationState"]["state"] == "RUNNING"
     with psycopg.connect(stack.pg_dsn) as conn:
         rows = conn.execute(f'SELECT customer_id, orders, revenue FROM "{table}"').fetchall()
