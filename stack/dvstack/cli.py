@@ -268,11 +268,17 @@ def down(settings: Settings) -> None:
     print("stack is down")
 
 
+def components(settings: Settings) -> tuple[str, ...]:
+    """The components of the stack's mode: with the node, its daemons and the Spark
+    Operator; without, the stand-in executor."""
+    return tuple(c for c in COMPONENTS if c not in _MODAL or c in (
+        (*node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER) if settings.node
+        else (SPARK_EXECUTOR,)))
+
+
 def status(settings: Settings) -> int:
     missing = 0
-    mode = ((*node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER) if settings.node
-            else (SPARK_EXECUTOR,))
-    for name in [c for c in COMPONENTS if c in mode or c not in _MODAL]:
+    for name in components(settings):
         if name == "postgres":
             pid = postgres_server.running_pid(settings)
         else:

@@ -403,8 +403,8 @@ def stop(settings: Settings) -> list[str]:
     node = layout(settings)
     before_file = _snapshot_file(node)
     if not before_file.is_file() and not any(processes.running(settings, d) for d in DAEMONS):
-        network_down()
-        return []  # this state directory never started a node
+        # This state directory never started a node; the bridge, if any, is another's.
+        return []
     processes.stop(settings, KUBELET)
     if processes.running(settings, CONTAINERD):
         crictl = settings.cache_dir / f"node-{KUBE_VERSION}" / "bin" / "crictl"

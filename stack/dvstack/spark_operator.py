@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
+
 from dvstack import processes, spark_crd
 from dvstack.settings import Settings, env_port, load
 from dvstack.waiting import wait_for
@@ -455,11 +457,14 @@ def remove_webhooks(settings: Settings) -> None:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-        except OSError:
+        except (OSError, urllib3.exceptions.HTTPError):
             return  # the API server is down already: nothing can reach them
 
 
 def stop(settings: Settings) -> None:
+    """Nothing to do for a stack that runs the stand-in (no webhook of ours is configured)."""
+    if not (processes.running(settings, WEBHOOK) or processes.running(settings, CONTROLLER)):
+        return
     processes.stop(settings, CONTROLLER)
     remove_webhooks(settings)
     processes.stop(settings, WEBHOOK)

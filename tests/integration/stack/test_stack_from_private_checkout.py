@@ -27,7 +27,7 @@ import pytest
 from botocore.config import Config
 
 from dvstack import postgres_server, processes
-from dvstack.cli import COMPONENTS
+from dvstack.cli import COMPONENTS, components
 from dvstack.settings import load
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -81,7 +81,7 @@ def test_the_stack_runs_from_a_private_checkout_with_a_space(checkout: Path) -> 
         assert status.returncode == 0, status.stdout
         running = {line.split()[0] for line in status.stdout.splitlines()
                    if line.split()[1:2] == ["running"]}
-        assert running == set(COMPONENTS)
+        assert running == set(components(clone_settings))
 
         info = json.loads((checkout / ".stack" / "stack.json").read_text())
         assert info["repo"] == str(checkout)

@@ -6,13 +6,13 @@ import subprocess
 import sys
 
 from dvstack import processes
-from dvstack.cli import COMPONENTS
+from dvstack.cli import components
 from dvstack.settings import load
 
 
 def test_up_again_reuses_running_components() -> None:
     settings = load()
-    names = tuple(n for n in COMPONENTS if n != "postgres")
+    names = tuple(n for n in components(settings) if n != "postgres")
     assert "s3proxy" in names
     before = {n: processes.running(settings, n) for n in names}
     assert all(before.values()), f"stack not fully up: {before}"

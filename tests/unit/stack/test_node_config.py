@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from dvstack import kafka_broker, node, node_config, oci_archive, postgres_server
+from dvstack.cli import components
 from dvstack.settings import Settings, load
 
 
@@ -120,3 +121,13 @@ def test_the_host_check_names_each_thing_left_behind_and_each_changed_sysctl() -
         "sysctl net/ipv4/ip_forward is '1', was '0'",
         "left behind /run/containerd",
     ]
+
+
+def test_each_mode_has_its_own_runner_of_spark_applications(tmp_path: Path) -> None:
+    plain = components(settings_in(tmp_path, with_node=False))
+    real = components(settings_in(tmp_path, with_node=True))
+    assert "spark-executor" in plain and "kubelet" not in plain
+    assert "spark-executor" not in real
+    assert {"containerd", "kubelet", "kube-proxy", "kube-scheduler", "coredns",
+            "spark-operator-webhook", "spark-operator-controller"} <= set(real)
+    assert set(plain) & set(real) >= {"postgres", "kube-apiserver", "kafka", "opensearch"}
