@@ -45,7 +45,8 @@ def operator_env(stack: Any, checkpoint_prefix: str, *, product_trigger: bool = 
     if not product_trigger:
         env["DV_TRIGGER_SECONDS"] = TRIGGER_SECONDS
     env = {**env, **extra}
-    if stack.node:  # jobs run as pods of the project's own Spark image
+    # A stack.json from before the node has no "node" (the benchmarks read it as it is).
+    if getattr(stack, "node", False):  # jobs run as pods of the project's own Spark image
         env["DV_SPARK_IMAGE"] = stack.images["spark"]
         env["DV_SPARK_TEMPLATE"] = stack.spark_template
         env["DV_SPARK_SERVICE_ACCOUNT"] = "derived-views-spark"  # conftest.spark_job_account
