@@ -21,7 +21,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import yaml
 from dvstack import kube_api, node_config, oci_archive, processes
 from dvstack.node_config import NodeLayout
 from dvstack.settings import KUBE_VERSION, Settings, load
-from dvstack.waiting import wait_for
+from dvstack.waiting import http_ok, wait_for
 
 CONTAINERD = "containerd"
 KUBELET = "kubelet"
@@ -303,11 +302,6 @@ def _forget_stand_in_nodes(settings: Settings) -> None:
         api.delete_node(item.metadata.name)
 
 
-def _http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as resp:
-        return bool(resp.status == 200)
-
-
 def prepare_host(settings: Settings) -> None:
     """Before any service binds the node address: note the host as it is, then add the
     bridge. Refuses a machine that cannot run the node, saying why."""
@@ -381,10 +375,10 @@ def start(settings: Settings) -> None:
     wait_for(lambda: _node_ready(settings), timeout=120,
              what=f"node {node_config.NODE_NAME} to be Ready",
              on_timeout=lambda: processes.tail(processes.log_file(settings, KUBELET)))
-    wait_for(lambda: _http_ok(f"http://127.0.0.1:{node.proxy_healthz_port}/healthz"),
+    wait_for(lambda: http_ok(f"http://127.0.0.1:{node.proxy_healthz_port}/healthz"),
              timeout=60, what="kube-proxy to sync",
              on_timeout=lambda: processes.tail(processes.log_file(settings, KUBE_PROXY)))
-    wait_for(lambda: _http_ok(f"http://127.0.0.1:{node.coredns_health_port}/health"),
+    wait_for(lambda: http_ok(f"http://127.0.0.1:{node.coredns_health_port}/health"),
              timeout=60, what="CoreDNS to serve",
              on_timeout=lambda: processes.tail(processes.log_file(settings, COREDNS)))
 

@@ -53,7 +53,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +62,7 @@ import urllib3
 
 from dvstack import processes, spark_crd
 from dvstack.settings import Settings, env_port, load
-from dvstack.waiting import wait_for
+from dvstack.waiting import http_ok, wait_for
 
 VERSION = spark_crd.VERSION
 COMMIT = "43afb8bbd32463037d8fb6e414e252c69081882b"
@@ -399,7 +398,7 @@ def start(settings: Settings, spark_submit: Path,
     log = processes.log_file(settings, WEBHOOK)
 
     def bundle() -> str | None:
-        if not _http_ok(readyz_url(port_set.webhook_health)):
+        if not http_ok(readyz_url(port_set.webhook_health)):
             return None
         try:
             secret = core.read_namespaced_secret(WEBHOOK_SECRET, NAMESPACE)
@@ -435,7 +434,7 @@ def start(settings: Settings, spark_submit: Path,
         spark_home = spark_home_for(spark_submit)
         processes.start(settings, CONTROLLER, controller_argv(settings, binary, port_set),
                         env=controller_env(settings, spark_home))
-    wait_for(lambda: _http_ok(readyz_url(port_set.controller_health)), timeout=120,
+    wait_for(lambda: http_ok(readyz_url(port_set.controller_health)), timeout=120,
              what="the Spark Operator's controller to be ready",
              on_timeout=lambda: processes.tail(processes.log_file(settings, CONTROLLER)))
 
@@ -468,14 +467,6 @@ def stop(settings: Settings) -> None:
     processes.stop(settings, CONTROLLER)
     remove_webhooks(settings)
     processes.stop(settings, WEBHOOK)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 def main() -> None:

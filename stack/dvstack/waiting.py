@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -41,3 +42,10 @@ def wait_for(
             extra = f"\n{on_timeout()}" if on_timeout else ""
             raise TimedOut(f"timed out after {timeout:.0f}s waiting for {what}{detail}{extra}")
         time.sleep(interval)
+
+
+def http_ok(url: str) -> bool:
+    """A plain HTTP health endpoint answers 200; a refused connection raises, so `wait_for`
+    names it when its deadline passes."""
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return bool(resp.status == 200)
