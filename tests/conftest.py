@@ -37,6 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "product_defaults: the test's operator keeps every "
                                        "product default (the e2e operator otherwise sets a "
                                        "longer trigger interval, e2e_operator.TRIGGER_SECONDS)")
+    config.addinivalue_line("markers", "real_node: where the stack has the real node, the "
+                                       "test's namespace is labelled for it, so the real Spark "
+                                       "Operator runs its jobs as pods (elsewhere the stand-in)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -118,7 +121,8 @@ class Stack:
     """OpenSearch's REST API (single node, no security plugin); "" in a stack.json from before
     OpenSearch joined the stack."""
     node: bool = False
-    """A real node runs the pods (DV_NODE=1), the real Spark Operator their jobs."""
+    """A real node runs beside the stand-in: the real Spark Operator runs the jobs of the
+    namespaces labelled for it (marker `real_node`) as pods on it."""
     images: dict[str, str] = field(default_factory=dict)
     """With the node: the project's images by name (operator, spark), imported into it."""
     spark_template: str = ""
@@ -143,23 +147,32 @@ def kube_api_client(stack: Stack) -> Any:
 
 
 @pytest.fixture()
-def namespace(stack: Stack, kube_api_client: Any) -> Iterator[str]:
+def jobs_on_node(request: pytest.FixtureRequest, stack: Stack) -> bool:
+    """Whether the test's jobs run on the real node: it asks (`real_node`) and there is one."""
+    return stack.node and request.node.get_closest_marker("real_node") is not None
+
+
+@pytest.fixture()
+def namespace(jobs_on_node: bool, kube_api_client: Any) -> Iterator[str]:
     """A fresh namespace per test, deleted afterwards (the controller manager empties it).
-    With the real node, it holds the Spark jobs' ServiceAccount, as the chart makes it."""
+    On the real node (`jobs_on_node`) it is labelled for the real Spark Operator and holds the
+    Spark jobs' ServiceAccount, as the chart makes it."""
     from kubernetes import client
 
+    from dvstack.node_support import NAMESPACE_LABEL
     from dvstack.waiting import wait_for
 
     core = client.CoreV1Api(kube_api_client)
     name = f"t-{uuid.uuid4().hex[:10]}"
-    core.create_namespace({"metadata": {"name": name}})
+    core.create_namespace({"metadata": {"name": name, "labels": (
+        {NAMESPACE_LABEL: "true"} if jobs_on_node else {})}})
     # As on a real cluster, where a namespace has its `default` ServiceAccount long before
     # anything runs in it: the controller manager creates it asynchronously (later still while
     # it relists after an API server restart), and a pod created before is forbidden.
     wait_for(lambda: core.list_namespaced_service_account(
         name, field_selector="metadata.name=default").items, timeout=120,
         what=f"the default ServiceAccount of namespace {name}")
-    if stack.node:
+    if jobs_on_node:
         replay.spark_job_account(kube_api_client, name)
     yield name
     core.delete_namespace(name)

@@ -23,6 +23,7 @@ from dvstack import (
     kafka_connect,
     kube_api,
     node,
+    node_support,
     opensearch_server,
     postgres_server,
     processes,
@@ -42,9 +43,8 @@ COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "
               kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, "spark-executor",
               *node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER)
 SPARK_EXECUTOR = "spark-executor"
-# The components of one mode only: the stand-in executor, or the node and the Spark Operator.
-_MODAL = frozenset((SPARK_EXECUTOR, *node.DAEMONS, spark_operator.WEBHOOK,
-                    spark_operator.CONTROLLER))
+# The components only the node's mode runs (the stand-in runs in both, for speed).
+_NODE_ONLY = frozenset((*node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER))
 # Where the Spark job image keeps the project; the executor maps it to this checkout.
 IMAGE_APP_ROOT = "/opt/derived-views"
 
@@ -119,6 +119,9 @@ def _start_executor(settings: Settings, spark_submit: Path, jars: list[Path],
         "--work-dir", str(settings.state_dir / "spark"),
         "--path-map", f"{IMAGE_APP_ROOT}={settings.repo}",
         "--python", sys.executable,
+        # beside the node, the namespaces the real Spark Operator serves are not the stand-in's
+        *(["--skip-namespaces-labelled", f"{node_support.NAMESPACE_LABEL}=true"]
+          if settings.node else []),
     ], env={"PYTHONUNBUFFERED": "1", "SPARK_SUBMIT_OPTS": java_options})
     log = processes.log_file(settings, SPARK_EXECUTOR)
     wait_for(lambda: "executor (stand-in for the Spark Operator) started" in log.read_text(),
@@ -184,9 +187,12 @@ def up(settings: Settings) -> dict[str, Any]:
     if settings.node:
         node.start(settings)
         node_info = _node_images(settings)
-        spark_operator.start(settings, spark_submit, apply_crds)
-    else:
-        _start_executor(settings, spark_submit, spark_jars, java_options)
+        spark_operator.start(settings, spark_submit, apply_crds,
+                             namespace_selector=f"{node_support.NAMESPACE_LABEL}=true")
+    elif not os.environ.get("DV_NODE", "").strip():
+        print(f"no real node: {node_support.auto_reason()}; the SparkApplication stand-in runs "
+              "every job", file=sys.stderr)
+    _start_executor(settings, spark_submit, spark_jars, java_options)
     opensearch_server.wait_ready(settings)
     info: dict[str, Any] = {
         "node": settings.node,
@@ -270,10 +276,8 @@ def down(settings: Settings) -> None:
 
 def components(settings: Settings) -> tuple[str, ...]:
     """The components of the stack's mode: with the node, its daemons and the Spark
-    Operator; without, the stand-in executor."""
-    return tuple(c for c in COMPONENTS if c not in _MODAL or c in (
-        (*node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER) if settings.node
-        else (SPARK_EXECUTOR,)))
+    Operator too."""
+    return tuple(c for c in COMPONENTS if settings.node or c not in _NODE_ONLY)
 
 
 def status(settings: Settings) -> int:

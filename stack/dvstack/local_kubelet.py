@@ -45,6 +45,11 @@ log = logging.getLogger("spark-executor.kubelet")
 # What the "image" gives every process besides the pod's env: the machine's tools.
 _BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 _BASE_PREFIXES = ("JAVA_", "SPARK_", "HADOOP_")
+STAND_IN_TAINT = "derivedviews.io/local-stand-in"
+LEASE_NAMESPACE = "kube-node-lease"
+LEASE_SECONDS = 40
+"""A kubelet's default `nodeLeaseDurationSeconds`; it renews every quarter of it."""
+LEASE_RENEW_SECONDS = 10.0
 # A process that outlives its pod (force-deleted) gets this long after SIGTERM.
 _ORPHAN_GRACE_SECONDS = 10.0
 
@@ -78,6 +83,8 @@ class LocalKubelet:
     def __init__(self, api_client: Any, *, node_name: str, logs_dir: Path, work_dir: Path,
                  python: str) -> None:
         self.core = client.CoreV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.next_heartbeat = 0.0
         self.node_name = node_name
         self.logs_dir = logs_dir
         self.work_dir = work_dir
@@ -89,9 +96,11 @@ class LocalKubelet:
         """Pod uid -> the FailedMount message last recorded as an Event for it."""
 
     # ---- node ---------------------------------------------------------------
-    def register_node(self) -> None:
+    def register_node(self, *, taint: bool = False) -> None:
         """Create the Node the driver pods are bound to, Ready, as a kubelet registers itself.
 
+        Beside a real node (`taint`) it carries a NoSchedule taint: the scheduler must never
+        bind a pod to it, as only pods the stand-in creates bound already are its own.
         A kubelet starting runs no pods yet: Secret volumes a previous run left are stale."""
         secret_volumes.remove_all(self.work_dir)
         body = {"metadata": {"name": self.node_name, "labels": {
@@ -99,6 +108,8 @@ class LocalKubelet:
             "derivedviews.io/local-stand-in": "true"}}}
         with contextlib.suppress(ApiException):
             self.core.create_node(body)
+        self.core.patch_node(self.node_name, {"spec": {"taints": [
+            {"key": STAND_IN_TAINT, "value": "true", "effect": "NoSchedule"}] if taint else None}})
         stamp = now_text()
         self.core.patch_node_status(self.node_name, {"status": {
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -106,6 +117,26 @@ class LocalKubelet:
                             "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}],
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
                           {"type": "Hostname", "address": self.node_name}]}})
+        self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """Renew the node's Lease, as a kubelet does every 10 s: beside the real node the
+        node lifecycle controller runs, and would mark a silent node unreachable and evict
+        its pods."""
+        if time.monotonic() < self.next_heartbeat:
+            return
+        body = {"metadata": {"name": self.node_name, "namespace": LEASE_NAMESPACE},
+                "spec": {"holderIdentity": self.node_name,
+                         "leaseDurationSeconds": LEASE_SECONDS,
+                         "renewTime": dt.datetime.now(dt.UTC).strftime(
+                             "%Y-%m-%dT%H:%M:%S.%fZ")}}
+        try:
+            self.coordination.patch_namespaced_lease(self.node_name, LEASE_NAMESPACE, body)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.coordination.create_namespaced_lease(LEASE_NAMESPACE, body)
+        self.next_heartbeat = time.monotonic() + LEASE_RENEW_SECONDS
 
     # ---- sync -------------------------------------------------------------------
     def sync(self, pods: list[dict[str, Any]]) -> None:

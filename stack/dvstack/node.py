@@ -28,6 +28,7 @@ import yaml
 
 from dvstack import kube_api, node_config, oci_archive, processes
 from dvstack.node_config import NodeLayout
+from dvstack.node_support import cni_bin_dir, unsupported_reason
 from dvstack.settings import KUBE_VERSION, Settings, load
 from dvstack.waiting import http_ok, wait_for
 
@@ -38,36 +39,6 @@ SCHEDULER = "kube-scheduler"
 COREDNS = "coredns"
 # Started in this order, stopped in the reverse.
 DAEMONS = (CONTAINERD, KUBELET, SCHEDULER, KUBE_PROXY, COREDNS)
-DEBIAN_PACKAGES = {
-    "containerd": "containerd", "ctr": "containerd", "containerd-shim-runc-v2": "containerd",
-    "runc": "runc", "iptables": "iptables", "ip": "iproute2", "mount": "mount",
-}
-
-
-# ---------------------------------------------------------------- prerequisites
-
-
-def unsupported_reason() -> str | None:
-    """Why this machine cannot run the node, or None. The stand-in serves instead."""
-    if os.geteuid() != 0:
-        return "the node needs root (containerd, kubelet and the CNI bridge change the host)"
-    if not Path("/sys/fs/cgroup").is_dir() or not os.listdir("/sys/fs/cgroup"):
-        return "the node needs cgroups mounted under /sys/fs/cgroup"
-    missing = [f"{cmd} (Debian package {pkg})" for cmd, pkg in DEBIAN_PACKAGES.items()
-               if shutil.which(cmd) is None]
-    if missing:
-        return "the node needs " + ", ".join(missing)
-    if _cni_bin_dir() is None:
-        return ("the node needs the CNI bridge and host-local plugins "
-                "(Debian package containernetworking-plugins)")
-    return None
-
-
-def _cni_bin_dir() -> str | None:
-    for d in node_config.CNI_BIN_DIRS:
-        if (Path(d) / "bridge").is_file() and (Path(d) / "host-local").is_file():
-            return d
-    return None
 
 
 def binaries(settings: Settings) -> Path:
@@ -292,16 +263,6 @@ def _node_ready(settings: Settings) -> bool:
                for c in (node.status.conditions or []))
 
 
-def _forget_stand_in_nodes(settings: Settings) -> None:
-    """A stand-in kubelet that ran before leaves its Node Ready (no node lifecycle
-    controller runs here); the scheduler must not bind pods to it."""
-    from kubernetes import client, config
-
-    api = client.CoreV1Api(config.new_client_from_config(config_file=str(settings.kubeconfig)))
-    for item in api.list_node(label_selector="derivedviews.io/local-stand-in=true").items:
-        api.delete_node(item.metadata.name)
-
-
 def prepare_host(settings: Settings) -> None:
     """Before any service binds the node address: note the host as it is, then add the
     bridge. Refuses a machine that cannot run the node, saying why."""
@@ -311,8 +272,8 @@ def prepare_host(settings: Settings) -> None:
                        check=False)
         reason = unsupported_reason()
     if reason:
-        raise SystemExit(f"DV_NODE=1 but this machine cannot run a node: {reason}. "
-                         "Unset DV_NODE to use the SparkApplication stand-in instead.")
+        raise SystemExit(f"this machine cannot run the real node: {reason}. "
+                         "DV_NODE=0 runs the stack with the SparkApplication stand-in only.")
     node = layout(settings)
     node.root.mkdir(parents=True, exist_ok=True)
     if not _snapshot_file(node).is_file():
@@ -324,7 +285,7 @@ def start(settings: Settings) -> None:
     """Start the node's daemons (reusing those that run) and wait for the node to be Ready."""
     node = layout(settings)
     bin_dir = binaries(settings)
-    cni_bin = _cni_bin_dir()
+    cni_bin = cni_bin_dir()
     assert cni_bin is not None
     prepare_host(settings)
     ensure_certs(settings)
@@ -344,7 +305,6 @@ def start(settings: Settings) -> None:
     _ctr(node, "images", "import", str(_pause_archive(settings, bin_dir)))
 
     _make_cgroup_root()
-    _forget_stand_in_nodes(settings)
     kubelet_yaml = _write(node.root / "kubelet.yaml", yaml.safe_dump(node_config.kubelet_config(node)))
     if not processes.running(settings, KUBELET):
         processes.start(settings, KUBELET, [

@@ -27,7 +27,6 @@ CLUSTER_DOMAIN = "cluster.local"
 CGROUP_ROOT = "/dvnode"
 PAUSE_IMAGE = "localhost/dv-pause:1"
 # Images of the stack's own making; kubelet must never pull them (there is no registry).
-CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 # What kubelet (and the CNI bridge with isGateway) may change on the host: read before
 # the node starts, written back after it stops.
 SYSCTLS = (

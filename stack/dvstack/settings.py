@@ -6,6 +6,7 @@ checkouts (or CI and a developer) can run side by side.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,7 @@ class Settings:
     opensearch_port: int
     opensearch_transport_port: int
     node: bool = False
-    """A real node runs pods (DV_NODE=1): the services then listen on the node address."""
+    """A real node runs pods: the services then listen on the node address (`node_mode`)."""
 
     @property
     def host(self) -> str:
@@ -84,10 +85,11 @@ class Settings:
 
 def load() -> Settings:
     cache_default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "derived-views"
+    state_dir = Path(os.environ.get("DV_STATE_DIR", REPO_ROOT / ".stack")).resolve()
     return Settings(
         repo=REPO_ROOT,
         cache_dir=Path(os.environ.get("DV_CACHE_DIR", cache_default)).resolve(),
-        state_dir=Path(os.environ.get("DV_STATE_DIR", REPO_ROOT / ".stack")).resolve(),
+        state_dir=state_dir,
         etcd_port=env_port("DV_ETCD_PORT", 23790),
         etcd_peer_port=env_port("DV_ETCD_PEER_PORT", 23800),
         apiserver_port=env_port("DV_APISERVER_PORT", 16443),
@@ -100,8 +102,22 @@ def load() -> Settings:
         connect_port=env_port("DV_CONNECT_PORT", 18083),
         opensearch_port=env_port("DV_OPENSEARCH_PORT", 19200),
         opensearch_transport_port=env_port("DV_OPENSEARCH_TRANSPORT_PORT", 19300),
-        node=_flag("DV_NODE"),
+        node=node_mode(state_dir),
     )
+
+
+def node_mode(state_dir: Path) -> bool:
+    """Whether the stack runs the real node: `DV_NODE` (1 or 0) when set; else the mode of
+    the stack that runs from `state_dir`; else wherever the machine can run it."""
+    if os.environ.get("DV_NODE", "").strip():
+        return _flag("DV_NODE")
+    try:
+        return bool(json.loads((state_dir / "stack.json").read_text()).get("node", False))
+    except (OSError, ValueError, AttributeError):
+        pass
+    from dvstack import node_support
+
+    return node_support.auto_reason() is None
 
 
 def _flag(name: str) -> bool:

@@ -121,12 +121,15 @@ class SparkOperator:
         self.node_name = node_name
         self.job_namespaces = job_namespaces
         self.controller_namespaces = controller_namespaces
+        self.skipped: frozenset[str] = frozenset()
+        """Namespaces another controller serves (the real Spark Operator beside the node)."""
         self.seen: dict[str, _Seen] = {}
 
     def sync(self, apps: list[dict[str, Any]], pods: dict[tuple[str, str], dict[str, Any]]) -> None:
         for app in apps:
             meta = app["metadata"]
-            if not in_scope(meta["namespace"], self.controller_namespaces):
+            if (not in_scope(meta["namespace"], self.controller_namespaces)
+                    or meta["namespace"] in self.skipped):
                 continue
             try:
                 self._sync_app(app, pods)
@@ -231,14 +234,21 @@ def _api_message(exc: ApiException) -> str:
 class StandIn:
     """Both halves on one level-triggered loop: list, act, repeat."""
 
-    def __init__(self, api_client: Any, operator: SparkOperator, kubelet: LocalKubelet) -> None:
+    def __init__(self, api_client: Any, operator: SparkOperator, kubelet: LocalKubelet, *,
+                 skip_labelled: str = "") -> None:
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.operator = operator
         self.kubelet = kubelet
+        self.skip_labelled = skip_labelled
         self.stopping = threading.Event()
 
     def tick(self) -> None:
+        if self.skip_labelled:
+            self.operator.skipped = frozenset(
+                ns.metadata.name for ns in
+                self.core.list_namespace(label_selector=self.skip_labelled).items)
+        self.kubelet.heartbeat()
         apps = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
         pods = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)
         items: list[dict[str, Any]] = pods["items"]
@@ -282,6 +292,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="comma-separated namespaces the webhook mutates (empty: all)")
     parser.add_argument("--controller-namespaces", default="",
                         help="comma-separated namespaces whose applications run (empty: all)")
+    parser.add_argument("--skip-namespaces-labelled", default="", metavar="SELECTOR",
+                        help="leave the applications of namespaces matching this label "
+                             "selector to another controller (the real Spark Operator)")
     parser.add_argument("--period", type=float, default=0.5, help="seconds between passes")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -292,11 +305,11 @@ def main(argv: list[str] | None = None) -> None:
                        path_map=dict(item.split("=", 1) for item in args.path_map))
     kubelet = LocalKubelet(api_client, node_name=args.node_name, logs_dir=Path(args.logs_dir),
                            work_dir=work_dir, python=args.python)
-    kubelet.register_node()
+    kubelet.register_node(taint=bool(args.skip_namespaces_labelled))
     operator = SparkOperator(api_client, spark=spark, node_name=args.node_name,
                              job_namespaces=_namespaces(args.job_namespaces),
                              controller_namespaces=_namespaces(args.controller_namespaces))
-    stand_in = StandIn(api_client, operator, kubelet)
+    stand_in = StandIn(api_client, operator, kubelet, skip_labelled=args.skip_namespaces_labelled)
 
     def stop(signum: int, frame: object) -> None:
         stand_in.stopping.set()

@@ -242,8 +242,8 @@ def _common_flags(settings: Settings, health_port: int,
 
 
 def controller_argv(settings: Settings, binary: Path, port_set: Ports, *,
-                    namespaces: Iterable[str] = (), ui_service: bool = False,
-                    threads: int = 10) -> list[str]:
+                    namespaces: Iterable[str] = (), namespace_selector: str | None = None,
+                    ui_service: bool = False, threads: int = 10) -> list[str]:
     """`spark-operator controller start` for the stack.
 
     `ui_service` is off by default: each application's `<app>-ui-svc` takes a ClusterIP, and
@@ -252,6 +252,7 @@ def controller_argv(settings: Settings, binary: Path, port_set: Ports, *,
     metrics = port_set.controller_metrics
     return [str(binary), "controller", "start",
             *_common_flags(settings, port_set.controller_health, namespaces),
+            *([f"--namespace-selector={namespace_selector}"] if namespace_selector else []),
             f"--controller-threads={threads}",
             f"--enable-ui-service={str(ui_service).lower()}",
             # The chart's values (the binary's own are 10, 100 and no cap on the backoff).
@@ -316,7 +317,7 @@ def ca_bundle(secret: Mapping[str, Any]) -> str | None:
 
 def _webhook(path: str, group: str, version: str, resource: str,
              operations: tuple[str, ...], port: int, bundle: str | None,
-             namespaces: Iterable[str]) -> dict[str, Any]:
+             namespaces: Iterable[str], selector: str | None) -> dict[str, Any]:
     client: dict[str, Any] = {"url": f"https://{WEBHOOK_HOST}:{port}{path}"}
     if bundle:
         client["caBundle"] = bundle
@@ -334,9 +335,19 @@ def _webhook(path: str, group: str, version: str, resource: str,
     if chosen:
         hook["namespaceSelector"] = {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": chosen}]}
+    elif selector:
+        hook["namespaceSelector"] = {"matchLabels": _labels(selector)}
     if resource == "pods":  # Spark's pods only, by the label spark-submit gives them
         hook["objectSelector"] = {"matchLabels": {LAUNCHED_BY_LABEL: "true"}}
     return hook
+
+
+def _labels(selector: str) -> dict[str, str]:
+    """`key=value,...` (the only selector form the stack passes) as `matchLabels`."""
+    pairs = [item.split("=", 1) for item in selector.split(",") if item]
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"namespace selector {selector!r}: use key=value[,key=value]")
+    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def _config(kind: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -348,37 +359,46 @@ def _config(kind: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def mutating_webhook_configuration(port: int, bundle: str | None = None, *,
-                                   namespaces: Iterable[str] = ()) -> dict[str, Any]:
-    """The chart's MutatingWebhookConfiguration with a loopback URL in place of its Service."""
+                                   namespaces: Iterable[str] = (),
+                                   selector: str | None = None) -> dict[str, Any]:
+    """The chart's MutatingWebhookConfiguration with a loopback URL in place of its Service.
+
+    The chart scopes it by `spark.jobNamespaces` only; with a `selector` (the controller's
+    `--namespace-selector`) the stack scopes it by the same labels, so the namespaces the
+    stand-in serves never meet the real webhook."""
     group, version, resource, operations = _POD_RULE
     names = list(namespaces)
     hooks = [_webhook("/mutate--v1-pod", group, version, resource, operations, port,
-                      bundle, names)]
+                      bundle, names, selector)]
     for group, version, resource in _CR_RULES:
         path = f"/mutate-{group.replace('.', '-')}-{version}-{resource[:-1]}"
         hooks.append(_webhook(path, group, version, resource, ("CREATE", "UPDATE"),
-                              port, bundle, names))
+                              port, bundle, names, selector))
     return _config("MutatingWebhookConfiguration", hooks)
 
 
 def validating_webhook_configuration(port: int, bundle: str | None = None, *,
-                                     namespaces: Iterable[str] = ()) -> dict[str, Any]:
-    """The chart's ValidatingWebhookConfiguration with a loopback URL in place of its Service."""
+                                     namespaces: Iterable[str] = (),
+                                     selector: str | None = None) -> dict[str, Any]:
+    """The chart's ValidatingWebhookConfiguration with a loopback URL in place of its Service
+    (scoped as `mutating_webhook_configuration` is)."""
     names = list(namespaces)
     hooks = []
     for group, version, resource in _CR_RULES:
         path = f"/validate-{group.replace('.', '-')}-{version}-{resource[:-1]}"
         hooks.append(_webhook(path, group, version, resource, ("CREATE", "UPDATE"),
-                              port, bundle, names))
+                              port, bundle, names, selector))
     return _config("ValidatingWebhookConfiguration", hooks)
 
 
 # --- start and stop -------------------------------------------------------------------------
 
 def start(settings: Settings, spark_submit: Path,
-          apply_crds: Callable[[Any, list[Path]], None]) -> None:
+          apply_crds: Callable[[Any, list[Path]], None], *,
+          namespace_selector: str | None = None) -> None:
     """The webhook first, its CA in both webhook configurations, then the controller: no
-    SparkApplication write meets a webhook the API server cannot call yet."""
+    SparkApplication write meets a webhook the API server cannot call yet. With a
+    `namespace_selector`, both serve only the namespaces whose labels match it."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
@@ -412,11 +432,11 @@ def start(settings: Settings, spark_submit: Path,
     ca = bundle()
     admission = client.AdmissionregistrationV1Api(api_client)
     for body, read, create, replace in (
-        (mutating_webhook_configuration(port_set.webhook, ca),
+        (mutating_webhook_configuration(port_set.webhook, ca, selector=namespace_selector),
          admission.read_mutating_webhook_configuration,
          admission.create_mutating_webhook_configuration,
          admission.replace_mutating_webhook_configuration),
-        (validating_webhook_configuration(port_set.webhook, ca),
+        (validating_webhook_configuration(port_set.webhook, ca, selector=namespace_selector),
          admission.read_validating_webhook_configuration,
          admission.create_validating_webhook_configuration,
          admission.replace_validating_webhook_configuration),
@@ -432,7 +452,8 @@ def start(settings: Settings, spark_submit: Path,
             replace(WEBHOOK_NAME, body)
     if not processes.running(settings, CONTROLLER):
         spark_home = spark_home_for(spark_submit)
-        processes.start(settings, CONTROLLER, controller_argv(settings, binary, port_set),
+        processes.start(settings, CONTROLLER, controller_argv(
+            settings, binary, port_set, namespace_selector=namespace_selector),
                         env=controller_env(settings, spark_home))
     wait_for(lambda: http_ok(readyz_url(port_set.controller_health)), timeout=120,
              what="the Spark Operator's controller to be ready",

@@ -55,7 +55,8 @@ def checkpoint_secret(stack: Any, kube_api_client: Any, namespace: str) -> str:
 
 @pytest.fixture()
 def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client: Any,
-                     tmp_path: Path, namespace: str, checkpoint_secret: str) -> Iterator[Path]:
+                     tmp_path: Path, namespace: str, checkpoint_secret: str,
+                     jobs_on_node: bool) -> Iterator[Path]:
     """`derived-views-operator` against the local stack, watching the test's namespaces
     (`watched`); yields its log file."""
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
@@ -69,7 +70,8 @@ def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client
         [sys.executable, "-m", "derived_views.main", f"--liveness={probe}", *namespaces],
         stdout=log, stderr=subprocess.STDOUT,
         env=operator_env(stack, f"e2e/{tmp_path.name}", product_trigger=request.node.
-                         get_closest_marker("product_defaults") is not None))
+                         get_closest_marker("product_defaults") is not None,
+                         node=jobs_on_node))
     wait_until_live(proc, probe, log_path)
     yield log_path
     proc.terminate()

@@ -37,16 +37,16 @@ interval (marker `product_defaults`), so its default path stays under test."""
 
 
 def operator_env(stack: Any, checkpoint_prefix: str, *, product_trigger: bool = False,
-                 **extra: str) -> dict[str, str]:
+                 node: bool = False, **extra: str) -> dict[str, str]:
     """The environment of an operator a test starts: the stack's API server and S3
-    checkpoints, a 1 s lag poll, the tests' trigger interval unless `product_trigger`."""
+    checkpoints, a 1 s lag poll, the tests' trigger interval unless `product_trigger`; with
+    `node`, its jobs as pods of the project's Spark image on the real node."""
     env = {**os.environ, "KUBECONFIG": stack.kubeconfig, "DV_LAG_POLL_SECONDS": "1",
            "DV_LAG_HISTORY_SECONDS": "1", **checkpoint_env(stack, checkpoint_prefix)}
     if not product_trigger:
         env["DV_TRIGGER_SECONDS"] = TRIGGER_SECONDS
     env = {**env, **extra}
-    # A stack.json from before the node has no "node" (the benchmarks read it as it is).
-    if getattr(stack, "node", False):  # jobs run as pods of the project's own Spark image
+    if node:
         env["DV_SPARK_IMAGE"] = stack.images["spark"]
         env["DV_SPARK_TEMPLATE"] = stack.spark_template
         env["DV_SPARK_SERVICE_ACCOUNT"] = "derived-views-spark"  # conftest.spark_job_account

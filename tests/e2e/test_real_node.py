@@ -1,7 +1,8 @@
 """The real node: the Kubeflow Spark Operator submits the project's job, and its driver and
 executor run as pods of the project's own Spark image on the stack's kubelet.
 
-Runs when the stack has the node (DV_NODE=1); the stand-in's twin is test_first_replay.
+Runs where the stack has the node (`make stack-up` starts it wherever the machine can run
+it); the stand-in's twin is test_first_replay.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ PARTITIONS = 3
 NODE = "dv-node"
 
 
+pytestmark = pytest.mark.real_node
+
+
 @pytest.fixture()
-def real_node(stack: Any) -> None:
-    if not stack.node:
-        pytest.skip("the stack runs without the real node: DV_NODE=1 make stack-up starts it")
+def real_node(jobs_on_node: bool) -> None:
+    if not jobs_on_node:
+        pytest.skip("the stack runs without the real node (`make stack-up` says why)")
 
 
 def _seconds(start: datetime, end: datetime) -> float:

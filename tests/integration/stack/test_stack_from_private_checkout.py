@@ -66,9 +66,11 @@ def test_the_stack_runs_from_a_private_checkout_with_a_space(checkout: Path) -> 
     here = load()
     env = {k: v for k, v in os.environ.items() if k != "DV_STATE_DIR" and k not in PORTS}
     env.update({name: str(processes.free_port()) for name in PORTS})
+    env["DV_NODE"] = "0"  # one real node per machine: it is the main stack's
     env.update({"DV_CACHE_DIR": str(here.cache_dir), "PYTHONPATH": os.pathsep.join(
         str(checkout / part) for part in ("operator", "stack"))})
-    clone_settings = dataclasses.replace(here, repo=checkout, state_dir=checkout / ".stack")
+    clone_settings = dataclasses.replace(here, repo=checkout, state_dir=checkout / ".stack",
+                                         node=False)
 
     def dvstack(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "dvstack", *args], cwd=checkout, env=env,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dvstack import kafka_broker, node, node_config, oci_archive, postgres_server
+from dvstack import kafka_broker, node, node_config, node_support, oci_archive, postgres_server
 from dvstack.cli import components
 from dvstack.settings import Settings, load
 
@@ -45,6 +45,25 @@ def test_dv_node_takes_one_and_zero_and_refuses_anything_else(
     monkeypatch.setenv("DV_NODE", "yes please")
     with pytest.raises(SystemExit, match="DV_NODE='yes please'"):
         load()
+
+
+def test_dv_node_unset_follows_the_running_stack_else_the_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DV_NODE", raising=False)
+    monkeypatch.setenv("DV_STATE_DIR", str(tmp_path))
+    (tmp_path / "stack.json").write_text(json.dumps({"node": True}))
+    assert load().node
+    (tmp_path / "stack.json").write_text(json.dumps({"node": False}))
+    assert not load().node
+    (tmp_path / "stack.json").unlink()
+    monkeypatch.setattr(node_support, "host_reason", lambda: "the node needs root")
+    assert not load().node
+    monkeypatch.setattr(node_support, "host_reason", lambda: None)
+    monkeypatch.setattr(node_support.shutil, "which", lambda cmd: None)  # no packages, no apt
+    assert not load().node
+    monkeypatch.setattr(node_support.shutil, "which",
+                        lambda cmd: "/usr/bin/apt-get" if cmd == "apt-get" else None)
+    assert load().node  # `up` installs the packages
 
 
 def test_pods_get_addresses_of_the_stack_own_range_through_its_bridge(tmp_path: Path) -> None:
@@ -123,11 +142,12 @@ def test_the_host_check_names_each_thing_left_behind_and_each_changed_sysctl() -
     ]
 
 
-def test_each_mode_has_its_own_runner_of_spark_applications(tmp_path: Path) -> None:
+def test_the_node_mode_adds_the_node_and_the_spark_operator_beside_the_stand_in(
+        tmp_path: Path) -> None:
     plain = components(settings_in(tmp_path, with_node=False))
     real = components(settings_in(tmp_path, with_node=True))
     assert "spark-executor" in plain and "kubelet" not in plain
-    assert "spark-executor" not in real
+    assert "spark-executor" in real  # for speed, in the namespaces not labelled for the node
     assert {"containerd", "kubelet", "kube-proxy", "kube-scheduler", "coredns",
             "spark-operator-webhook", "spark-operator-controller"} <= set(real)
     assert set(plain) & set(real) >= {"postgres", "kube-apiserver", "kafka", "opensearch"}

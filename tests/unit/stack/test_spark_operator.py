@@ -171,6 +171,21 @@ def test_job_namespaces_select_by_name_and_the_ca_bundle_is_set() -> None:
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]}]}
 
 
+def test_a_namespace_selector_scopes_the_controller_and_both_webhooks_alike(
+        settings: Settings) -> None:
+    got = flags(so.controller_argv(settings, BINARY, so.Ports(),
+                                   namespace_selector="derivedviews.io/real-node=true"))
+    assert got["namespace-selector"] == "derivedviews.io/real-node=true"
+    assert "namespaces" not in got
+    for build in (so.mutating_webhook_configuration, so.validating_webhook_configuration):
+        config = build(16451, selector="derivedviews.io/real-node=true")
+        for hook in config["webhooks"]:
+            assert hook["namespaceSelector"] == {
+                "matchLabels": {"derivedviews.io/real-node": "true"}}
+    with pytest.raises(ValueError, match="key=value"):
+        so.mutating_webhook_configuration(16451, selector="derivedviews.io/real-node")
+
+
 def test_ca_bundle_waits_for_every_key_of_the_webhook_secret() -> None:
     full = {key: "eA==" for key in so.WEBHOOK_SECRET_KEYS} | {"ca-cert.pem": "Q0E="}
     assert so.ca_bundle({"data": full}) == "Q0E="
