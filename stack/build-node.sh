@@ -18,9 +18,20 @@ kube_bin="$(bash "$HERE/build-kube.sh" node | tail -1)"
 for b in kubelet kube-proxy kube-scheduler; do ln -sf "$kube_bin/$b" "$BIN_DIR/$b"; done
 
 export CGO_ENABLED=0 GOFLAGS="" GO111MODULE=on
-if [[ ! -x "$BIN_DIR/coredns" ]]; then
-  GOBIN="$BIN_DIR" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+coredns_sum="$(sha256sum "$HERE/node/coredns/main.go" | cut -c1-12)"
+if [[ ! -x "$BIN_DIR/coredns-$coredns_sum" ]]; then
+  # Our own main with the Corefile's plugins only, at the pinned CoreDNS: its go.mod
+  # (no replace directives) decides every other version, as `go install` would.
+  work="$(mktemp -d)"
+  cp "$HERE/node/coredns/main.go" "$work/main.go"
+  (cd "$work" && go mod init derivedviews.local/coredns 2>/dev/null \
+     && go get "github.com/coredns/coredns@$COREDNS_VERSION" 2>/dev/null \
+     && go mod tidy \
+     && go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/coredns-$coredns_sum.partial" .)
+  rm -rf "$work"
+  mv "$BIN_DIR/coredns-$coredns_sum.partial" "$BIN_DIR/coredns-$coredns_sum"
 fi
+ln -sf "coredns-$coredns_sum" "$BIN_DIR/coredns"
 if [[ ! -x "$BIN_DIR/crictl" ]]; then
   GOBIN="$BIN_DIR" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 fi

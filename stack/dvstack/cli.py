@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,11 @@ def _check_ports(settings: Settings) -> None:
 def up(settings: Settings) -> dict[str, Any]:
     t0 = time.monotonic()
     settings.state_dir.mkdir(parents=True, exist_ok=True)
+    _check_mode(settings)
+    if settings.node:
+        node.prepare_host(settings)  # its packages; the node address before anything binds it
     bins = artefacts.kube_binaries(settings)
+    node_builds = _NodeBuilds(settings) if settings.node else None
     kafka_libs = artefacts.kafka_libs(settings)
     connect_libs = artefacts.kafka_connect_libs(settings)
     spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
@@ -171,9 +176,6 @@ def up(settings: Settings) -> dict[str, Any]:
         spark_jvm.ensure_archive(settings, spark_submit, spark_jars))
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
-    _check_mode(settings)
-    if settings.node:
-        node.prepare_host(settings)  # the node address exists before anything binds it
     _check_ports(settings)
     # Launched first and awaited last: its JVM boots while the others start.
     opensearch_server.start(settings, opensearch_home, wait=False)
@@ -184,7 +186,8 @@ def up(settings: Settings) -> dict[str, Any]:
     kafka_connect.start(settings, connect_libs)
     s3_store.start(settings, s3proxy_jar)
     node_info: dict[str, Any] = {}
-    if settings.node:
+    if node_builds is not None:
+        node_builds.wait()
         node.start(settings)
         node_info = _node_images(settings)
         spark_operator.start(settings, spark_submit, apply_crds,
@@ -223,6 +226,32 @@ def up(settings: Settings) -> dict[str, Any]:
           f"logs in {settings.logs_dir}", flush=True)
     print(f"  export KUBECONFIG={settings.kubeconfig}")
     return info
+
+
+class _NodeBuilds:
+    """The node's cold builds, begun while the stack's artefacts download and its services
+    start: the Go builds (kubelet and co., CoreDNS, the Spark Operator) take both cores,
+    the images' Debian bases mostly wait on the package mirror, so the two run side by side."""
+
+    def __init__(self, settings: Settings) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from dvstack import images
+
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="node-build")
+        self.futures: list[Future[Any]] = [
+            self.pool.submit(lambda: (node.binaries(settings),
+                                      spark_operator.operator_binary(settings))),
+            self.pool.submit(images.build_images, settings),
+        ]
+
+    def wait(self) -> None:
+        """Both done; the first failure raised here, on the caller's thread."""
+        try:
+            for future in self.futures:
+                future.result()
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _node_images(settings: Settings) -> dict[str, Any]:
