@@ -83,8 +83,9 @@ class Helm:
 
     def _with_values(self, verb: str, release: str, namespace: str,
                      values: Mapping[str, Any], *flags: str) -> subprocess.CompletedProcess[str]:
-        # No --wait: there is no kubelet, so the operator pods never run; callers
-        # check the objects through the API instead.
+        # No --wait: the operator pods run only where their image is (the real node,
+        # given the project's image; no registry is reachable), so callers wait on what
+        # they check, through the API.
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="dv-values-") as f:
             json.dump(values, f)
             f.flush()
@@ -97,8 +98,9 @@ class Helm:
 
     def upgrade(self, release: str, namespace: str,
                 values: Mapping[str, Any]) -> subprocess.CompletedProcess[str]:
-        # --no-hooks: the CRD upgrade hook is a Job, and without a kubelet Helm would wait
-        # for it forever; its command is tested on its own (test_crd_upgrade_hook.py).
+        # --no-hooks: the CRD upgrade hook is a Job of the chart's image, which no node
+        # can pull here, and Helm would wait for it forever; its command is tested on its
+        # own (test_crd_upgrade_hook.py).
         return self._with_values("upgrade", release, namespace, values, "--no-hooks")
 
     def uninstall(self, release: str, namespace: str) -> None:

@@ -1,9 +1,10 @@
 """Fixtures for installing the Helm chart into the local API server.
 
 Each test gets fresh namespaces and release names; whatever it installs is
-uninstalled and its namespaces deleted afterwards, even when it fails. There
-is no kubelet, so the operator pods never run: tests check objects through
-the API, never wait on pods.
+uninstalled and its namespaces deleted afterwards, even when it fails. The
+operator pods never run here (their default image is in no registry this
+machine reaches; tests/e2e/test_chart_on_node.py runs them from the project's
+image): tests check objects through the API, never wait on pods.
 """
 
 from __future__ import annotations

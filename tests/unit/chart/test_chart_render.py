@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from derived_views.settings import from_env
 from dvstack.chart import CHART
@@ -498,3 +499,41 @@ def test_the_kafka_and_checkpoint_rules_reach_the_admission_policy(render: Any) 
     kafka_rule = next(v for v in one(none, "ValidatingAdmissionPolicy")["spec"]["validations"]
                       if "tenancy.kafka.clusters" in v.get("messageExpression", ""))
     assert kafka_rule["expression"] == "false"
+
+
+# --- the jobs' SparkApplication template ------------------------------------------
+
+JOB_TEMPLATE = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+                "spec": {"driver": {"coreRequest": "250m"}, "executor": {"coreRequest": "250m"}}}
+
+
+def test_a_job_template_is_mounted_from_a_config_map_and_named_to_the_operator(
+        render: Any) -> None:
+    objs = render({"spark": {"jobTemplate": JOB_TEMPLATE}})
+    config_map = one(objs, "ConfigMap")
+    assert yaml.safe_load(config_map["data"]["sparkapplication.yaml"]) == JOB_TEMPLATE
+    c = container(objs)
+    path = env_of(c)["DV_SPARK_TEMPLATE"]
+    mount = next(m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    pod = one(objs, "StatefulSet")["spec"]["template"]
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert path.rsplit("/", 1)[1] == "sparkapplication.yaml"
+    # a changed template rolls the pods
+    changed = render({"spark": {"jobTemplate": {**JOB_TEMPLATE, "metadata": {"labels": {"a": "b"}}}}})
+    annotations = [one(o, "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+                   for o in (objs, changed)]
+    assert annotations[0] != annotations[1]
+
+
+def test_without_a_job_template_the_image_template_serves(render: Any) -> None:
+    objs = render({})
+    assert kinds(objs, "ConfigMap") == []
+    assert "DV_SPARK_TEMPLATE" not in env_of(container(objs))
+
+
+def test_a_job_template_must_be_a_spark_application(render_error: Any) -> None:
+    assert "apiVersion" in render_error({"spark": {"jobTemplate": {"kind": "SparkApplication"}}})
+    assert "SparkApplication" in render_error({"spark": {"jobTemplate": {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "Pod"}}})
