@@ -153,6 +153,13 @@ def jobs_on_node(request: pytest.FixtureRequest, stack: Stack) -> bool:
 
 
 @pytest.fixture()
+def real_node(jobs_on_node: bool) -> None:
+    """For a test that means nothing without the node: skipped where the stack has none."""
+    if not jobs_on_node:
+        pytest.skip("the stack runs without the real node (`make stack-up` says why)")
+
+
+@pytest.fixture()
 def namespace(jobs_on_node: bool, kube_api_client: Any) -> Iterator[str]:
     """A fresh namespace per test, deleted afterwards (the controller manager empties it).
     On the real node (`jobs_on_node`) it is labelled for the real Spark Operator and holds the

@@ -34,11 +34,6 @@ SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(a
           "FROM events GROUP BY customer_id")
 
 
-@pytest.fixture()
-def real_node(jobs_on_node: bool) -> None:
-    if not jobs_on_node:
-        pytest.skip("the stack runs without the real node (`make stack-up` says why)")
-
 
 def chart_values(stack: Any, namespace: str) -> dict[str, Any]:
     """The chart's values for the local stack: our image, never pulled; the stack's Kafka,

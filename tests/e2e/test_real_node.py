@@ -30,11 +30,6 @@ NODE = "dv-node"
 pytestmark = pytest.mark.real_node
 
 
-@pytest.fixture()
-def real_node(jobs_on_node: bool) -> None:
-    if not jobs_on_node:
-        pytest.skip("the stack runs without the real node (`make stack-up` says why)")
-
 
 def _seconds(start: datetime, end: datetime) -> float:
     return round((end - start).total_seconds(), 1)

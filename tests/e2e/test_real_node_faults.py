@@ -33,11 +33,6 @@ PER_BATCH = 8_000
 COLUMNS = ["orders", "revenue"]
 
 
-@pytest.fixture()
-def real_node(jobs_on_node: bool) -> None:
-    if not jobs_on_node:
-        pytest.skip("the stack runs without the real node (`make stack-up` says why)")
-
 
 def _batches(dsn: str, revision: str) -> list[int]:
     with psycopg.connect(dsn) as conn:

@@ -47,11 +47,6 @@ G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 RUNTIMES = ("stand-in", "node")
 
 
-@pytest.fixture()
-def real_node(jobs_on_node: bool) -> None:
-    if not jobs_on_node:
-        pytest.skip("the stack runs without the real node (`make stack-up` says why)")
-
 
 @dataclass
 class Runtime:
