@@ -29,9 +29,9 @@ stack-down:
 stack-status: setup
 	$(PY) -m dvstack status
 
-## test: unit + integration + e2e on the local stack (PYTEST_ARGS passes through)
+## test: unit + integration + e2e on the local stack, with the real node where the machine can run one (PYTEST_ARGS passes through)
 test: setup
-	$(PY) -m dvstack test -- $(PYTEST_ARGS)
+	DV_NODE=$${DV_NODE:-auto} $(PY) -m dvstack test -- $(PYTEST_ARGS)
 
 ## test-fast: unit + integration only (no e2e, no fault suite), for development; CI runs `test`
 test-fast: setup

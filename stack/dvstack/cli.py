@@ -37,7 +37,7 @@ from dvstack import (
     test_phases,
 )
 from dvstack.helm import helm_binary
-from dvstack.settings import Settings, load
+from dvstack.settings import AUTO, Settings, load
 from dvstack.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
@@ -192,9 +192,11 @@ def up(settings: Settings) -> dict[str, Any]:
         node_info = _node_images(settings)
         spark_operator.start(settings, spark_submit, apply_crds,
                              namespace_selector=f"{node_support.NAMESPACE_LABEL}=true")
-    elif not os.environ.get("DV_NODE", "").strip():
-        print(f"no real node: {node_support.auto_reason()}; the SparkApplication stand-in runs "
-              "every job", file=sys.stderr)
+    elif os.environ.get("DV_NODE", "").strip().lower() == AUTO:
+        reason = (node_support.auto_reason()
+                  or "the stack runs without it already (`make stack-down` first)")
+        print(f"no real node: {reason}; the SparkApplication stand-in runs every job",
+              file=sys.stderr)
     _start_executor(settings, spark_submit, spark_jars, java_options)
     opensearch_server.wait_ready(settings)
     info: dict[str, Any] = {

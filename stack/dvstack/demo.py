@@ -56,7 +56,8 @@ def start_operator(settings: Settings, info: dict[str, Any], run: str) -> subpro
     env = {**os.environ, "KUBECONFIG": info["kubeconfig"], "DV_LAG_POLL_SECONDS": "1",
            "DV_CHECKPOINT_BASE": f"s3a://{s3['bucket']}/demo/{run}",
            "DV_CHECKPOINT_SECRET": replay.CHECKPOINT_SECRET,
-           "DV_CHECKPOINT_S3_ENDPOINT": s3["endpoint"], "DV_CHECKPOINT_S3_REGION": s3["region"]}
+           "DV_CHECKPOINT_S3_ENDPOINT": s3["endpoint"], "DV_CHECKPOINT_S3_REGION": s3["region"],
+           **replay.kafka_tenancy_env(info["kafka_bootstrap"], os.environ.get("DV_TENANCY_POLICY"))}
     return subprocess.Popen([sys.executable, "-m", "derived_views.main", "-A"], stdout=log,
                             stderr=subprocess.STDOUT, env=env)
 

@@ -240,6 +240,20 @@ def lag(ends: dict[int, int], committed: dict[int, int]) -> int:
     return sum(max(end - committed.get(p, 0), 0) for p, end in ends.items())
 
 
+def kafka_tenancy_env(bootstrap: str, policy: str | None = None) -> dict[str, str]:
+    """`DV_TENANCY_POLICY` for an operator on the local stack, where it must differ from the
+    product's default: that lists loopback Kafka clusters only, and beside the real node the
+    stack's Kafka listens on the node address. The stack's Kafka is then listed, as a
+    platform lists its clusters (`tenancy.kafka.clusters`); `policy` is kept otherwise."""
+    host = bootstrap.rsplit(":", 1)[0]
+    if host in ("127.0.0.1", "localhost"):
+        return {"DV_TENANCY_POLICY": policy} if policy else {}
+    rules = json.loads(policy or "{}")
+    rules.setdefault("kafka", {}).setdefault("clusters", [
+        {"namespaces": ["*"], "bootstrapServers": [f"{host}:*"]}])
+    return {"DV_TENANCY_POLICY": json.dumps(rules)}
+
+
 SPARK_JOB_ACCOUNT = "derived-views-spark"
 """The chart's job ServiceAccount (templates/spark-rbac.yaml), for tests without the chart."""
 

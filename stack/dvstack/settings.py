@@ -27,6 +27,8 @@ OPENSEARCH_VERSION = "2.19.3"
 NODE_ADDRESS = "10.217.0.1"
 """The stack's address on its own bridge (dvstack.node): where pods reach its services."""
 LOOPBACK = "127.0.0.1"
+AUTO = "auto"
+"""`DV_NODE=auto`: the real node wherever the machine can run it (`make test`)."""
 
 
 def env_port(name: str, default: int) -> int:
@@ -107,14 +109,19 @@ def load() -> Settings:
 
 
 def node_mode(state_dir: Path) -> bool:
-    """Whether the stack runs the real node: `DV_NODE` (1 or 0) when set; else the mode of
-    the stack that runs from `state_dir`; else wherever the machine can run it."""
-    if os.environ.get("DV_NODE", "").strip():
+    """Whether the stack runs the real node: `DV_NODE=1` or `0` says so; otherwise the mode
+    of the stack that runs from `state_dir`; otherwise, with `DV_NODE=auto` (what `make
+    test` sets), wherever the machine can run it, and with `DV_NODE` unset, not (the
+    stand-in alone starts faster, and keeps every service on 127.0.0.1)."""
+    raw = os.environ.get("DV_NODE", "").strip().lower()
+    if raw and raw != AUTO:
         return _flag("DV_NODE")
     try:
         return bool(json.loads((state_dir / "stack.json").read_text()).get("node", False))
     except (OSError, ValueError, AttributeError):
         pass
+    if raw != AUTO:
+        return False
     from dvstack import node_support
 
     return node_support.auto_reason() is None
@@ -123,5 +130,5 @@ def node_mode(state_dir: Path) -> bool:
 def _flag(name: str) -> bool:
     raw = os.environ.get(name, "0").strip().lower()
     if raw not in ("0", "1", "", "false", "true", "off", "on"):
-        raise SystemExit(f"{name}={raw!r}: use 1 (on) or 0 (off)")
+        raise SystemExit(f"{name}={raw!r}: use 1 (on), 0 (off) or {AUTO} (where it can)")
     return raw in ("1", "true", "on")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from e2e_checkpoints import checkpoint_env
+
+from dvstack import replay
 
 
 def second_namespace(namespace: str) -> str:
@@ -46,15 +47,9 @@ def operator_env(stack: Any, checkpoint_prefix: str, *, product_trigger: bool = 
     if not product_trigger:
         env["DV_TRIGGER_SECONDS"] = TRIGGER_SECONDS
     env = {**env, **extra}
+    env.update(replay.kafka_tenancy_env(stack.kafka_bootstrap, env.get("DV_TENANCY_POLICY")))
     if node:
         env["DV_SPARK_IMAGE"] = stack.images["spark"]
         env["DV_SPARK_TEMPLATE"] = stack.spark_template
-        env["DV_SPARK_SERVICE_ACCOUNT"] = "derived-views-spark"  # conftest.spark_job_account
-        # The stack's Kafka is not on loopback for a pod: the platform lists it, as a
-        # platform lists its clusters (tenancy.kafka.clusters).
-        policy = json.loads(env.get("DV_TENANCY_POLICY") or "{}")
-        host = stack.kafka_bootstrap.rsplit(":", 1)[0]
-        policy.setdefault("kafka", {}).setdefault("clusters", [
-            {"namespaces": ["*"], "bootstrapServers": [f"{host}:*"]}])
-        env["DV_TENANCY_POLICY"] = json.dumps(policy)
+        env["DV_SPARK_SERVICE_ACCOUNT"] = replay.SPARK_JOB_ACCOUNT
     return env

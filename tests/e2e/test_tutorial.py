@@ -114,7 +114,8 @@ def test_readme_tutorial(stack: Any, kube_api_client: Any, tmp_path: Path) -> No
                 env={**admin_env, **op_env, "DV_LAG_POLL_SECONDS": "1",
                      "DV_METRICS_PORT": str(metrics_port),
                      "DV_LAG_HISTORY_SECONDS": "1",
-                     **checkpoint_env(stack, "checkpoints")})
+                     **checkpoint_env(stack, "checkpoints"),
+                     **replay.kafka_tenancy_env(stack.kafka_bootstrap)})
 
         # 3. Events and the sink Secret, then the view.
         sh.run("03-sample-orders", sys.executable, "-m", "dvstack", "sample-orders",

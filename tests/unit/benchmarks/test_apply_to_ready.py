@@ -92,8 +92,8 @@ def test_medians_take_each_part_over_the_runs_that_have_it(atr: ModuleType) -> N
 
 def test_the_operator_keeps_the_tests_environment_at_the_product_s_pace(
         atr: ModuleType) -> None:
-    info = {"kubeconfig": "kubeconfig", "s3": {"bucket": "b", "endpoint": "http://s3:1",
-                                               "region": "r"}}
+    info = {"kubeconfig": "kubeconfig", "kafka_bootstrap": "127.0.0.1:19092",
+            "s3": {"bucket": "b", "endpoint": "http://s3:1", "region": "r"}}
     env = atr.operator_environment(info, "bench/x", None)
     assert env["KUBECONFIG"] == "kubeconfig"
     assert env["DV_CHECKPOINT_BASE"] == "s3a://b/bench/x"

@@ -43,19 +43,26 @@ def test_dv_node_takes_one_and_zero_and_refuses_anything_else(
     monkeypatch.setenv("DV_NODE", "0")
     assert not load().node
     monkeypatch.setenv("DV_NODE", "yes please")
-    with pytest.raises(SystemExit, match="DV_NODE='yes please'"):
+    with pytest.raises(SystemExit, match=r"DV_NODE='yes please'.*auto"):
         load()
 
 
-def test_dv_node_unset_follows_the_running_stack_else_the_machine(
+def test_dv_node_auto_or_unset_follows_the_running_stack(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DV_NODE", raising=False)
     monkeypatch.setenv("DV_STATE_DIR", str(tmp_path))
-    (tmp_path / "stack.json").write_text(json.dumps({"node": True}))
-    assert load().node
-    (tmp_path / "stack.json").write_text(json.dumps({"node": False}))
-    assert not load().node
-    (tmp_path / "stack.json").unlink()
+    for value in ("auto", ""):
+        monkeypatch.setenv("DV_NODE", value)
+        (tmp_path / "stack.json").write_text(json.dumps({"node": True}))
+        assert load().node
+        (tmp_path / "stack.json").write_text(json.dumps({"node": False}))
+        assert not load().node
+        (tmp_path / "stack.json").unlink()
+
+
+def test_dv_node_auto_runs_it_where_the_machine_can_and_unset_never(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DV_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("DV_NODE", "auto")
     monkeypatch.setattr(node_support, "host_reason", lambda: "the node needs root")
     assert not load().node
     monkeypatch.setattr(node_support, "host_reason", lambda: None)
@@ -64,6 +71,8 @@ def test_dv_node_unset_follows_the_running_stack_else_the_machine(
     monkeypatch.setattr(node_support.shutil, "which",
                         lambda cmd: "/usr/bin/apt-get" if cmd == "apt-get" else None)
     assert load().node  # `up` installs the packages
+    monkeypatch.delenv("DV_NODE")
+    assert not load().node  # the stand-in alone unless asked
 
 
 def test_pods_get_addresses_of_the_stack_own_range_through_its_bridge(tmp_path: Path) -> None:
@@ -151,3 +160,18 @@ def test_the_node_mode_adds_the_node_and_the_spark_operator_beside_the_stand_in(
     assert {"containerd", "kubelet", "kube-proxy", "kube-scheduler", "coredns",
             "spark-operator-webhook", "spark-operator-controller"} <= set(real)
     assert set(plain) & set(real) >= {"postgres", "kube-apiserver", "kafka", "opensearch"}
+
+
+def test_an_operator_beside_the_node_is_allowed_the_stack_kafka_and_keeps_its_policy() -> None:
+    from dvstack.replay import kafka_tenancy_env
+
+    assert kafka_tenancy_env("127.0.0.1:19092") == {}
+    assert kafka_tenancy_env("127.0.0.1:19092", '{"python": {"enabled": true}}') == {
+        "DV_TENANCY_POLICY": '{"python": {"enabled": true}}'}
+    policy = json.loads(kafka_tenancy_env("10.217.0.1:19092",
+                                          '{"python": {"enabled": true}}')["DV_TENANCY_POLICY"])
+    assert policy == {"python": {"enabled": True}, "kafka": {"clusters": [
+        {"namespaces": ["*"], "bootstrapServers": ["10.217.0.1:*"]}]}}
+    mine = '{"kafka": {"clusters": [{"namespaces": ["a"], "bootstrapServers": ["k:1"]}]}}'
+    assert json.loads(kafka_tenancy_env("10.217.0.1:19092", mine)["DV_TENANCY_POLICY"]) == \
+        json.loads(mine)  # a test's own clusters are its own
