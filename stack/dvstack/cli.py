@@ -289,7 +289,8 @@ def _check_mode(settings: Settings) -> None:
             "`make stack-down` first")
 
 
-def down(settings: Settings) -> None:
+def down(settings: Settings) -> list[str]:
+    """Stop every component; returns what the node left changed on the host (printed)."""
     processes.stop(settings, SPARK_EXECUTOR)
     spark_operator.stop(settings)
     host_changes = node.stop(settings)
@@ -303,6 +304,7 @@ def down(settings: Settings) -> None:
     for change in host_changes:
         print(f"  the node left on the host: {change}")
     print("stack is down")
+    return host_changes
 
 
 def components(settings: Settings) -> tuple[str, ...]:
@@ -342,10 +344,13 @@ def run_tests(settings: Settings, pytest_args: list[str]) -> int:
             if merged:
                 walls = ", ".join(f"{p} {s:.0f} s" for p, s in merged["phases"].items())
                 print(f"dvstack test: pytest wall time {merged['wall_seconds']:.0f} s ({walls})")
-        return test_phases.exit_status(statuses)
+        result = test_phases.exit_status(statuses)
     finally:
-        if was_down and os.environ.get("KEEP_STACK") != "1":
-            down(settings)
+        left = (down(settings) if was_down and os.environ.get("KEEP_STACK") != "1" else [])
+    if left:  # the host must be as it was: a run that changed it fails
+        print(f"dvstack test: the node left {len(left)} change(s) on the host (above)")
+        return result or 1
+    return result
 
 
 def _run_step(settings: Settings, step: list[tuple[str, list[str]]],
@@ -404,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "up":
         up(settings)
     elif args.command == "down":
-        down(settings)
+        sys.exit(1 if down(settings) else 0)
     elif args.command == "status":
         sys.exit(status(settings))
     elif args.command == "restart":
