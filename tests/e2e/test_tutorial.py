@@ -12,6 +12,7 @@ beside other tests. Every command's output is kept under
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -86,9 +87,15 @@ def test_readme_tutorial(stack: Any, kube_api_client: Any, tmp_path: Path) -> No
     operator: subprocess.Popen[bytes] | None = None
     try:
         # 1. Install the chart: CRDs, RBAC, the ServiceAccount, the (pod-less) StatefulSet.
+        # The README's stack is on 127.0.0.1, which the chart's default policy lists; beside
+        # the real node the stack's Kafka is on the node address, listed as a platform would.
+        kafka_policy = replay.kafka_tenancy_env(stack.kafka_bootstrap).get("DV_TENANCY_POLICY")
+        listed = (["--set-json", "tenancy.kafka.clusters="
+                   + json.dumps(json.loads(kafka_policy)["kafka"]["clusters"])]
+                  if kafka_policy else [])
         sh.run("01-helm-install", sys.executable, "-m", "dvstack", "helm", "install", release,
                str(REPO / "charts" / "derived-views"), "-n", release_ns, "--create-namespace",
-               "--set", "replicaCount=1")
+               "--set", "replicaCount=1", *listed)
         sa = f"{release}-derived-views"
         peering = f"{release_ns}-{sa}"
 

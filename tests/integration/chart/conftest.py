@@ -9,11 +9,13 @@ image): tests check objects through the API, never wait on pods.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from dvstack import replay
 from dvstack.chart import Helm, Kubectl, Release, kubectl_binary, short_id
 from dvstack.helm import helm_binary
 from dvstack.settings import load
@@ -57,15 +59,26 @@ def contained(values: dict[str, Any]) -> dict[str, Any]:
     return {**values, "tenancy": tenancy}
 
 
+def with_stack_kafka(values: dict[str, Any], bootstrap: str) -> dict[str, Any]:
+    """A release's values listing the stack's Kafka where the chart's default (loopback only)
+    would refuse it, as beside the real node; a test's own `tenancy.kafka` is kept."""
+    policy = replay.kafka_tenancy_env(bootstrap).get("DV_TENANCY_POLICY")
+    tenancy = values.get("tenancy") or {}
+    if policy is None or "kafka" in tenancy:
+        return values
+    return {**values, "tenancy": {**tenancy, "kafka": json.loads(policy)["kafka"]}}
+
+
 @pytest.fixture
-def install(helm_cli: Helm) -> Iterator[Callable[..., Release]]:
+def install(helm_cli: Helm, stack: Any) -> Iterator[Callable[..., Release]]:
     """`install(namespace, values, name=None)`: a helm release, uninstalled after the test."""
     installed: list[Release] = []
 
     def run(namespace: str, values: dict[str, Any], name: str | None = None) -> Release:
         release = Release(name or f"dv-{short_id()}", namespace)
         installed.append(release)
-        helm_cli.install(release.name, namespace, contained(values))
+        helm_cli.install(release.name, namespace,
+                         contained(with_stack_kafka(values, stack.kafka_bootstrap)))
         return release
 
     yield run
