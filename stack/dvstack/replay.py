@@ -249,7 +249,8 @@ def kafka_tenancy_env(bootstrap: str, policy: str | None = None) -> dict[str, st
     if host in ("127.0.0.1", "localhost"):
         return {"DV_TENANCY_POLICY": policy} if policy else {}
     rules = json.loads(policy or "{}")
-    rules.setdefault("kafka", {}).setdefault("clusters", [
+    rules.setdefault("kafka", {}).setdefault("clusters", [  # the default's, and the stack's
+        {"namespaces": ["*"], "bootstrapServers": ["127.0.0.1:*", "localhost:*"]},
         {"namespaces": ["*"], "bootstrapServers": [f"{host}:*"]}])
     return {"DV_TENANCY_POLICY": json.dumps(rules)}
 

@@ -171,6 +171,7 @@ def test_an_operator_beside_the_node_is_allowed_the_stack_kafka_and_keeps_its_po
     policy = json.loads(kafka_tenancy_env("10.217.0.1:19092",
                                           '{"python": {"enabled": true}}')["DV_TENANCY_POLICY"])
     assert policy == {"python": {"enabled": True}, "kafka": {"clusters": [
+        {"namespaces": ["*"], "bootstrapServers": ["127.0.0.1:*", "localhost:*"]},
         {"namespaces": ["*"], "bootstrapServers": ["10.217.0.1:*"]}]}}
     mine = '{"kafka": {"clusters": [{"namespaces": ["a"], "bootstrapServers": ["k:1"]}]}}'
     assert json.loads(kafka_tenancy_env("10.217.0.1:19092", mine)["DV_TENANCY_POLICY"]) == \
