@@ -329,6 +329,8 @@ def matrix_release(helm: Helm, kubectl: Kubectl, mode: Mode) -> Iterator[MatrixT
             kubectl.create_namespace(ns)
             created.append(ns)
         values: dict[str, Any] = {"watch": {"mode": mode}}
+        if mode == "cluster":  # its tenancy policy would judge every test's views (RBAC only here)
+            values["tenancy"] = {"admissionPolicy": {"enabled": False}}
         if mode == "namespaces":
             values["watch"]["namespaces"] = [names["watched"], names["watched2"]]
         helm.install(release, names["release"], values)

@@ -62,7 +62,9 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=50, seed=113).start()
     try:
         handle.patch({"spec": {"transform": {"sql": SQL_V2}}})
-        handle.wait_serving_new(v1, "v2 to replay and take over")
+        # a node replays at about half the stand-in's rate, beside the whole suite
+        handle.wait_serving_new(v1, "v2 to replay and take over",
+                                timeout=1200 if jobs_on_node else 600)
     finally:
         reader.stop()
         events += live.stop()
