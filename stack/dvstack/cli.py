@@ -121,7 +121,7 @@ def _start_executor(settings: Settings, spark_submit: Path, jars: list[Path],
         "--path-map", f"{IMAGE_APP_ROOT}={settings.repo}",
         "--python", sys.executable,
         # beside the node, the namespaces the real Spark Operator serves are not the stand-in's
-        *(["--skip-namespaces-labelled", f"{node_support.NAMESPACE_LABEL}=true"]
+        *(["--skip-namespaces-labelled", node_support.NAMESPACE_SELECTOR]
           if settings.node else []),
     ], env={"PYTHONUNBUFFERED": "1", "SPARK_SUBMIT_OPTS": java_options})
     log = processes.log_file(settings, SPARK_EXECUTOR)
@@ -191,7 +191,7 @@ def up(settings: Settings) -> dict[str, Any]:
         node.start(settings)
         node_info = _node_images(settings)
         spark_operator.start(settings, spark_submit, apply_crds,
-                             namespace_selector=f"{node_support.NAMESPACE_LABEL}=true")
+                             namespace_selector=node_support.NAMESPACE_SELECTOR)
     elif os.environ.get("DV_NODE", "").strip().lower() == AUTO:
         reason = (node_support.auto_reason()
                   or "the stack runs without it already (`make stack-down` first)")

@@ -20,6 +20,8 @@ DEBIAN_PACKAGES = {
 NAMESPACE_LABEL = "derivedviews.io/real-node"
 """A namespace labelled `true` has its SparkApplications run by the real Spark Operator on
 the node; every other namespace's by the stand-in, which serves for speed beside it."""
+NAMESPACE_SELECTOR = f"{NAMESPACE_LABEL}=true"
+"""Those namespaces, as the label selector the controller and the stand-in are given."""
 
 
 def cni_bin_dir() -> str | None:

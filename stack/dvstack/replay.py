@@ -155,8 +155,11 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
                       primary_key: list[str], secret: str, checkpoint: str,
                       image_app_root: str, available_now: bool = False,
                       max_offsets_per_trigger: int | None = None,
-                      restart_retries: int = 0, image: str | None = None) -> dict[str, Any]:
-    """A SparkApplication that runs the project's replay job, credentials via secretKeyRef."""
+                      restart_retries: int = 0, image: str | None = None,
+                      core_request: str | None = None,
+                      service_account: str | None = None) -> dict[str, Any]:
+    """A SparkApplication that runs the project's replay job, credentials via secretKeyRef;
+    on the real node, with a `core_request` and the job `service_account` for both pods."""
     job_config = {
         "view": view, "revision": revision,
         "source": {"bootstrapServers": bootstrap, "topics": topics, "format": "json",
@@ -168,6 +171,8 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
         "checkpointLocation": checkpoint,
         "trigger": {"availableNow": True} if available_now else {"processingTimeSeconds": 1},
     }
+    pods = {**({"coreRequest": core_request} if core_request else {}),
+            **({"serviceAccount": service_account} if service_account else {})}
     env = [{"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
            for var, key in (("PGHOST", "host"), ("PGPORT", "port"), ("PGDATABASE", "database"),
                             ("PGUSER", "user"), ("PGPASSWORD", "password"))]
@@ -185,8 +190,8 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
             "restartPolicy": ({"type": "OnFailure", "onFailureRetries": restart_retries,
                                "onFailureRetryInterval": 2} if restart_retries
                               else {"type": "Never"}),
-            "driver": {"cores": 1, "memory": "1g", "env": env},
-            "executor": {"instances": 1, "cores": 2, "memory": "1g", "env": env},
+            "driver": {"cores": 1, "memory": "1g", "env": env, **pods},
+            "executor": {"instances": 1, "cores": 2, "memory": "1g", "env": env, **pods},
         },
     }
 

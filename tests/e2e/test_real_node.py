@@ -49,9 +49,8 @@ def _replay(stack: Any, core: client.CoreV1Api, custom: client.CustomObjectsApi,
         bootstrap=stack.kafka_bootstrap, topics=[topic], sql=replay.ORDERS_BY_CUSTOMER_SQL,
         table=table, primary_key=["customer_id"], secret="views-db",
         checkpoint=f"/tmp/checkpoints/{revision}", image_app_root=stack.image_app_root,
-        max_offsets_per_trigger=40_000, image=image)
-    for role in ("driver", "executor"):
-        app["spec"][role].update(coreRequest="250m", serviceAccount=replay.SPARK_JOB_ACCOUNT)
+        max_offsets_per_trigger=40_000, image=image, core_request="250m",
+        service_account=replay.SPARK_JOB_ACCOUNT)
     created = time.monotonic()
     custom.create_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
                                            "sparkapplications", app)

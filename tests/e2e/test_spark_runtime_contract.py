@@ -146,9 +146,8 @@ def application(stack: Any, runtime: Runtime, name: str, topic: str, *, secret: 
         view=f"{runtime.namespace}/contract", bootstrap=stack.kafka_bootstrap, topics=[topic],
         sql=sql, table=f"contract_{revision}", primary_key=["customer_id"], secret=secret,
         checkpoint=f"/tmp/checkpoints/{revision}", image_app_root=stack.image_app_root,
-        restart_retries=retries, image=runtime.image)
-    for role in ("driver", "executor"):
-        app["spec"][role].update(coreRequest="250m", serviceAccount=replay.SPARK_JOB_ACCOUNT)
+        restart_retries=retries, image=runtime.image, core_request="250m",
+        service_account=replay.SPARK_JOB_ACCOUNT)
     return app
 
 
