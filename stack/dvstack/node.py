@@ -429,7 +429,8 @@ def _remove_netns(before: list[str]) -> None:
 
 def _make_cgroup_root() -> None:
     """kubelet wants its cgroup root to exist in every hierarchy; a new cpuset must be
-    given its parent's CPUs and memory nodes before a task may join it."""
+    given its parent's CPUs and memory nodes before a task may join it; the cpu weight
+    makes the node count as a machine beside the host's threads (`cpu_shares`)."""
     name = node_config.CGROUP_ROOT.strip("/")
     for controller in Path("/sys/fs/cgroup").iterdir():
         if not controller.is_dir() or controller.is_symlink() or controller.name == "unified":
@@ -439,6 +440,8 @@ def _make_cgroup_root() -> None:
         for knob in ("cpuset.cpus", "cpuset.mems"):
             if (top / knob).is_file() and not _read(top / knob):
                 (top / knob).write_text(_read(controller / knob))
+        if (top / "cpu.shares").is_file():
+            (top / "cpu.shares").write_text(str(node_config.cpu_shares(os.cpu_count() or 1)))
 
 
 def _remove_cgroups() -> None:

@@ -176,3 +176,11 @@ def test_an_operator_beside_the_node_is_allowed_the_stack_kafka_and_keeps_its_po
     mine = '{"kafka": {"clusters": [{"namespaces": ["a"], "bootstrapServers": ["k:1"]}]}}'
     assert json.loads(kafka_tenancy_env("10.217.0.1:19092", mine)["DV_TENANCY_POLICY"]) == \
         json.loads(mine)  # a test's own clusters are its own
+
+
+def test_the_node_cgroup_weighs_as_several_busy_host_threads_not_as_one() -> None:
+    # cgroup v1's default weight of a group is 1024, the weight of one runnable host thread:
+    # with a dozen busy host threads the node's pods got a tenth of the machine.
+    assert node_config.cpu_shares(2) == 8 * 1024
+    assert node_config.cpu_shares(0) == 4 * 1024
+    assert node_config.cpu_shares(1000) == 262144  # the kernel's maximum
