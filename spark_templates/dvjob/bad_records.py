@@ -28,6 +28,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from dvjob.avro_decoding import Decoding
 from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets, start_offsets
 from dvjob.parse import BAD_CAUSE, bad_records
 from dvjob.sink_contract import NULL_KEY_CAUSE, null_key_error
@@ -104,8 +105,12 @@ class BadRecordScreen:
 
     def __init__(self, *, spark: SparkSession, policy: str, dead_letter_topic: str | None,
                  reader_options: Mapping[str, str], schema: Schema, fmt: str, view: str,
-                 revision: str, checkpoint_location: str, columns: Sequence[str]) -> None:
+                 revision: str, checkpoint_location: str, columns: Sequence[str],
+                 avro: Decoding | None = None) -> None:
         self.spark = spark
+        self.avro = avro
+        """Format avro: the decoding of the running query (the driver replaces it when the
+        query restarts having learnt schema ids)."""
         self.policy = policy
         self.dead_letter_topic = dead_letter_topic
         self.reader_options = dict(reader_options)
@@ -146,7 +151,7 @@ class BadRecordScreen:
         start = self._range(batch_id, end_offsets)
         raw = (self.spark.read.format("kafka")
                .options(**range_reader_options(self.reader_options, start, end_offsets)).load())
-        bad = bad_records(raw, self.schema, self.fmt).persist()
+        bad = bad_records(raw, self.schema, self.fmt, self.avro).persist()
         try:
             count = bad.count()
             if self.dead_letter_topic is not None:

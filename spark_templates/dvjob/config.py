@@ -98,11 +98,20 @@ class BadRecordsConfig(_Model):
         return self
 
 
+class AvroConfig(_Model):
+    """How `avro` values are read: each record decoded with its writer's schema (fetched by
+    its id from the registry the `registry` Secret names) and resolved to `readerSchema`."""
+
+    reader_schema: str = Field(min_length=2)
+    """The reader schema's JSON text, pinned in the revision; `schema` is its Spark DDL."""
+
+
 class SourceConfig(_Model):
     bootstrap_servers: str = Field(min_length=1)
     topics: list[str] = Field(min_length=1)
-    format: Literal["json", "debezium"] = "json"
+    format: Literal["json", "debezium", "avro"] = "json"
     schema_ddl: str = Field(alias="schema", min_length=1)
+    avro: AvroConfig | None = None
     max_offsets_per_trigger: int | None = Field(default=None, gt=0)
     kafka_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     bad_records: BadRecordsConfig = Field(default_factory=BadRecordsConfig)
@@ -125,6 +134,13 @@ class SourceConfig(_Model):
         if reserved:
             raise ValueError(f"{', '.join(reserved)} cannot be set here: the job sets it")
         return options
+
+    @model_validator(mode="after")
+    def _avro_with_its_reader(self) -> SourceConfig:
+        if (self.format == "avro") != (self.avro is not None):
+            raise ValueError("avro (the reader schema) is required with format avro, and only "
+                             "then")
+        return self
 
     @model_validator(mode="after")
     def _dead_letters_elsewhere(self) -> SourceConfig:
@@ -211,6 +227,9 @@ class SecretsConfig(_Model):
     sink: str = Field(min_length=1)
     kafka: str | None = None
     checkpoint: str | None = None
+    registry: str | None = None
+    """The schema registry's Secret (`url`, optional `username`/`password`, `ca.crt`): with
+    format avro."""
 
 
 class JobConfig(_Model):
@@ -227,6 +246,14 @@ class JobConfig(_Model):
     secrets: SecretsConfig | None = None
     """None only in configurations rendered before Secrets were mounted: the job then reads
     its credentials from the environment those operators set."""
+
+    @model_validator(mode="after")
+    def _registry_for_avro(self) -> JobConfig:
+        if self.source.format == "avro" and (self.secrets is None
+                                             or self.secrets.registry is None):
+            raise ValueError("secrets.registry is required with source.format avro: the job "
+                             "fetches each writer's schema from the registry")
+        return self
 
     @field_validator("revision")
     @classmethod

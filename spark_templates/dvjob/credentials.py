@@ -28,6 +28,7 @@ from dvjob.config import JobConfig
 from dvjob.errors import ConfigError
 from dvjob.load import ENV_CA, ENV_MECHANISM, ENV_PASSWORD, ENV_PROTOCOL, ENV_SECRET, ENV_USERNAME
 from dvjob.pg_stage import libpq_keywords, read_secret_dir
+from dvjob.schema_registry import REGISTRY_KEYS
 
 DRIVER_SECRETS = "spark.kubernetes.driver.secrets."
 EXECUTOR_SECRETS = "spark.kubernetes.executor.secrets."
@@ -58,6 +59,8 @@ class Credentials:
     """S3A settings for the checkpoint store; empty: S3A's own chain (the environment)."""
     stage_dir: str = ""
     """Where the executors find the PostgreSQL sink Secret; "": their PG* environment."""
+    registry: dict[str, str] = field(default_factory=dict)
+    """The schema registry Secret's keys (`schema_registry.REGISTRY_KEYS`), format avro."""
 
 
 def job_credentials(config: JobConfig, spark_conf: Callable[[str], str | None],
@@ -91,8 +94,12 @@ def job_credentials(config: JobConfig, spark_conf: Callable[[str], str | None],
     if names.checkpoint:
         hadoop = {CHECKPOINT_KEYS[k]: v for k, v in mounted(names.checkpoint, "checkpoint").items()
                   if k in CHECKPOINT_KEYS}
+    registry: dict[str, str] = {}
+    if names.registry:
+        registry = {k: v for k, v in mounted(names.registry, "schema registry").items()
+                    if k in REGISTRY_KEYS}
     return Credentials(kafka=kafka, postgres=postgres, opensearch=opensearch, hadoop=hadoop,
-                       stage_dir=stage_dir)
+                       stage_dir=stage_dir, registry=registry)
 
 
 def from_environment(config: JobConfig, environ: Mapping[str, str]) -> Credentials:

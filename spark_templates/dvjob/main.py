@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from dvjob import sql_guard
+from dvjob.avro_source import avro_start
 from dvjob.bad_records import BadRecordScreen
 from dvjob.batch_progress import (
     PROGRESS_CONF,
@@ -96,10 +97,12 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         f"{json.dumps(redacted(options), sort_keys=True)}")
     schema = value_schema(config.source.schema_ddl)
     policy = config.source.bad_records
+    avro = avro_start(spark, config, credentials.registry, schema)
 
     def transformed(reader_options: dict[str, str]) -> DataFrame:
         events = parse_events(load_kafka_stream(spark, reader_options), schema,
-                              config.source.format, policy.policy)
+                              config.source.format, policy.policy,
+                              avro.decoding if avro else None)
         return apply_transform(config.transform, events)
 
     output = transformed(options)
@@ -123,7 +126,7 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         spark=spark, policy=policy.policy, dead_letter_topic=policy.dead_letter_topic,
         reader_options=options, schema=schema, fmt=config.source.format, view=config.view,
         revision=config.revision, checkpoint_location=config.checkpoint_location,
-        columns=layout.column_names)
+        columns=layout.column_names, avro=avro.decoding if avro else None)
     say(f"bad records: {policy.policy}" + (f" to topic {policy.dead_letter_topic}"
                                            if policy.dead_letter_topic else ""))
     progress = ProgressReporter(sink, lambda: active_stage_inputs(spark), say,
@@ -139,15 +142,15 @@ def run(spark: SparkSession, config: JobConfig) -> None:
 
     bound = first_batch_bound(config, committed,
                               first_batch_setting(spark.conf.get(FIRST_BATCH_CONF, None)))
-    progress.start()
-    try:
+
+    def run_queries() -> None:
         if bound is not None:
             failed = run_first_batch(lambda most, interval: stream(transformed(
                 {**options, "maxOffsetsPerTrigger": str(most)})).trigger(
                     processingTime=interval).start(), say, bound)
             if failed is not None:
                 raise writer.failure or RuntimeError(failed)
-        query = with_trigger(stream(output), config.trigger).start()
+        query = with_trigger(stream(transformed(options)), config.trigger).start()
         say(f"query {query.id} started")
         try:
             query.awaitTermination()
@@ -155,6 +158,18 @@ def run(spark: SparkSession, config: JobConfig) -> None:
             if writer.failure is not None:
                 raise writer.failure from None
             raise
+
+    progress.start()
+    try:
+        while True:
+            try:
+                run_queries()
+                break
+            except Exception as exc:
+                if avro is None or not avro.learn_from(exc, say):
+                    raise
+                screen.avro = avro.decoding
+                bound = None  # the first batch is committed or replays from the checkpoint
     finally:
         progress.stop()
 

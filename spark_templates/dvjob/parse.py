@@ -32,6 +32,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
+from dvjob.avro_decoding import Decoding, checked_avro
 from dvjob.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -99,10 +100,10 @@ def _unwrapped(parsed: Column, fields: StructType) -> Column:
 
 
 def parse_events(raw: DataFrame, schema: StructType, fmt: str = "json",
-                 policy: str = "fail") -> DataFrame:
-    """The good events of either format; a bad record stops the query (`fail`) or is left out
+                 policy: str = "fail", avro: Decoding | None = None) -> DataFrame:
+    """The good events of any format; a bad record stops the query (`fail`) or is left out
     (`skip`, `deadLetter`: `bad_records` finds the same records again for the batch writer)."""
-    checked = checked_records(raw, schema, fmt)
+    checked = checked_records(raw, schema, fmt, avro)
     cause = F.col(BAD_CAUSE)
     if policy == "fail":
         refused = F.concat(F.lit("refused record "), F.col("_kafka_topic"), F.lit("/"),
@@ -120,19 +121,26 @@ def parse_events(raw: DataFrame, schema: StructType, fmt: str = "json",
     return kept.select("_dv_row.*", *columns)
 
 
-def bad_records(raw: DataFrame, schema: StructType, fmt: str) -> DataFrame:
+def bad_records(raw: DataFrame, schema: StructType, fmt: str,
+                avro: Decoding | None = None) -> DataFrame:
     """The raw records (all of Kafka's columns) that `parse_events` leaves out, with their cause."""
-    checked = checked_records(raw, schema, fmt)
+    checked = checked_records(raw, schema, fmt, avro)
     return checked.where(F.col(BAD_CAUSE).isNotNull()).select(*raw.columns, BAD_CAUSE)
 
 
-def checked_records(raw: DataFrame, schema: StructType, fmt: str) -> DataFrame:
+def checked_records(raw: DataFrame, schema: StructType, fmt: str,
+                    avro: Decoding | None = None) -> DataFrame:
     """`raw`'s columns plus `_dv_row` (the event's fields), the `_kafka_*` (and for debezium
     `_debezium_*`) columns and `_dv_bad_cause`."""
     if fmt == "debezium":
         return _checked_debezium(raw, schema)
+    if fmt == "avro":
+        if avro is None:
+            raise ConfigError("source.format avro needs the reader and writer schemas")
+        return checked_avro(raw, schema, avro, _once, _kafka_metadata(), KAFKA_COLUMNS,
+                            BAD_CAUSE, _nul_cause)
     if fmt != "json":
-        raise ConfigError(f"source.format: {fmt!r} is not supported (json, debezium)")
+        raise ConfigError(f"source.format: {fmt!r} is not supported (json, debezium, avro)")
     return _checked_json(raw, schema)
 
 

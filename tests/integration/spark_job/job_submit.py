@@ -31,9 +31,10 @@ def _command(stack: Any, config: dict[str, Any], conf: dict[str, str]
              *confs, str(JOB), "--config-json", json.dumps(config)], env)
 
 
-def submit(stack: Any, config: dict[str, Any], timeout: float) -> subprocess.CompletedProcess[str]:
+def submit(stack: Any, config: dict[str, Any], timeout: float,
+           conf: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the job to the end."""
-    command, env = _command(stack, config, {})
+    command, env = _command(stack, config, conf or {})
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 

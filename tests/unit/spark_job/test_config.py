@@ -86,7 +86,7 @@ def test_python_transform_available_now_and_defaults() -> None:
     ("source.topics", [], "source.topics: List should have at least 1 item"),
     ("source.topics", ["orders", "orders"], "source.topics: Value error, topics must not repeat"),
     ("source.topics", ["a,b"], "source.topics: Value error, 'a,b' is not a valid topic name"),
-    ("source.format", "avro", "source.format: Input should be 'json'"),
+    ("source.format", "protobuf", "source.format: Input should be 'json'"),
     ("source.maxOffsetsPerTrigger", 0, "source.maxOffsetsPerTrigger: Input should be greater than 0"),
     ("source.kafkaOptions", {"startingOffsets": "latest"},
      "source.kafkaOptions: Value error, startingOffsets cannot be set here"),

@@ -1,0 +1,223 @@
+"""Avro values in the Confluent wire format -> the view's reader shape, bad records held back.
+
+A value is a magic byte 0, the writer's schema id (4 bytes, big-endian) and the Avro
+binary. Each record is decoded with its own writer's schema and resolved to the view's
+reader schema by Avro's resolution rules (Spark's `from_avro` with the writer's schema
+and the `avroSchema` option, which is Avro's own resolving reader), so a topic whose
+producers moved through several compatible schemas replays into one shape.
+
+The plan is built from the writers known at its start: one `from_avro` per schema id.
+A record whose id the plan does not know stops the query with `UNKNOWN_ID_MARK`; the
+driver (`Decoding.learn`) asks the registry, and restarts the query from its checkpoint
+with the id decoded (a new producer version) or, when the registry has no such id,
+counted as bad. So no record is ever judged bad only because its writer registered a
+schema after the job started.
+
+Bad records, each with a cause naming the schema id (and, when resolution fails, the
+field): a value not in the wire format, an id the registry does not have, a writer's
+schema that cannot be resolved to the reader's (decided once per id by Avro's
+`SchemaCompatibility`), bytes that do not decode. A tombstone (null value) is a good
+record with a null row, as for JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
+from pyspark.sql.types import StructType
+
+from dvjob.errors import ConfigError
+from dvjob.schema_registry import Registry, SchemaNotFound
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MAGIC = b"\x00"
+HEADER_BYTES = 5
+UNKNOWN_ID_MARK = "dvjob: schema id not known to this query: "
+_UNKNOWN_ID = re.compile(re.escape(UNKNOWN_ID_MARK) + r"(\d+)")
+NOT_WIRE_FORMAT = ("value is not Avro in the Confluent wire format (a magic byte 0, a 4-byte "
+                   "schema id, the Avro binary)")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """What the plan decodes: the reader schema and every writer schema id seen so far."""
+
+    reader: str
+    writers: Mapping[int, str] = field(default_factory=dict)
+    """Ids whose writer's schema resolves to the reader's: decoded."""
+    unresolvable: Mapping[int, str] = field(default_factory=dict)
+    """Ids whose writer's schema does not: their records are bad, with this cause."""
+    missing: frozenset[int] = frozenset()
+    """Ids the registry does not have: their records are bad."""
+
+    def known(self) -> frozenset[int]:
+        return frozenset(self.writers) | frozenset(self.unresolvable) | self.missing
+
+    def learn(self, ids: set[int], registry: Registry,
+              resolve: Callable[[str, str], str | None]) -> Decoding:
+        """This decoding with `ids` fetched: decodable, unresolvable (cause from `resolve`)
+        or missing."""
+        writers, unresolvable, missing = dict(self.writers), dict(self.unresolvable), set(
+            self.missing)
+        for schema_id in sorted(ids - self.known()):
+            try:
+                writer = registry.schema(schema_id)
+            except SchemaNotFound:
+                missing.add(schema_id)
+                continue
+            cause = resolve(self.reader, writer)
+            if cause is None:
+                writers[schema_id] = writer
+            else:
+                unresolvable[schema_id] = (f"writer schema id {schema_id} cannot be resolved to "
+                                           f"the reader schema: {cause}")
+        return replace(self, writers=writers, unresolvable=unresolvable,
+                       missing=frozenset(missing))
+
+
+def unknown_ids(error: BaseException) -> set[int]:
+    """The ids a failed query stopped at (`UNKNOWN_ID_MARK` in its error), else empty."""
+    return {int(m) for m in _UNKNOWN_ID.findall(str(error))}
+
+
+def resolution_cause(spark: SparkSession) -> Callable[[str, str], str | None]:
+    """Avro's own verdict (`SchemaCompatibility`, the library Spark decodes with) on whether
+    data written with a writer's schema can be read with the reader's: None, or the first
+    incompatibility named by the reader's field."""
+    jvm: Any = spark.sparkContext._jvm
+
+    def check(reader: str, writer: str) -> str | None:
+        parser = jvm.org.apache.avro.Schema.Parser
+        result = jvm.org.apache.avro.SchemaCompatibility.checkReaderWriterCompatibility(
+            parser().parse(reader), parser().parse(writer))
+        if result.getType().toString() == "COMPATIBLE":
+            return None
+        problems = list(result.getResult().getIncompatibilities())
+        if not problems:
+            return str(result.getDescription()).splitlines()[0]
+        first = problems[0]
+        where = field_at(json.loads(reader), str(first.getLocation()))
+        return f"field '{where}': {first.getMessage()}" if where else str(first.getMessage())
+    return check
+
+
+def field_at(schema: Any, pointer: str) -> str:
+    """The dotted field path a JSON pointer into a schema (`/fields/1/type/fields/0`) names."""
+    names: list[str] = []
+    node = schema
+    for part in [p for p in pointer.split("/") if p]:
+        if isinstance(node, list):
+            node = node[int(part)] if part.isdigit() and int(part) < len(node) else None
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            break
+        if isinstance(node, dict) and "name" in node and "type" in node and part.isdigit():
+            names.append(str(node["name"]))
+    return ".".join(names)
+
+
+def initial(reader: str, topics: list[str], registry: Registry,
+            resolve: Callable[[str, str], str | None]) -> Decoding:
+    """The writers registered under each topic's value subject, known before the replay."""
+    writers: dict[int, str] = {}
+    for topic in topics:
+        writers.update(registry.subject_schemas(f"{topic}-value"))
+    decoding = Decoding(reader=reader)
+    return _with_writers(decoding, writers, resolve)
+
+
+def _with_writers(decoding: Decoding, writers: Mapping[int, str],
+                  resolve: Callable[[str, str], str | None]) -> Decoding:
+    ok, bad = dict(decoding.writers), dict(decoding.unresolvable)
+    for schema_id, writer in writers.items():
+        cause = resolve(decoding.reader, writer)
+        if cause is None:
+            ok[schema_id] = writer
+        else:
+            bad[schema_id] = (f"writer schema id {schema_id} cannot be resolved to the reader "
+                              f"schema: {cause}")
+    return replace(decoding, writers=ok, unresolvable=bad)
+
+
+def check_reader_type(spark: SparkSession, decoding: Decoding, schema: StructType) -> None:
+    """`from_avro`'s type for the reader schema must be the DDL the operator derived from it
+    (nullability aside): the transform was checked against that DDL."""
+    frame = spark.range(0).select(
+        from_avro(F.lit(b"").cast("binary"), decoding.reader).alias("r"))
+    got = frame.schema["r"].dataType
+    if _shape(got) != _shape(schema):
+        raise ConfigError(f"source.schema {schema.simpleString()} is not the reader schema's "
+                          f"type {got.simpleString()}: the operator derives one from the other")
+
+
+def _shape(data_type: Any) -> Any:
+    """A type with nullability left out."""
+    return json.loads(json.dumps(data_type.jsonValue()).replace('"nullable": false',
+                                                                '"nullable": true')
+                      .replace('"containsNull": false', '"containsNull": true')
+                      .replace('"valueContainsNull": false', '"valueContainsNull": true'))
+
+
+def schema_id_of(value: Column) -> Column:
+    return F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
+
+
+def decoded(value: Column, decoding: Decoding) -> Column:
+    """The record resolved to the reader's shape; null when its bytes do not decode or its
+    id is not decodable."""
+    sid = schema_id_of(value)
+    payload = F.substring(value, HEADER_BYTES + 1, 2**31 - 1)
+    options = {"mode": "PERMISSIVE", "avroSchema": decoding.reader}
+    column: Column | None = None
+    for schema_id, writer in sorted(decoding.writers.items()):
+        branch = from_avro(payload, writer, options)
+        column = (F.when(sid == schema_id, branch) if column is None
+                  else column.when(sid == schema_id, branch))
+    empty = from_avro(F.lit(None).cast("binary"), decoding.reader, options)
+    return empty if column is None else column.otherwise(empty)
+
+
+def cause(value: Column, row: Column, decoding: Decoding) -> Column:
+    """Why a record is bad (NULL: good). An id the plan does not know stops the query."""
+    sid = schema_id_of(value)
+    wire = (F.length(value) >= HEADER_BYTES) & (F.substring(value, 1, 1) == F.lit(MAGIC))
+    chain = F.when(value.isNull(), F.lit(None).cast("string")).when(~wire, F.lit(NOT_WIRE_FORMAT))
+    if decoding.missing:
+        chain = chain.when(sid.isin(*sorted(decoding.missing)), F.concat(
+            F.lit("schema id "), sid.cast("string"), F.lit(" is not in the schema registry")))
+    for schema_id, why in sorted(decoding.unresolvable.items()):
+        chain = chain.when(sid == schema_id, F.lit(why))
+    known = sorted(decoding.writers)
+    unknown = ~sid.isin(*known) if known else F.lit(True)
+    stop = F.raise_error(F.concat(F.lit(UNKNOWN_ID_MARK), sid.cast("string")))
+    return (chain.when(unknown, stop.cast("string"))
+            .when(row.isNull(), F.concat(F.lit("value does not decode with writer schema id "),
+                                         sid.cast("string"), F.lit(
+                                             " (truncated or not written with that schema)")))
+            .otherwise(F.lit(None).cast("string")))
+
+
+def checked_avro(raw: DataFrame, schema: StructType, decoding: Decoding,
+                 once: Callable[[Column], Column], metadata: list[Column],
+                 metadata_names: tuple[str, ...], bad_cause: str,
+                 nul_cause: Callable[[Column, StructType], Column]) -> DataFrame:
+    """`raw` plus `_dv_row` (the reader's fields), the metadata columns and the cause, as
+    `dvjob.parse.checked_records` returns them for the other formats."""
+    staged = raw.select("*", once(decoded(F.col("value"), decoding)).alias("_dv_decoded"),
+                        *metadata)
+    row = F.col("_dv_decoded")
+    why = cause(F.col("value"), row, decoding)
+    good_row = F.when(F.col("value").isNull(), F.lit(None)).otherwise(row)
+    fields = F.struct(*[good_row[f.name].alias(f.name) for f in schema.fields])
+    return staged.select(*raw.columns, fields.alias("_dv_row"), *metadata_names,
+                         F.coalesce(why, nul_cause(row, schema)).alias(bad_cause))
