@@ -57,10 +57,16 @@ def sink_relations(dsn: str, table: str) -> list[str]:
 
 def ledger_rows(dsn: str, revision: str) -> int:
     """The ledger rows a revision's job committed (every view's ledger is dv_ledger)."""
+    return len(ledger_batch_ids(dsn, revision))
+
+
+def ledger_batch_ids(dsn: str, revision: str) -> list[int]:
+    """The batch ids of the revision's committed batches, in order: a job resumed from its
+    checkpoint carries the sequence on, one replaying from scratch would start at 0 again."""
     with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM dv_ledger WHERE revision = %s",
-                           (revision,)).fetchone()
-    return int(row[0]) if row else 0
+        rows = conn.execute("SELECT batch_id FROM dv_ledger WHERE revision = %s "
+                            "ORDER BY batch_id", (revision,)).fetchall()
+    return [int(r[0]) for r in rows]
 
 def parse_time(value: str) -> dt.datetime:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -1,5 +1,7 @@
 """Day one on a real cluster: a migration under live traffic with the default cutover
 settings, a reader with only SELECT on the alias, a missing Secret and a missing topic.
+(A driver killed mid-replay: tests/faults/test_job_kills.py, and on the real node
+tests/e2e/test_real_node_faults.py.)
 
 The operator runs as its own process against the local stack; a producer writes into the
 source topic at a fixed rate for the whole migration, and the index is compared with the
@@ -321,84 +323,6 @@ def test_a_missing_secret_and_a_missing_topic_stall_only_their_own_views(
         custom.delete_namespaced_custom_object(G, V, namespace, P, name)
     wait_for(lambda: secretless.gone() and typo.gone(), timeout=120, interval=1,
              what="both views to be deleted")
-
-
-def driver_pid(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str,
-               app: str) -> int | None:
-    """The running driver's process id, from its pod's containerID (`local://PID` here)."""
-    obj = custom.get_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
-                                              "sparkapplications", app)
-    pod_name = ((obj.get("status") or {}).get("driverInfo") or {}).get("podName")
-    if not pod_name:
-        return None
-    pod = core.read_namespaced_pod(pod_name, namespace)
-    for status in pod.status.container_statuses or []:
-        if status.state and status.state.running and (status.container_id or "").startswith(
-                "local://"):
-            return int(status.container_id.removeprefix("local://"))
-    return None
-
-
-def ledger_batches(dsn: str, revision: str) -> list[tuple[int, Any]]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT batch_id, committed_at FROM dv_ledger WHERE revision = %s "
-                            "ORDER BY batch_id", (revision,)).fetchall()
-    return [(int(r[0]), r[1]) for r in rows]
-
-
-def test_a_driver_killed_mid_replay_resumes_from_its_checkpoint_exactly(
-        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
-    core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic, backlog = orders_backlog(stack, core, namespace, 40_000, seed=41)
-    table = f"kill_{uuid.uuid4().hex[:8]}"
-    body = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table)
-    body["spec"]["source"]["maxOffsetsPerTrigger"] = 4_000  # ten batches to land the kill in
-    producer = LiveProducer(stack.kafka_bootstrap, topic, rate=100, seed=43).start()
-    try:
-        custom.create_namespaced_custom_object(G, V, namespace, P, body)
-        handle = ViewHandle(custom, namespace, "orders")
-        wait_for(lambda: handle.status().get("revision") is not None, timeout=180, interval=0.5,
-                 what="the view's first revision to be recorded")
-        revision = handle.status()["revision"]
-        app = handle.record(revision)["sparkApplication"]
-        wait_for(lambda: len(ledger_batches(stack.pg_dsn, revision)) >= 3, timeout=600,
-                 interval=0.5, what="three committed batches before the kill")
-        pid = driver_pid(core, custom, namespace, app)
-        assert pid is not None
-        before = ledger_batches(stack.pg_dsn, revision)
-        assert handle.active() is None  # mid-replay: nothing serves yet
-        os.killpg(pid, 9)  # the driver's whole process group, like a node dying under it
-        killed_at = time.time()
-        view_ready = handle.wait_serving_new(None, "the killed revision to resume and serve",
-                                             timeout=900)
-        assert view_ready == revision
-    finally:
-        live = producer.stop()
-    assert producer.failures == []
-    events = backlog + live
-    columns = ["orders", "revenue"]
-    expected = expected_rows(events, columns)
-    wait_for(lambda: alias_rows(stack.pg_dsn, table, columns) == expected, timeout=300,
-             interval=2, what="the index to equal the recomputation after the kill")
-    got = alias_rows(stack.pg_dsn, table, columns)
-    lost = sum(max(expected[k][0] - got.get(k, (0,))[0], 0) for k in expected)
-    duplicated = sum(max(got[k][0] - expected.get(k, (0,))[0], 0) for k in got)
-    assert (lost, duplicated) == (0, 0)
-    after = [b for b in ledger_batches(stack.pg_dsn, revision) if b[1].timestamp() > killed_at]
-    assert after, "no batch committed after the kill"
-    # resumed from the checkpoint: the next attempt continued the batch sequence (a fresh
-    # checkpoint would restart at batch 0 and be refused by the ledger)
-    assert min(b[0] for b in after) > max(b[0] for b in before)
-    sa = custom.get_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
-                                             "sparkapplications", app)
-    results_file(stack, "day_one_driver_kill.json").write_text(json.dumps({
-        "events": len(events), "batches_before_kill": len(before),
-        "first_batch_after_kill": min(b[0] for b in after),
-        "execution_attempts": sa["status"].get("executionAttempts"),
-        "checkpoint": handle.record(revision)["checkpointLocation"],
-        "rows_lost": lost, "rows_duplicated": duplicated}, indent=2))
-    custom.delete_namespaced_custom_object(G, V, namespace, P, "orders")
-    wait_for(handle.gone, timeout=120, interval=1, what="the view to be deleted")
 
 
 def test_a_job_failing_on_a_bad_record_says_the_jobs_own_cause(

@@ -17,9 +17,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from e2e_views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
+from e2e_views import (
+    G,
+    P,
+    V,
+    ViewHandle,
+    ledger_batch_ids,
+    orders_backlog,
+    view_body,
+    wait_alias_equals,
+)
 from kubernetes import client
 
 from dvstack.traffic import AliasReader, LiveProducer
@@ -32,13 +40,6 @@ PER_BATCH = 8_000
 """Fifteen batches of the backlog at least: the faults land mid-replay, not after it."""
 COLUMNS = ["orders", "revenue"]
 
-
-
-def _batches(dsn: str, revision: str) -> list[int]:
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT batch_id FROM dv_ledger WHERE revision = %s "
-                            "ORDER BY batch_id", (revision,)).fetchall()
-    return [int(r[0]) for r in rows]
 
 
 def _pods(core: client.CoreV1Api, namespace: str, role: str) -> list[Any]:
@@ -75,19 +76,19 @@ def test_executor_and_driver_pods_deleted_mid_replay_lose_and_duplicate_nothing(
         revision = handle.status()["candidate"]["revision"]
 
         # 1. the executor pod, with batches committed and more to come
-        wait_for(lambda: len(_batches(stack.pg_dsn, revision)) >= 2
+        wait_for(lambda: len(ledger_batch_ids(stack.pg_dsn, revision)) >= 2
                  and _running(core, namespace, "executor"), timeout=600, interval=0.5,
                  what="two committed batches and a running executor pod",
                  on_timeout=handle.brief)
         victim = _running(core, namespace, "executor")[0]
-        before = _batches(stack.pg_dsn, revision)
+        before = ledger_batch_ids(stack.pg_dsn, revision)
         _force_delete(core, victim)
         deleted = time.monotonic()
         wait_for(lambda: [p for p in _running(core, namespace, "executor")
                           if p.metadata.uid != victim.metadata.uid],
                  timeout=180, interval=0.5, what="Spark's driver to start a new executor pod")
         results["executor_replaced_s"] = round(time.monotonic() - deleted, 1)
-        wait_for(lambda: len(_batches(stack.pg_dsn, revision)) >= len(before) + 2,
+        wait_for(lambda: len(ledger_batch_ids(stack.pg_dsn, revision)) >= len(before) + 2,
                  timeout=300, interval=0.5, what="two more batches on the new executor",
                  on_timeout=handle.brief)
         results["executor_to_next_batch_s"] = round(time.monotonic() - deleted, 1)
@@ -95,7 +96,7 @@ def test_executor_and_driver_pods_deleted_mid_replay_lose_and_duplicate_nothing(
         # 2. the driver pod, mid-replay: the Spark Operator reruns the application
         driver = _running(core, namespace, "driver")[0]
         assert handle.active() is None, "the replay ended before the driver could be deleted"
-        before = _batches(stack.pg_dsn, revision)
+        before = ledger_batch_ids(stack.pg_dsn, revision)
         _force_delete(core, driver)
         deleted = time.monotonic()
         wait_for(lambda: [p for p in _running(core, namespace, "driver")
@@ -103,11 +104,11 @@ def test_executor_and_driver_pods_deleted_mid_replay_lose_and_duplicate_nothing(
                  timeout=300, interval=0.5, what="the Spark Operator to rerun the driver",
                  on_timeout=handle.brief)
         results["driver_rerun_running_s"] = round(time.monotonic() - deleted, 1)
-        wait_for(lambda: len(_batches(stack.pg_dsn, revision)) > len(before),
+        wait_for(lambda: len(ledger_batch_ids(stack.pg_dsn, revision)) > len(before),
                  timeout=300, interval=0.5, what="a batch from the rerun driver",
                  on_timeout=handle.brief)
         results["driver_to_next_batch_s"] = round(time.monotonic() - deleted, 1)
-        after = _batches(stack.pg_dsn, revision)
+        after = ledger_batch_ids(stack.pg_dsn, revision)
         # resumed from its checkpoint: the batch numbers carry on, none ran from offset 0
         assert after[:len(before)] == before and min(after[len(before):]) > max(before)
 
@@ -124,7 +125,7 @@ def test_executor_and_driver_pods_deleted_mid_replay_lose_and_duplicate_nothing(
     assert reader is not None and reader.errors == []
     wait_alias_equals(stack.pg_dsn, table, events, COLUMNS,
                       "the alias to equal the recomputation of every event", timeout=300)
-    batches = _batches(stack.pg_dsn, revision)
+    batches = ledger_batch_ids(stack.pg_dsn, revision)
     assert batches == sorted(set(batches))
     results.update(events=len(events), batches=len(batches),
                    reader_queries=reader.queries,

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from e2e_operator import operator_env
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
@@ -166,13 +165,6 @@ class Migrations:
         wait_for(lambda: self.handle.active() == revision and self.handle.ready(),
                  timeout=timeout, interval=0.5, what=f"revision {revision} to serve, Ready")
         return time.monotonic()
-
-
-def ledger_batches(dsn: str, revision: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(*) FROM dv_ledger WHERE revision = %s",
-                           (revision,)).fetchone()
-    return int(row[0]) if row else 0
 
 
 def seeded_topic(stack: Any, core: client.CoreV1Api, namespace: str, seed: int

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_views import ledger_rows
 from faults_support import (
     BUILDING,
     OperatorProcess,
     ScenarioResult,
     Scene,
     delete_view,
-    ledger_batches,
 )
 
 from dvstack import restarts
@@ -35,7 +35,7 @@ OUTAGE_SECONDS = 3.0
 def _mid_replay(scene: Scene, dsn: str) -> str:
     """Start the next migration and wait until its candidate is replaying; return it."""
     _, new = scene.views.start_next()
-    wait_for(lambda: ledger_batches(dsn, new) >= 1, timeout=900, interval=0.2,
+    wait_for(lambda: ledger_rows(dsn, new) >= 1, timeout=900, interval=0.2,
              what="a committed batch of the candidate")
     assert scene.views.phase(new) in BUILDING
     return new

@@ -1,6 +1,6 @@
 """The Spark driver SIGKILLed mid-replay, and between a batch's COPY and its commit.
 
-The restarted driver resumes from its checkpoint; a batch whose transaction
+The restarted driver resumes from its checkpoint (its batch ids carry on); a batch whose transaction
 died before COMMIT left nothing (ledger row included) and is written again,
 once.
 """
@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from e2e_views import ledger_batch_ids, ledger_rows
 from faults_support import (
     BUILDING,
     JobHold,
@@ -19,7 +20,6 @@ from faults_support import (
     Scene,
     delete_view,
     kill_driver,
-    ledger_batches,
 )
 
 from dvstack.waiting import wait_for
@@ -34,12 +34,17 @@ def test_a_driver_killed_mid_replay_and_mid_batch_loses_and_duplicates_nothing(
     try:
         # mid-replay: the candidate has committed batches and is behind
         _, replaying = views.start_next()
-        wait_for(lambda: ledger_batches(stack.pg_dsn, replaying) >= 1, timeout=900,
+        wait_for(lambda: ledger_rows(stack.pg_dsn, replaying) >= 1, timeout=900,
                  interval=0.2, what="a committed batch of the candidate")
         assert views.phase(replaying) in BUILDING
+        before_kill = ledger_batch_ids(stack.pg_dsn, replaying)
         kill_driver(scene.core, scene.custom, scene.namespace, scene.app_of(replaying))
         killed_mid_replay = time.monotonic()
         replay_ready = views.wait_serving(replaying)
+        # resumed from its checkpoint: the batch sequence carries on (a fresh checkpoint
+        # would start at batch 0 again, and the ledger would refuse it)
+        after_kill = ledger_batch_ids(stack.pg_dsn, replaying)[len(before_kill):]
+        assert after_kill and min(after_kill) > max(before_kill), (before_kill, after_kill)
 
         # mid-batch: the candidate's driver holds after COPY, upsert and ledger row, before
         # COMMIT (the job's failpoint), and dies there
@@ -47,11 +52,11 @@ def test_a_driver_killed_mid_replay_and_mid_batch_loses_and_duplicates_nothing(
         hold.arm(batching)
         wait_for(hold.held, timeout=900, interval=0.1,
                  what="the candidate's driver to hold between COPY and commit")
-        held_batches = ledger_batches(stack.pg_dsn, batching)
+        held_batches = ledger_rows(stack.pg_dsn, batching)
         kill_driver(scene.core, scene.custom, scene.namespace, scene.app_of(batching))
         killed_mid_batch = time.monotonic()
         batch_ready = views.wait_serving(batching)
-        assert ledger_batches(stack.pg_dsn, batching) > held_batches
+        assert ledger_rows(stack.pg_dsn, batching) > held_batches
         converged, lost, duplicated = scene.finish()
     finally:
         scene.stop_traffic()

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from e2e_views import ledger_rows
 from faults_support import (
     BUILDING,
     OperatorProcess,
     ScenarioResult,
     Scene,
     delete_view,
-    ledger_batches,
 )
 
 from dvstack.waiting import wait_for
@@ -46,7 +46,7 @@ def test_the_operator_killed_in_every_phase_three_times_and_replaced_loses_nothi
             operator.kill_and_restart()
             kills["Pending"].append(time.monotonic())
             # Backfilling: batches of the candidate are committed, it is behind
-            wait_for(lambda new=new: ledger_batches(stack.pg_dsn, new) >= 1, timeout=900,
+            wait_for(lambda new=new: ledger_rows(stack.pg_dsn, new) >= 1, timeout=900,
                      interval=0.2, what="a committed batch of the candidate")
             seen_phases.append(views.wait_phase(new, BUILDING))
             if migration == MIGRATIONS - 1:
