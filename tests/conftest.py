@@ -120,6 +120,9 @@ class Stack:
     opensearch: str = ""
     """OpenSearch's REST API (single node, no security plugin); "" in a stack.json from before
     OpenSearch joined the stack."""
+    schema_registry_url: str = ""
+    """The schema registry's Confluent-compatible API (Apicurio, `/apis/ccompat/v7`); "" in a
+    stack.json from before the registry joined the stack."""
     node: bool = False
     """A real node runs beside the stand-in: the real Spark Operator runs the jobs of the
     namespaces labelled for it (marker `real_node`) as pods on it."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from dvstack.settings import (
+    APICURIO_VERSION,
     DEBEZIUM_VERSION,
     HADOOP_VERSION,
     KAFKA_VERSION,
@@ -174,6 +176,35 @@ def opensearch_home(settings: Settings) -> Path:
         zf.extractall(partial)
     (partial / home.name).rename(home)
     partial.rmdir()
+    marker.write_text("ok\n")
+    return home
+
+
+def apicurio_registry_home(settings: Settings) -> Path:
+    """Apicurio Registry's built application (the Quarkus runner jar and `lib/`), unpacked
+    once; the schema registry runs it with `java -jar` (dvstack.schema_registry)."""
+    home = settings.cache_dir / f"apicurio-registry-{APICURIO_VERSION}"
+    marker = home / ".complete"
+    if marker.is_file():
+        return home
+    archives = _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "apicurio-registry",
+        "dependency:copy",
+        settings.cache_dir / f"apicurio-registry-{APICURIO_VERSION}-archive",
+    )
+    archive = archives / f"apicurio-registry-app-{APICURIO_VERSION}-all.tar.gz"
+    if not archive.is_file():
+        raise SystemExit(f"no {archive.name} in {archives}: delete that directory and run again")
+    # The archive has no top directory: it is unpacked into one beside the final place and
+    # renamed, so a half-unpacked tree is never used.
+    partial = settings.cache_dir / f"{home.name}.partial"
+    for stale in (partial, home):
+        if stale.exists():
+            shutil.rmtree(stale)
+    with tarfile.open(archive) as tf:
+        tf.extractall(partial, filter="data")
+    partial.rename(home)
     marker.write_text("ok\n")
     return home
 

@@ -31,6 +31,7 @@ from dvstack import (
     restarts,
     s3_store,
     sample,
+    schema_registry,
     spark_crd,
     spark_jvm,
     spark_operator,
@@ -41,7 +42,8 @@ from dvstack.settings import AUTO, Settings, load
 from dvstack.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
-              kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, "spark-executor",
+              kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, schema_registry.NAME,
+              "spark-executor",
               *node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER)
 SPARK_EXECUTOR = "spark-executor"
 # The components only the node's mode runs (the stand-in runs in both, for speed).
@@ -141,7 +143,8 @@ def _check_ports(settings: Settings) -> None:
                         settings.kafka_sasl_port],
               kafka_connect.NAME: [settings.connect_port], s3_store.NAME: [settings.s3_port],
               opensearch_server.NAME: [settings.opensearch_port,
-                                       settings.opensearch_transport_port]}
+                                       settings.opensearch_transport_port],
+              schema_registry.NAME: [settings.schema_registry_port]}
     for name, ports in wanted.items():
         ours = (postgres_server.running_pid(settings) if name == "postgres"
                 else processes.running(settings, name))
@@ -171,14 +174,16 @@ def up(settings: Settings) -> dict[str, Any]:
     spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
     s3proxy_jar = artefacts.s3proxy_jar(settings)
     opensearch_home = artefacts.opensearch_home(settings)
+    registry_home = artefacts.apicurio_registry_home(settings)
     spark_submit = _spark_submit()
     java_options = spark_jvm.driver_java_options(
         spark_jvm.ensure_archive(settings, spark_submit, spark_jars))
     t_artefacts = time.monotonic() - t0
     t1 = time.monotonic()
     _check_ports(settings)
-    # Launched first and awaited last: its JVM boots while the others start.
+    # Launched first and awaited last: their JVMs boot while the others start.
     opensearch_server.start(settings, opensearch_home, wait=False)
+    schema_registry.start(settings, registry_home, wait=False)
     postgres_server.start(settings)
     kube_api.start(settings, bins)
     _install_crds(settings)
@@ -199,6 +204,7 @@ def up(settings: Settings) -> dict[str, Any]:
               file=sys.stderr)
     _start_executor(settings, spark_submit, spark_jars, java_options)
     opensearch_server.wait_ready(settings)
+    schema_registry.wait_ready(settings)
     info: dict[str, Any] = {
         "node": settings.node,
         "kubeconfig": str(settings.kubeconfig),
@@ -212,6 +218,8 @@ def up(settings: Settings) -> dict[str, Any]:
         "kafka_connect": kafka_connect.rest_url(settings),
         "s3": s3_store.info(settings),
         "opensearch": opensearch_server.url(settings),
+        "schema_registry": schema_registry.url(settings),
+        "schema_registry_url": schema_registry.url(settings),  # the tests' Stack field
         "spark_submit": str(spark_submit),
         "spark_jars": [str(j) for j in spark_jars],
         "spark_java_options": java_options,
@@ -295,6 +303,7 @@ def down(settings: Settings) -> list[str]:
     spark_operator.stop(settings)
     host_changes = node.stop(settings)
     opensearch_server.stop(settings)
+    schema_registry.stop(settings)
     s3_store.stop(settings)
     kafka_connect.stop(settings)
     kafka_broker.stop(settings)

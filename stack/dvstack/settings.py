@@ -24,6 +24,9 @@ S3PROXY_VERSION = "3.3.0"
 """The first release whose filesystem-nio2 backend lists directory markers as S3A needs."""
 OPENSEARCH_VERSION = "2.19.3"
 """The sink the job writes to next (docs/sinks.md); stack/jars/opensearch/pom.xml pins it too."""
+APICURIO_VERSION = "3.0.9"
+"""The schema registry (Confluent-compatible API); 3.3 needs Java 21, the machine has 17.
+stack/jars/apicurio-registry/pom.xml pins it too."""
 NODE_ADDRESS = "10.217.0.1"
 """The stack's address on its own bridge (dvstack.node): where pods reach its services."""
 LOOPBACK = "127.0.0.1"
@@ -59,6 +62,7 @@ class Settings:
     connect_port: int
     opensearch_port: int
     opensearch_transport_port: int
+    schema_registry_port: int
     node: bool = False
     """A real node runs pods: the services then listen on the node address (`node_mode`)."""
 
@@ -104,6 +108,7 @@ def load() -> Settings:
         connect_port=env_port("DV_CONNECT_PORT", 18083),
         opensearch_port=env_port("DV_OPENSEARCH_PORT", 19200),
         opensearch_transport_port=env_port("DV_OPENSEARCH_TRANSPORT_PORT", 19300),
+        schema_registry_port=env_port("DV_SCHEMA_REGISTRY_PORT", 18081),
         node=node_mode(state_dir),
     )
 
