@@ -127,6 +127,17 @@ def spark_kafka_jars(settings: Settings) -> list[Path]:
     return sorted(out.glob("*.jar"))
 
 
+def spark_avro_jars(settings: Settings) -> list[Path]:
+    """spark-avro (`from_avro`), for views whose records are Avro."""
+    out = _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "spark-avro",
+        "dependency:copy",
+        settings.cache_dir / f"spark-{SPARK_VERSION}-avro-jars",
+    )
+    return sorted(out.glob("*.jar"))
+
+
 def spark_s3_jars(settings: Settings) -> list[Path]:
     """hadoop-aws (PySpark's Hadoop) and the AWS SDK modules S3A needs, for s3a:// paths."""
     out = _maven_copy(

@@ -171,7 +171,8 @@ def up(settings: Settings) -> dict[str, Any]:
     node_builds = _NodeBuilds(settings) if settings.node else None
     kafka_libs = artefacts.kafka_libs(settings)
     connect_libs = artefacts.kafka_connect_libs(settings)
-    spark_jars = artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
+    spark_jars = (artefacts.spark_kafka_jars(settings) + artefacts.spark_s3_jars(settings)
+                  + artefacts.spark_avro_jars(settings))
     s3proxy_jar = artefacts.s3proxy_jar(settings)
     opensearch_home = artefacts.opensearch_home(settings)
     registry_home = artefacts.apicurio_registry_home(settings)

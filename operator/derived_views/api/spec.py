@@ -175,22 +175,66 @@ class BadRecords(ApiModel):
         return self
 
 
+class SchemaRegistry(ApiModel):
+    """A registry speaking the Confluent Schema Registry API (a connection detail)."""
+
+    secret_ref: Annotated[SecretRef, Field(
+        description="Secret with `url` (the Confluent-compatible API, e.g. "
+                    "`http://registry:8080/apis/ccompat/v7`), optional `username` and "
+                    "`password` (HTTP basic authentication), optional `ca.crt` (PEM "
+                    "certificates to trust for TLS). Mounted into the job's driver only. A "
+                    "connection detail: changing it does not start a replay.")]
+
+
+class ReaderSchema(ApiModel):
+    """The shape every record is resolved to, whichever writer's schema it was written with."""
+
+    text: Annotated[str, Field(
+        alias="schema", min_length=2, max_length=MAX_SCHEMA,
+        description="The Avro reader schema (JSON), a record: its fields become the events' "
+                    "columns, typed as Spark's Avro reader types them. Records written with "
+                    "any writer's schema Avro can resolve to it (fields added with defaults, "
+                    "fields removed, types promoted) read as this shape. Part of the "
+                    "revision.")]
+
+
+class AvroSource(ApiModel):
+    """How `avro` values are read: the Confluent wire format (a magic byte 0, the writer's
+    schema id, the Avro binary), each writer's schema fetched from the registry by its id."""
+
+    registry: Annotated[SchemaRegistry, Field(description="Where writers' schemas are.")]
+    reader_schema: Annotated[ReaderSchema, Field(description="The reader schema.")]
+
+
+AVRO_RULE = ("self.format == 'avro' ? (has(self.avro) && !has(self.schema)) : "
+             "(has(self.schema) && !has(self.avro))")
+AVRO_MESSAGE = ("source: format avro takes avro (the registry and the reader schema) and no "
+                "schema (the events' types come from the reader schema); json and debezium "
+                "take schema and no avro")
+
+
 class Source(ApiModel):
     """The Kafka topics the view is computed from, and how to read their values."""
+
+    model_config = ConfigDict(json_schema_extra=cel((AVRO_RULE, AVRO_MESSAGE)))
 
     kafka: Annotated[KafkaConnection, Field(description="The Kafka cluster to read from.")]
     topics: Annotated[list[Annotated[str, Field(max_length=249, pattern=TOPIC_PATTERN)]], Field(
         min_length=1, max_length=100, json_schema_extra={"x-kubernetes-list-type": "set"},
         description="Topics replayed from offset 0 into every revision's index (at most 100, "
                     "Kafka names of at most 249 characters). Part of the revision.")]
-    format: Annotated[Literal["json", "debezium"], Field(
-        description="Encoding of record values: `json` (one JSON object per value) or "
-                    "`debezium` (a Debezium change envelope). Part of the revision.")] = "json"
-    value_schema: Annotated[str, Field(
+    format: Annotated[Literal["json", "debezium", "avro"], Field(
+        description="Encoding of record values: `json` (one JSON object per value), "
+                    "`debezium` (a Debezium change envelope in JSON) or `avro` (Avro in the "
+                    "Confluent wire format, see `avro`). Part of the revision.")] = "json"
+    value_schema: Annotated[str | None, Field(
         alias="schema", min_length=1, max_length=MAX_SCHEMA,
-        description="Spark DDL of the event value, e.g. `order_id STRING, amount DOUBLE`. "
-                    "At most 32768 characters (about a thousand fields; each live revision's "
-                    "status keeps a copy). Part of the revision.")]
+        description="Spark DDL of the event value, e.g. `order_id STRING, amount DOUBLE`, "
+                    "for json and debezium (avro: from `avro.readerSchema`). At most 32768 "
+                    "characters (about a thousand fields; each live revision's status keeps a "
+                    "copy). Part of the revision.")] = None
+    avro: Annotated[AvroSource | None, Field(
+        description="With format avro: the schema registry and the reader schema.")] = None
     max_offsets_per_trigger: Annotated[int, Field(
         ge=1, le=100_000_000,
         description="Upper bound on records per micro-batch across all partitions while "
@@ -206,6 +250,14 @@ class Source(ApiModel):
         description="What to do with records that cannot become index rows: fail (default), "
                     "skip or deadLetter. Changing it restarts the running jobs from their "
                     "checkpoints. Not part of the revision.")] = BadRecords()
+
+
+    @model_validator(mode="after")
+    def _avro_or_schema(self) -> Source:
+        if (self.format == "avro") != (self.avro is not None) or (
+                (self.format == "avro") == (self.value_schema is not None)):
+            raise ValueError(AVRO_MESSAGE)
+        return self
 
 
 class PythonTransform(ApiModel):

@@ -14,6 +14,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import naming
 from derived_views.core.installation import DEFAULT_TRIGGER_SECONDS
 from derived_views.core.revision import revision_of
+from derived_views.core.source_schema import events_ddl
 
 
 def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,
@@ -56,7 +57,7 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
             "bootstrapServers": spec.source.kafka.bootstrap_servers,
             "topics": list(spec.source.topics),
             "format": spec.source.format,
-            "schema": spec.source.value_schema,
+            "schema": events_ddl(spec.source),
             "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
             "kafkaOptions": {},
             "badRecords": spec.source.bad_records.model_dump(mode="json", by_alias=True,
@@ -69,6 +70,8 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
         "trigger": {"processingTimeSeconds": int(trigger_seconds) if float(trigger_seconds).is_integer()
                     else trigger_seconds},
     }
+    if spec.source.avro is not None:
+        document["source"]["avro"] = {"readerSchema": spec.source.avro.reader_schema.text}
     if secrets is not None:
         document["secrets"] = {role: name for role, name in secrets.items() if name}
     return document

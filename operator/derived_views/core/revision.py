@@ -34,6 +34,7 @@ from typing import Any
 
 from derived_views.api.spec import BadRecords, DerivedViewSpec
 from derived_views.api.status import RevisionContent
+from derived_views.core.source_schema import shape_text
 
 REVISION_LENGTH = 10
 """Hex characters: 40 bits, so two revisions of one view colliding is not a practical concern,
@@ -48,7 +49,7 @@ def content_of(spec: DerivedViewSpec) -> RevisionContent:
     python = spec.transform.python
     return RevisionContent(
         topics=list(spec.source.topics), format=spec.source.format,
-        value_schema=spec.source.value_schema, sql=spec.transform.sql,
+        value_schema=shape_text(spec.source), sql=spec.transform.sql,
         python_function=python.function if python else None,
         py_files=list(python.py_files) if python else [],
         primary_key=list(spec.sink.primary_key))
@@ -63,8 +64,12 @@ def spec_fields(content: RevisionContent) -> dict[str, Any]:
                                 "pyFiles": list(content.py_files)}}
     else:
         transform = {"sql": content.sql}
-    return {"source": {"topics": list(content.topics), "format": content.format,
-                       "schema": content.value_schema},
+    source: dict[str, Any] = {"topics": list(content.topics), "format": content.format}
+    if content.format == "avro":  # its `schema` is the reader schema (`shape_text`)
+        source["avro"] = {"readerSchema": {"schema": content.value_schema}}
+    else:
+        source["schema"] = content.value_schema
+    return {"source": source,
             "transform": transform,
             "sink": {"primaryKey": list(content.primary_key)}}
 
@@ -77,6 +82,12 @@ def with_content(spec: DerivedViewSpec, content: RevisionContent) -> DerivedView
     """
     body = spec.model_dump(mode="json", exclude_none=True)
     fields = spec_fields(content)
+    avro = fields["source"].pop("avro", None)
+    body["source"].pop("schema", None)
+    if avro is None:
+        body["source"].pop("avro", None)
+    else:  # the registry is a connection detail: the current spec's
+        body["source"]["avro"] = {**body["source"].get("avro", {}), **avro}
     body["source"].update(fields["source"])
     body["transform"] = fields["transform"]
     body["sink"].update(fields["sink"])
@@ -99,7 +110,7 @@ def revision_document(spec: DerivedViewSpec) -> dict[str, Any]:
     return {
         "scheme": HASH_SCHEME,
         "source": {"topics": sorted(set(spec.source.topics)), "format": spec.source.format,
-                   "schema": spec.source.value_schema.strip()},
+                   "schema": shape_text(spec.source).strip()},
         "transform": transform,
         "sink": sink,
     }
@@ -130,6 +141,8 @@ def job_settings_of(spec: DerivedViewSpec) -> str:
         "kafka": spec.source.kafka.model_dump(mode="json", by_alias=True),
         "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
     }
+    if spec.source.avro is not None:  # only then: other views keep their hash
+        document["registry"] = spec.source.avro.registry.model_dump(mode="json", by_alias=True)
     if spec.source.bad_records != BadRecords():
         # Only when set: views that never set it keep their hash (no restart on upgrade).
         document["badRecords"] = spec.source.bad_records.model_dump(mode="json", by_alias=True,

@@ -45,14 +45,21 @@ def load_template(path: Path = TEMPLATE_PATH) -> str:
     return path.read_text(encoding="utf-8")
 
 
+DRIVER_ONLY_ROLES = frozenset({"registry"})
+"""Secrets only the driver reads: not mounted into executors."""
+
+
 def job_secrets(spec: DerivedViewSpec, config: OperatorConfig,
                 checkpoint_location: str) -> dict[str, str | None]:
     """The Secrets a revision's job reads, by role (the job configuration's `secrets`): the
-    sink's, the Kafka cluster's (if any) and the checkpoint store's (s3a:// only)."""
+    sink's, the Kafka cluster's (if any), the checkpoint store's (s3a:// only) and the schema
+    registry's (format avro)."""
     kafka = spec.source.kafka.secret_ref
     store = (config.checkpoint_secret if checkpoints.is_s3a(checkpoint_location) else None)
+    avro = spec.source.avro
     return {"sink": spec.sink.secret_ref.name, "kafka": kafka.name if kafka else None,
-            "checkpoint": store or None}
+            "checkpoint": store or None,
+            "registry": avro.registry.secret_ref.name if avro else None}
 
 
 def secret_mounts(secrets: dict[str, str | None]) -> list[dict[str, str]]:
@@ -142,9 +149,12 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     if service_account:
         driver["serviceAccount"] = service_account
     executor: dict[str, Any] = dict(body.get("executor") or {})
+    # The registry is read by the driver alone (it plans the decoding): not the executors.
+    executor_mounts = secret_mounts({r: n for r, n in secrets.items()
+                                     if r not in DRIVER_ONLY_ROLES})
     executor.update(instances=spark.executor.instances, cores=spark.executor.cores,
                     memory=spark.executor.memory,
-                    secrets=[*(executor.get("secrets") or []), *copy.deepcopy(mounts)],
+                    secrets=[*(executor.get("secrets") or []), *executor_mounts],
                     labels={**(executor.get("labels") or {}), **labels})
     if service_account:  # the executors too: the platform's account, not the pod default
         executor["serviceAccount"] = service_account

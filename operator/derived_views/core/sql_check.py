@@ -26,6 +26,8 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import reasons
+from derived_views.core.avro_schema import AvroSchemaError
+from derived_views.core.source_schema import events_ddl
 from derived_views.core.spark_ddl import DdlError, Field, parse_schema
 from derived_views.core.spark_lexer import SqlTextError
 from derived_views.core.sql_policy import MAX_SQL_CHARS, SHOWN_NAME, parse_spark, unsafe_sql
@@ -73,8 +75,11 @@ class Refusal:
 
 def check_spec(spec: DerivedViewSpec) -> Refusal | None:
     """The first certain problem of the spec's schema or SQL, None when none is found."""
-    return _check(spec.source.value_schema, spec.source.format, spec.transform.sql,
-                  tuple(spec.sink.primary_key))
+    try:
+        ddl = events_ddl(spec.source)
+    except AvroSchemaError as exc:
+        return Refusal(reasons.INVALID_SCHEMA, f"source.avro.readerSchema: {exc}"[:MESSAGE_CHARS])
+    return _check(ddl, spec.source.format, spec.transform.sql, tuple(spec.sink.primary_key))
 
 
 @functools.lru_cache(maxsize=256)

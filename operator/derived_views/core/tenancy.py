@@ -208,10 +208,13 @@ def spec_refusal(spec: DerivedViewSpec, policy: TenancyPolicy, *, operator_image
 
 
 def secrets_of(spec: DerivedViewSpec) -> tuple[str, ...]:
-    """The Secrets a view names (its sink's, its Kafka connection's), in that order."""
+    """The Secrets a view names (its sink's, its Kafka connection's, its schema registry's),
+    in that order."""
     names = [spec.sink.secret_ref.name]
     if spec.source.kafka.secret_ref is not None:
         names.append(spec.source.kafka.secret_ref.name)
+    if spec.source.avro is not None:
+        names.append(spec.source.avro.registry.secret_ref.name)
     return tuple(dict.fromkeys(names))
 
 

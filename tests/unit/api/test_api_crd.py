@@ -111,6 +111,8 @@ def test_cel_rules_are_where_they_belong() -> None:
         ".spec.sink.postgres.schema": ["self == oldSelf"],
         ".spec.source.badRecords": ["(self.policy == 'deadLetter') == "
                                     "has(self.deadLetterTopic)"],
+        ".spec.source": ["self.format == 'avro' ? (has(self.avro) && !has(self.schema)) : "
+                         "(has(self.schema) && !has(self.avro))"],
         ".spec.cutover.checks.rowCount": ["has(self.maxDifference) || "
                                           "has(self.maxRelativeDifference)"],
         ".spec.cutover.checks.assertions[]": ["self.sql.contains('{index}')"],

@@ -68,7 +68,8 @@ def mutated(path: list[str], value: Any, drop: bool = False) -> dict[str, Any]:
     (mutated(["sink", "primaryKey"], ["_dv_deleted"]), "none starting with _dv_"),
     (mutated(["source", "topics"], []), "at least 1"),
     (mutated(["source", "topics"], ["bad topic"]), "pattern"),
-    (mutated(["source", "format"], "avro"), "'json' or 'debezium'"),
+    (mutated(["source", "format"], "protobuf"), "'json', 'debezium' or 'avro'"),
+    (mutated(["source", "format"], "avro"), "format avro takes avro"),
     (mutated(["sink", "postgres", "table"], "Orders"), "pattern"),
     (mutated(["sink", "postgres", "table"], "t" * 41), "at most 40 characters"),
     (mutated(["transform", "sql"], None, drop=True) | {"transform": {"python": {

@@ -118,8 +118,8 @@ def test_debezium_names_are_reserved_in_the_row_schema(spark: SparkSession) -> N
 
 
 def test_an_unknown_format_is_a_config_error(kafka_frame: Any) -> None:
-    with pytest.raises(ConfigError, match=r"source\.format: 'avro' is not supported"):
-        parse_events(kafka_frame([]), value_schema(ROW_DDL), "avro")
+    with pytest.raises(ConfigError, match=r"source\.format: 'protobuf' is not supported"):
+        parse_events(kafka_frame([]), value_schema(ROW_DDL), "protobuf")
 
 
 def test_the_error_line_is_the_refusal_not_the_py4j_wrapper() -> None:

@@ -70,6 +70,7 @@ def test_the_project_dockerfiles_copy_sources() -> None:
     assert operator == ["pyproject.toml", "README.md", "operator/",
                         "spark_templates/sparkapplication.yaml"]
     assert spark == ["stack/jars/spark-kafka/pom.xml", "stack/jars/spark-s3/pom.xml",
+                     "stack/jars/spark-avro/pom.xml",
                      "spark_templates/derived_view_job.py", "spark_templates/dvjob/"]
 
 
