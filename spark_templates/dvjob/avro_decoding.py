@@ -173,8 +173,8 @@ def schema_id_of(value: Column) -> Column:
 
 
 def decoded(value: Column, decoding: Decoding) -> Column:
-    """The record resolved to the reader's shape; null when its bytes do not decode or its
-    id is not decodable."""
+    """The record resolved to the reader's shape; null when its id is not decodable, a row of
+    nulls when its bytes do not decode (`from_avro`'s PERMISSIVE mode, see `cause`)."""
     sid = schema_id_of(value)
     payload = F.substring(value, HEADER_BYTES + 1, 2**31 - 1)
     options = {"mode": "PERMISSIVE", "avroSchema": decoding.reader}
@@ -200,11 +200,39 @@ def cause(value: Column, row: Column, decoding: Decoding) -> Column:
     known = sorted(decoding.writers)
     unknown = ~sid.isin(*known) if known else F.lit(True)
     stop = F.raise_error(F.concat(F.lit(UNKNOWN_ID_MARK), sid.cast("string")))
+    undecoded = row.isNull()
+    reader_fields = _field_names(decoding.reader)
+    for schema_id, writer in sorted(decoding.writers.items()):
+        witness = next((n for n in _required_fields(writer) if n in reader_fields), None)
+        if witness is not None:
+            undecoded = undecoded | ((sid == schema_id) & row[witness].isNull())
     return (chain.when(unknown, stop.cast("string"))
-            .when(row.isNull(), F.concat(F.lit("value does not decode with writer schema id "),
-                                         sid.cast("string"), F.lit(
-                                             " (truncated or not written with that schema)")))
+            .when(undecoded, F.concat(F.lit("value does not decode with writer schema id "),
+                                      sid.cast("string"), F.lit(
+                                          " (truncated or not written with that schema)")))
             .otherwise(F.lit(None).cast("string")))
+
+
+def _field_names(schema_json: str) -> set[str]:
+    schema = json.loads(schema_json)
+    return {str(f.get("name")) for f in schema.get("fields", []) if isinstance(f, dict)}
+
+
+def _required_fields(schema_json: str) -> list[str]:
+    """The writer's top-level fields that can never be null (no null branch): `from_avro`'s
+    PERMISSIVE mode turns bytes that do not decode into a row of nulls, so a null in one of
+    them is how such a record is told from a good one. (A writer without any: an all-null
+    row passes as decoded, and a NULL primary key still stops or counts it.)"""
+    schema = json.loads(schema_json)
+    required = []
+    for f in schema.get("fields", []):
+        kind = f.get("type") if isinstance(f, dict) else None
+        nullable = kind == "null" or (isinstance(kind, list) and "null" in kind) or (
+            isinstance(kind, list) and any(isinstance(b, dict) and b.get("type") == "null"
+                                           for b in kind))
+        if kind is not None and not nullable:
+            required.append(str(f["name"]))
+    return required
 
 
 def checked_avro(raw: DataFrame, schema: StructType, decoding: Decoding,
