@@ -66,22 +66,14 @@ class Decoding:
               resolve: Callable[[str, str], str | None]) -> Decoding:
         """This decoding with `ids` fetched: decodable, unresolvable (cause from `resolve`)
         or missing."""
-        writers, unresolvable, missing = dict(self.writers), dict(self.unresolvable), set(
-            self.missing)
+        fetched: dict[int, str] = {}
+        missing = set(self.missing)
         for schema_id in sorted(ids - self.known()):
             try:
-                writer = registry.schema(schema_id)
+                fetched[schema_id] = registry.schema(schema_id)
             except SchemaNotFound:
                 missing.add(schema_id)
-                continue
-            cause = resolve(self.reader, writer)
-            if cause is None:
-                writers[schema_id] = writer
-            else:
-                unresolvable[schema_id] = (f"writer schema id {schema_id} cannot be resolved to "
-                                           f"the reader schema: {cause}")
-        return replace(self, writers=writers, unresolvable=unresolvable,
-                       missing=frozenset(missing))
+        return with_writers(replace(self, missing=frozenset(missing)), fetched, resolve)
 
 
 def unknown_ids(error: BaseException) -> set[int]:
@@ -133,11 +125,12 @@ def initial(reader: str, topics: list[str], registry: Registry,
     for topic in topics:
         writers.update(registry.subject_schemas(f"{topic}-value"))
     decoding = Decoding(reader=reader)
-    return _with_writers(decoding, writers, resolve)
+    return with_writers(decoding, writers, resolve)
 
 
-def _with_writers(decoding: Decoding, writers: Mapping[int, str],
-                  resolve: Callable[[str, str], str | None]) -> Decoding:
+def with_writers(decoding: Decoding, writers: Mapping[int, str],
+                 resolve: Callable[[str, str], str | None]) -> Decoding:
+    """`decoding` with `writers` sorted by `resolve`: decoded, or unresolvable with a cause."""
     ok, bad = dict(decoding.writers), dict(decoding.unresolvable)
     for schema_id, writer in writers.items():
         cause = resolve(decoding.reader, writer)

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,20 +176,12 @@ def opensearch_home(settings: Settings) -> Path:
         "dependency:copy",
         settings.cache_dir / f"opensearch-{OPENSEARCH_VERSION}-zip",
     )
-    archive = zips / f"opensearch-{OPENSEARCH_VERSION}.zip"
-    if not archive.is_file():
-        raise SystemExit(f"no {archive.name} in {zips}: delete that directory and run again")
-    # Unpacked beside its final place and renamed, so a half-unpacked tree is never used.
-    partial = settings.cache_dir / f"{home.name}.partial"
-    for stale in (partial, home):
-        if stale.exists():
-            shutil.rmtree(stale)
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(partial)
-    (partial / home.name).rename(home)
-    partial.rmdir()
-    marker.write_text("ok\n")
-    return home
+    archive = _fetched(zips, f"opensearch-{OPENSEARCH_VERSION}.zip")
+
+    def unzip(into: Path) -> None:
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(into)
+    return _unpacked_once(home, unzip, inner=home.name)
 
 
 def apicurio_registry_home(settings: Settings) -> Path:
@@ -204,19 +197,35 @@ def apicurio_registry_home(settings: Settings) -> Path:
         "dependency:copy",
         settings.cache_dir / f"apicurio-registry-{APICURIO_VERSION}-archive",
     )
-    archive = archives / f"apicurio-registry-app-{APICURIO_VERSION}-all.tar.gz"
+    archive = _fetched(archives, f"apicurio-registry-app-{APICURIO_VERSION}-all.tar.gz")
+
+    def untar(into: Path) -> None:  # the archive has no top directory
+        with tarfile.open(archive) as tf:
+            tf.extractall(into, filter="data")
+    return _unpacked_once(home, untar, inner=None)
+
+
+def _fetched(directory: Path, name: str) -> Path:
+    archive = directory / name
     if not archive.is_file():
-        raise SystemExit(f"no {archive.name} in {archives}: delete that directory and run again")
-    # The archive has no top directory: it is unpacked into one beside the final place and
-    # renamed, so a half-unpacked tree is never used.
-    partial = settings.cache_dir / f"{home.name}.partial"
+        raise SystemExit(f"no {name} in {directory}: delete that directory and run again")
+    return archive
+
+
+def _unpacked_once(home: Path, extract: Callable[[Path], None], inner: str | None) -> Path:
+    """Unpacked beside its final place (`inner`: the archive's top directory) and renamed,
+    so a half-unpacked tree is never used; marked complete last."""
+    partial = home.parent / f"{home.name}.partial"
     for stale in (partial, home):
         if stale.exists():
             shutil.rmtree(stale)
-    with tarfile.open(archive) as tf:
-        tf.extractall(partial, filter="data")
-    partial.rename(home)
-    marker.write_text("ok\n")
+    extract(partial)
+    if inner is None:
+        partial.rename(home)
+    else:
+        (partial / inner).rename(home)
+        partial.rmdir()
+    (home / ".complete").write_text("ok\n")
     return home
 
 

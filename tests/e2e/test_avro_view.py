@@ -28,25 +28,13 @@ from confluent_kafka import Producer
 from e2e_views import G, P, V, ViewHandle, alias_rows
 from kubernetes import client
 
+from avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
 from dvstack import replay
 from dvstack.schema_registry_client import register
 from dvstack.traffic import AliasReader
 from dvstack.waiting import wait_for
 
-
-def order_record(*fields: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "record", "name": "Order", "namespace": "shop", "fields": list(fields)}
-
-
-ID, CUSTOMER = {"name": "order_id", "type": "string"}, {"name": "customer_id", "type": "string"}
-CHANNEL = {"name": "channel", "type": "string", "default": "web"}
-W1 = order_record(ID, CUSTOMER, {"name": "amount", "type": "int"},
-                  {"name": "coupon", "type": ["null", "string"], "default": None})
-W2 = order_record(ID, CUSTOMER, {"name": "amount", "type": "int"}, CHANNEL)
-W3 = order_record(ID, CUSTOMER, {"name": "amount", "type": "long"}, CHANNEL)
-READER_V2 = order_record(ID, CUSTOMER, {"name": "amount", "type": "long"}, CHANNEL,
-                         {"name": "gift", "type": "boolean", "default": False})
-BAD_WRITER = order_record(ID, CUSTOMER, {"name": "amount", "type": "string"})
+READER_V2 = order_record(*W3["fields"], GIFT)
 SQL_V1 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue FROM events "
           "WHERE NOT _kafka_tombstone GROUP BY customer_id")
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, "
@@ -54,12 +42,6 @@ SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, "
           "WHERE NOT _kafka_tombstone GROUP BY customer_id")
 PER_VERSION = 3_000
 RATE = 50
-
-
-def wire(schema_id: int, schema: dict[str, Any], value: dict[str, Any]) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
-    return b"\x00" + struct.pack(">I", schema_id) + out.getvalue()
 
 
 def order(i: int, version: int) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -30,36 +29,19 @@ from confluent_kafka import Consumer, Producer
 from job_submit import submit
 from psycopg import sql
 
+from avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
 from dvstack import replay
 from dvstack.schema_registry_client import register
 
 pytestmark = pytest.mark.integration
 
 
-def record(*fields: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "record", "name": "Order", "namespace": "shop", "fields": list(fields)}
-
-
-ID, CUSTOMER = {"name": "order_id", "type": "string"}, {"name": "customer_id", "type": "string"}
-CHANNEL = {"name": "channel", "type": "string", "default": "web"}
-W1 = record(ID, CUSTOMER, {"name": "amount", "type": "int"},
-            {"name": "coupon", "type": ["null", "string"], "default": None})
-W2 = record(ID, CUSTOMER, {"name": "amount", "type": "int"}, CHANNEL)
-W3 = record(ID, CUSTOMER, {"name": "amount", "type": "long"}, CHANNEL)
-LATE = record(ID, CUSTOMER, {"name": "amount", "type": "long"}, CHANNEL,
-              {"name": "gift", "type": "boolean", "default": False})
-BAD_WRITER = record(ID, CUSTOMER, {"name": "amount", "type": "string"})
+LATE = order_record(*W3["fields"], GIFT)
 READER = W3
 ROW_DDL = "`order_id` STRING, `customer_id` STRING, `amount` BIGINT, `channel` STRING"
 SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, "
        "max(channel) AS channel FROM events WHERE NOT _kafka_tombstone GROUP BY customer_id")
 MISSING_ID = 2_000_000_000
-
-
-def wire(schema_id: int, schema: dict[str, Any], value: dict[str, Any]) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
-    return b"\x00" + struct.pack(">I", schema_id) + out.getvalue()
 
 
 def orders(n: int, start: int, version: int) -> list[dict[str, Any]]:
