@@ -57,7 +57,7 @@ def test_spark_tuning_is_accepted(crd_installed: None, kube_api_client: Any, nam
     (lambda s: s["source"].update(maxOffsetsPerTrigger=0), "spec.source.maxOffsetsPerTrigger"),
     (lambda s: s["sink"].update(primaryKey=[]), "spec.sink.primaryKey"),
     (lambda s: s["source"].update(topics=["bad topic!"]), "spec.source.topics[0]"),
-    (lambda s: s["source"].update(format="avro"), "spec.source.format"),
+    (lambda s: s["source"].update(format="protobuf"), "spec.source.format"),
     (lambda s: s["sink"]["postgres"].update(table="Orders-Table"), "spec.sink.postgres.table"),
     (lambda s: s.update(spark={"sparkConf": {"spark.kubernetes.driver.container.image": "x:1"}}),
      "spec.spark.sparkConf must not set spark.kubernetes.container.image, "
