@@ -18,6 +18,12 @@ field): a value not in the wire format, an id the registry does not have, a writ
 schema that cannot be resolved to the reader's (decided once per id by Avro's
 `SchemaCompatibility`), bytes that do not decode. A tombstone (null value) is a good
 record with a null row, as for JSON.
+
+Debezium's Avro converter writes the change envelope (`before`/`after` of the table's
+`Value` record, `op`, `ts_ms`, more the job ignores) as the value and the row's primary key
+(`Key`) as the key, each under its own subject. The view's reader schema is the row's:
+`debezium_readers` wraps it into the envelope's reader and a key reader whose fields are
+all optional (a key holds only the key's columns), so a tombstone still names its row.
 """
 
 from __future__ import annotations
@@ -37,14 +43,14 @@ from dvjob.errors import ConfigError
 from dvjob.schema_registry import Registry, SchemaNotFound
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 MAGIC = b"\x00"
 HEADER_BYTES = 5
 UNKNOWN_ID_MARK = "dvjob: schema id not known to this query: "
-_UNKNOWN_ID = re.compile(re.escape(UNKNOWN_ID_MARK) + r"(\d+)")
-NOT_WIRE_FORMAT = ("value is not Avro in the Confluent wire format (a magic byte 0, a 4-byte "
-                   "schema id, the Avro binary)")
+_UNKNOWN_ID = re.compile(re.escape(UNKNOWN_ID_MARK) + r"(?:(key|value) )?(\d+)")
+WIRE_FORMAT = ("Avro in the Confluent wire format (a magic byte 0, a 4-byte schema id, the "
+               "Avro binary)")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,10 @@ class Decoding:
     """Ids whose writer's schema does not: their records are bad, with this cause."""
     missing: frozenset[int] = frozenset()
     """Ids the registry does not have: their records are bad."""
+    role: str = "value"
+    """Which part of a record it decodes, `value` or `key` (its subject is `<topic>-<role>`)."""
+    key: Decoding | None = None
+    """Debezium's Avro converter: the record keys' decoding, read for tombstones."""
 
     def known(self) -> frozenset[int]:
         return frozenset(self.writers) | frozenset(self.unresolvable) | self.missing
@@ -76,9 +86,36 @@ class Decoding:
         return with_writers(replace(self, missing=frozenset(missing)), fetched, resolve)
 
 
-def unknown_ids(error: BaseException) -> set[int]:
-    """The ids a failed query stopped at (`UNKNOWN_ID_MARK` in its error), else empty."""
-    return {int(m) for m in _UNKNOWN_ID.findall(str(error))}
+def unknown_ids(error: BaseException) -> set[tuple[str, int]]:
+    """The (role, id) pairs a failed query stopped at (`UNKNOWN_ID_MARK` in its error)."""
+    return {(role or "value", int(i)) for role, i in _UNKNOWN_ID.findall(str(error))}
+
+
+def debezium_readers(row_reader: str) -> tuple[str, str]:
+    """The reader schemas of Debezium's Avro envelope and key around the row's.
+
+    Named as Debezium names them (`Envelope`, `Value`, `Key`: Avro matches records by
+    unqualified name). The envelope reads only what the job uses; the writer's other fields
+    (`source`, `transaction`, ...) are skipped by Avro's resolution. Every key field is
+    optional: the key holds the primary key's columns alone."""
+    row = json.loads(row_reader)
+    value = {**{k: v for k, v in row.items() if k not in ("name", "namespace", "aliases")},
+             "name": "Value"}
+    envelope = {"type": "record", "name": "Envelope", "fields": [
+        {"name": "before", "type": ["null", value], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None}]}
+    key = {"type": "record", "name": "Key", "fields": [
+        {"name": f["name"], "type": _optional(f["type"]), "default": None}
+        for f in value.get("fields", [])]}
+    return json.dumps(envelope), json.dumps(key)
+
+
+def _optional(avro_type: Any) -> list[Any]:
+    """`avro_type` as a union whose first branch is null (a null default needs that)."""
+    branches = avro_type if isinstance(avro_type, list) else [avro_type]
+    return ["null", *[b for b in branches if b != "null"]]
 
 
 def resolution_cause(spark: SparkSession) -> Callable[[str, str], str | None]:
@@ -119,12 +156,12 @@ def field_at(schema: Any, pointer: str) -> str:
 
 
 def initial(reader: str, topics: list[str], registry: Registry,
-            resolve: Callable[[str, str], str | None]) -> Decoding:
-    """The writers registered under each topic's value subject, known before the replay."""
+            resolve: Callable[[str, str], str | None], role: str = "value") -> Decoding:
+    """The writers registered under each topic's `role` subject, known before the replay."""
     writers: dict[int, str] = {}
     for topic in topics:
-        writers.update(registry.subject_schemas(f"{topic}-value"))
-    decoding = Decoding(reader=reader)
+        writers.update(registry.subject_schemas(f"{topic}-{role}"))
+    decoding = Decoding(reader=reader, role=role)
     return with_writers(decoding, writers, resolve)
 
 
@@ -137,17 +174,20 @@ def with_writers(decoding: Decoding, writers: Mapping[int, str],
         if cause is None:
             ok[schema_id] = writer
         else:
-            bad[schema_id] = (f"writer schema id {schema_id} cannot be resolved to the reader "
+            what = "writer" if decoding.role == "value" else f"{decoding.role} writer"
+            bad[schema_id] = (f"{what} schema id {schema_id} cannot be resolved to the reader "
                               f"schema: {cause}")
     return replace(decoding, writers=ok, unresolvable=bad)
 
 
 def check_reader_type(spark: SparkSession, decoding: Decoding, schema: StructType) -> None:
-    """`from_avro`'s type for the reader schema must be the DDL the operator derived from it
-    (nullability aside): the transform was checked against that DDL."""
+    """`from_avro`'s type for the reader schema (Debezium's: its row) must be the DDL the
+    operator derived from it (nullability aside): the transform was checked against that DDL."""
     frame = spark.range(0).select(
         from_avro(F.lit(b"").cast("binary"), decoding.reader).alias("r"))
     got = frame.schema["r"].dataType
+    if decoding.key is not None and isinstance(got, StructType):
+        got = got["after"].dataType
     if _shape(got) != _shape(schema):
         raise ConfigError(f"source.schema {schema.simpleString()} is not the reader schema's "
                           f"type {got.simpleString()}: the operator derives one from the other")
@@ -181,18 +221,22 @@ def decoded(value: Column, decoding: Decoding) -> Column:
 
 
 def cause(value: Column, row: Column, decoding: Decoding) -> Column:
-    """Why a record is bad (NULL: good). An id the plan does not know stops the query."""
+    """Why a record's value (or key: `decoding.role`) is bad (NULL: good). An id the plan
+    does not know stops the query."""
+    role = decoding.role
     sid = schema_id_of(value)
     wire = (F.length(value) >= HEADER_BYTES) & (F.substring(value, 1, 1) == F.lit(MAGIC))
-    chain = F.when(value.isNull(), F.lit(None).cast("string")).when(~wire, F.lit(NOT_WIRE_FORMAT))
+    chain = F.when(value.isNull(), F.lit(None).cast("string")).when(
+        ~wire, F.lit(f"{role} is not {WIRE_FORMAT}"))
     if decoding.missing:
         chain = chain.when(sid.isin(*sorted(decoding.missing)), F.concat(
-            F.lit("schema id "), sid.cast("string"), F.lit(" is not in the schema registry")))
+            F.lit(f"{role} schema id "), sid.cast("string"),
+            F.lit(" is not in the schema registry")))
     for schema_id, why in sorted(decoding.unresolvable.items()):
         chain = chain.when(sid == schema_id, F.lit(why))
     known = sorted(decoding.writers)
     unknown = ~sid.isin(*known) if known else F.lit(True)
-    stop = F.raise_error(F.concat(F.lit(UNKNOWN_ID_MARK), sid.cast("string")))
+    stop = F.raise_error(F.concat(F.lit(f"{UNKNOWN_ID_MARK}{role} "), sid.cast("string")))
     undecoded = row.isNull()
     reader_fields = _field_names(decoding.reader)
     for schema_id, writer in sorted(decoding.writers.items()):
@@ -200,7 +244,7 @@ def cause(value: Column, row: Column, decoding: Decoding) -> Column:
         if witness is not None:
             undecoded = undecoded | ((sid == schema_id) & row[witness].isNull())
     return (chain.when(unknown, stop.cast("string"))
-            .when(undecoded, F.concat(F.lit("value does not decode with writer schema id "),
+            .when(undecoded, F.concat(F.lit(f"{role} does not decode with writer schema id "),
                                       sid.cast("string"), F.lit(
                                           " (truncated or not written with that schema)")))
             .otherwise(F.lit(None).cast("string")))
@@ -226,19 +270,3 @@ def _required_fields(schema_json: str) -> list[str]:
         if kind is not None and not nullable:
             required.append(str(f["name"]))
     return required
-
-
-def checked_avro(raw: DataFrame, schema: StructType, decoding: Decoding,
-                 once: Callable[[Column], Column], metadata: list[Column],
-                 metadata_names: tuple[str, ...], bad_cause: str,
-                 nul_cause: Callable[[Column, StructType], Column]) -> DataFrame:
-    """`raw` plus `_dv_row` (the reader's fields), the metadata columns and the cause, as
-    `dvjob.parse.checked_records` returns them for the other formats."""
-    staged = raw.select("*", once(decoded(F.col("value"), decoding)).alias("_dv_decoded"),
-                        *metadata)
-    row = F.col("_dv_decoded")
-    why = cause(F.col("value"), row, decoding)
-    good_row = F.when(F.col("value").isNull(), F.lit(None)).otherwise(row)
-    fields = F.struct(*[good_row[f.name].alias(f.name) for f in schema.fields])
-    return staged.select(*raw.columns, fields.alias("_dv_row"), *metadata_names,
-                         F.coalesce(why, nul_cause(row, schema)).alias(bad_cause))

@@ -137,9 +137,10 @@ class SourceConfig(_Model):
 
     @model_validator(mode="after")
     def _avro_with_its_reader(self) -> SourceConfig:
-        if (self.format == "avro") != (self.avro is not None):
-            raise ValueError("avro (the reader schema) is required with format avro, and only "
-                             "then")
+        if (self.format == "avro" and self.avro is None) or (
+                self.format == "json" and self.avro is not None):
+            raise ValueError("avro (the reader schema) is required with format avro, allowed "
+                             "with debezium (Debezium's Avro converter) and not with json")
         return self
 
     @model_validator(mode="after")
@@ -229,7 +230,7 @@ class SecretsConfig(_Model):
     checkpoint: str | None = None
     registry: str | None = None
     """The schema registry's Secret (`url`, optional `username`/`password`, `ca.crt`): with
-    format avro."""
+    Avro values (source.avro)."""
 
 
 class JobConfig(_Model):
@@ -249,10 +250,10 @@ class JobConfig(_Model):
 
     @model_validator(mode="after")
     def _registry_for_avro(self) -> JobConfig:
-        if self.source.format == "avro" and (self.secrets is None
+        if self.source.avro is not None and (self.secrets is None
                                              or self.secrets.registry is None):
-            raise ValueError("secrets.registry is required with source.format avro: the job "
-                             "fetches each writer's schema from the registry")
+            raise ValueError("secrets.registry is required with Avro values (source.avro): "
+                             "the job fetches each writer's schema from the registry")
         return self
 
     @field_validator("revision")

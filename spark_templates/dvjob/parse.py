@@ -32,7 +32,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
-from dvjob.avro_decoding import Decoding, checked_avro
+from dvjob.avro_decoding import Decoding, cause, decoded
 from dvjob.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -133,12 +133,12 @@ def checked_records(raw: DataFrame, schema: StructType, fmt: str,
     """`raw`'s columns plus `_dv_row` (the event's fields), the `_kafka_*` (and for debezium
     `_debezium_*`) columns and `_dv_bad_cause`."""
     if fmt == "debezium":
-        return _checked_debezium(raw, schema)
+        return _checked_debezium(raw, schema) if avro is None else _checked_debezium_avro(
+            raw, schema, avro)
     if fmt == "avro":
         if avro is None:
             raise ConfigError("source.format avro needs the reader and writer schemas")
-        return checked_avro(raw, schema, avro, _once, _kafka_metadata(), KAFKA_COLUMNS,
-                            BAD_CAUSE, _nul_cause)
+        return _checked_avro(raw, schema, avro)
     if fmt != "json":
         raise ConfigError(f"source.format: {fmt!r} is not supported (json, debezium, avro)")
     return _checked_json(raw, schema)
@@ -254,3 +254,46 @@ def _checked_debezium(raw: DataFrame, row: StructType) -> DataFrame:
         change["ts_ms"].alias("_debezium_ts_ms"),
         (tombstone | (op == DEBEZIUM_DELETE_OP)).alias("_debezium_deleted"),
         cause.alias(BAD_CAUSE))
+
+
+def _checked_avro(raw: DataFrame, schema: StructType, decoding: Decoding) -> DataFrame:
+    staged = raw.select("*", _once(decoded(F.col("value"), decoding)).alias("_dv_decoded"),
+                        *_kafka_metadata())
+    row = F.col("_dv_decoded")
+    why = cause(F.col("value"), row, decoding)
+    good_row = F.when(F.col("value").isNull(), F.lit(None)).otherwise(row)
+    fields = F.struct(*[good_row[f.name].alias(f.name) for f in schema.fields])
+    return staged.select(*raw.columns, fields.alias("_dv_row"), *KAFKA_COLUMNS,
+                         F.coalesce(why, _nul_cause(row, schema)).alias(BAD_CAUSE))
+
+
+def _checked_debezium_avro(raw: DataFrame, row: StructType, decoding: Decoding) -> DataFrame:
+    """Debezium's change events through its Avro converter: as `_checked_debezium`, with the
+    envelope and (for a tombstone) the key decoded by their writers' schemas."""
+    if decoding.key is None:
+        raise ConfigError("format debezium in Avro needs the record keys' decoding")
+    staged = raw.select("*", _once(decoded(F.col("value"), decoding)).alias("_dv_change"),
+                        _once(decoded(F.col("key"), decoding.key)).alias("_dv_key"),
+                        *_kafka_metadata())
+    change, key = F.col("_dv_change"), F.col("_dv_key")
+    op, tombstone = change["op"], F.col("_kafka_tombstone")
+    deleted = op == DEBEZIUM_DELETE_OP
+    image = F.struct(*[F.when(tombstone, key[f.name]).when(deleted, change["before"][f.name])
+                       .otherwise(change["after"][f.name]).alias(f.name) for f in row.fields])
+    key_cause = F.when(F.col("key").isNull(), F.lit(
+        "tombstone without a key (a Debezium key names the deleted row)")).otherwise(
+        cause(F.col("key"), key, decoding.key))
+    why = (F.when(tombstone, key_cause)
+           .otherwise(F.coalesce(
+               cause(F.col("value"), change, decoding),
+               F.when(~op.isin(*DEBEZIUM_ROW_OPS, DEBEZIUM_DELETE_OP), F.concat(
+                   F.lit("Debezium op '"), op, F.lit(
+                       "' cannot be mapped to upserts and deletes (c, u, r and d can)"))),
+               _nul_cause(image, row))))
+    return staged.select(
+        *raw.columns, image.alias("_dv_row"), *KAFKA_COLUMNS,
+        F.when(tombstone, F.lit(None).cast("string")).otherwise(op).alias("_debezium_op"),
+        F.when(tombstone, F.lit(None).cast("long")).otherwise(change["ts_ms"])
+        .alias("_debezium_ts_ms"),
+        (tombstone | deleted).alias("_debezium_deleted"),
+        why.alias(BAD_CAUSE))

@@ -192,10 +192,11 @@ class ReaderSchema(ApiModel):
     text: Annotated[str, Field(
         alias="schema", min_length=2, max_length=MAX_SCHEMA,
         description="The Avro reader schema (JSON), a record: its fields become the events' "
-                    "columns, typed as Spark's Avro reader types them. Records written with "
-                    "any writer's schema Avro can resolve to it (fields added with defaults, "
-                    "fields removed, types promoted) read as this shape. Part of the "
-                    "revision.")]
+                    "columns (for debezium: the table row's, read from `before`/`after` and, "
+                    "for a tombstone, from the record key), typed as Spark's Avro reader "
+                    "types them. Records written with any writer's schema Avro can resolve "
+                    "to it (fields added with defaults, fields removed, types promoted) read "
+                    "as this shape. Part of the revision.")]
 
 
 class AvroSource(ApiModel):
@@ -207,10 +208,12 @@ class AvroSource(ApiModel):
 
 
 AVRO_RULE = ("self.format == 'avro' ? (has(self.avro) && !has(self.schema)) : "
+             "self.format == 'debezium' ? (has(self.avro) != has(self.schema)) : "
              "(has(self.schema) && !has(self.avro))")
 AVRO_MESSAGE = ("source: format avro takes avro (the registry and the reader schema) and no "
-                "schema (the events' types come from the reader schema); json and debezium "
-                "take schema and no avro")
+                "schema (the events' types come from the reader schema); debezium takes "
+                "either schema (JSON change events) or avro (Avro change events); json takes "
+                "schema and no avro")
 
 
 class Source(ApiModel):
@@ -225,16 +228,19 @@ class Source(ApiModel):
                     "Kafka names of at most 249 characters). Part of the revision.")]
     format: Annotated[Literal["json", "debezium", "avro"], Field(
         description="Encoding of record values: `json` (one JSON object per value), "
-                    "`debezium` (a Debezium change envelope in JSON) or `avro` (Avro in the "
-                    "Confluent wire format, see `avro`). Part of the revision.")] = "json"
+                    "`debezium` (Debezium change events: JSON with `schema`, or Avro with "
+                    "`avro`, as Debezium's JSON or Avro converter writes them) or `avro` (Avro "
+                    "in the Confluent wire format, see `avro`). Part of the revision.")] = "json"
     value_schema: Annotated[str | None, Field(
         alias="schema", min_length=1, max_length=MAX_SCHEMA,
         description="Spark DDL of the event value, e.g. `order_id STRING, amount DOUBLE`, "
-                    "for json and debezium (avro: from `avro.readerSchema`). At most 32768 "
-                    "characters (about a thousand fields; each live revision's status keeps a "
+                    "for json and JSON debezium (with `avro`: from `avro.readerSchema`). At "
+                    "most 32768 characters (about a thousand fields; each live revision's status keeps a "
                     "copy). Part of the revision.")] = None
     avro: Annotated[AvroSource | None, Field(
-        description="With format avro: the schema registry and the reader schema.")] = None
+        description="With format avro, or debezium through Debezium's Avro converter: the "
+                    "schema registry and the reader schema (for debezium, of the table's "
+                    "row).")] = None
     max_offsets_per_trigger: Annotated[int, Field(
         ge=1, le=100_000_000,
         description="Upper bound on records per micro-batch across all partitions while "
@@ -254,8 +260,9 @@ class Source(ApiModel):
 
     @model_validator(mode="after")
     def _avro_or_schema(self) -> Source:
-        if (self.format == "avro") != (self.avro is not None) or (
-                (self.format == "avro") == (self.value_schema is not None)):
+        avro, schema = self.avro is not None, self.value_schema is not None
+        allowed = {"avro": avro and not schema, "debezium": avro != schema}
+        if not allowed.get(self.format, schema and not avro):
             raise ValueError(AVRO_MESSAGE)
         return self
 

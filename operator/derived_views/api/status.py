@@ -101,7 +101,12 @@ class RevisionContent(StatusModel):
 
     topics: Annotated[list[str], Field(description="Topics the revision reads.")]
     format: Annotated[str, Field(description="Encoding of record values.")]
-    value_schema: Annotated[str, Field(alias="schema", description="Spark DDL of the value.")]
+    value_schema: Annotated[str, Field(
+        alias="schema", description="Spark DDL of the value, or (encoding avro) the Avro reader "
+                                    "schema.")]
+    encoding: Annotated[str | None, Field(
+        description="`avro` when values are Avro read through a schema registry (format avro, "
+                    "or debezium from Debezium's Avro converter); absent for JSON.")] = None
     sql: Annotated[str | None, Field(description="The SQL transform, if SQL.")] = None
     python_function: Annotated[str | None, Field(
         description="The Python transform `package.module:function`, if Python.")] = None

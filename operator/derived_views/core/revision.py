@@ -49,7 +49,8 @@ def content_of(spec: DerivedViewSpec) -> RevisionContent:
     python = spec.transform.python
     return RevisionContent(
         topics=list(spec.source.topics), format=spec.source.format,
-        value_schema=shape_text(spec.source), sql=spec.transform.sql,
+        value_schema=shape_text(spec.source),
+        encoding="avro" if spec.source.avro is not None else None, sql=spec.transform.sql,
         python_function=python.function if python else None,
         py_files=list(python.py_files) if python else [],
         primary_key=list(spec.sink.primary_key))
@@ -65,7 +66,7 @@ def spec_fields(content: RevisionContent) -> dict[str, Any]:
     else:
         transform = {"sql": content.sql}
     source: dict[str, Any] = {"topics": list(content.topics), "format": content.format}
-    if content.format == "avro":  # its `schema` is the reader schema (`shape_text`)
+    if content.encoding == "avro" or content.format == "avro":  # `schema`: the reader schema
         source["avro"] = {"readerSchema": {"schema": content.value_schema}}
     else:
         source["schema"] = content.value_schema
@@ -107,10 +108,14 @@ def revision_document(spec: DerivedViewSpec) -> dict[str, Any]:
                             "primaryKey": list(spec.sink.primary_key)}
     if spec.sink.kind != "postgres":  # PostgreSQL views keep the revisions they always had
         sink["kind"] = spec.sink.kind
+    source: dict[str, Any] = {"topics": sorted(set(spec.source.topics)),
+                              "format": spec.source.format,
+                              "schema": shape_text(spec.source).strip()}
+    if spec.source.avro is not None:  # only then: JSON views keep their revisions
+        source["encoding"] = "avro"
     return {
         "scheme": HASH_SCHEME,
-        "source": {"topics": sorted(set(spec.source.topics)), "format": spec.source.format,
-                   "schema": shape_text(spec.source).strip()},
+        "source": source,
         "transform": transform,
         "sink": sink,
     }

@@ -99,7 +99,7 @@ CASES: list[Case] = [
          "spec.transform.python.function"),
     Case("empty `source.schema`", _spec("source.schema", ""), "spec.source.schema"),
     Case("no `source.schema` (format json)", _spec("source.schema", None),
-         "json and debezium take schema and no avro"),
+         "json takes schema and no avro"),
     Case("`source.schema` over 32768 characters",
          _spec("source.schema", "order_id STRING, " + "amount DOUBLE, " * 2200 + "x INT"),
          "spec.source.schema: Too long"),

@@ -81,3 +81,19 @@ def rows(stack: Any, schema: str, table: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(stack.pg_dsn) as conn:
         return [tuple(r) for r in conn.execute(
             sql.SQL("SELECT * FROM {} ORDER BY 1").format(sql.Identifier(schema, table)))]
+
+
+def mounted_secrets(stack: Any, into: Path, registry: bool = True) -> dict[str, str]:
+    """The sink's (and the schema registry's) Secrets as files, as the job's pods mount them;
+    the Spark conf that tells the job where each one is."""
+    secrets = {"views-db": {"host": stack.pg["host"], "port": stack.pg["port"],
+                            "database": stack.pg["database"], "user": stack.pg["user"],
+                            "password": stack.pg["password"]}}
+    if registry:
+        secrets["registry"] = {"url": stack.schema_registry_url}
+    for name, keys in secrets.items():
+        (into / name).mkdir(parents=True)
+        for key, value in keys.items():
+            (into / name / key).write_text(str(value))
+    return {f"spark.kubernetes.{role}.secrets.{name}": str(into / name)
+            for role in ("driver", "executor") for name in secrets}

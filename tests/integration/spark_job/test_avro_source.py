@@ -26,7 +26,7 @@ import fastavro
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer
-from job_submit import submit
+from job_submit import mounted_secrets, submit
 from psycopg import sql
 
 from avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
@@ -78,7 +78,7 @@ def avro_topic(stack: Any) -> dict[str, Any]:
     bad = {
         "not wire": (b'{"order_id": "j1"}', "value is not Avro in the Confluent wire format"),
         "missing id": (wire(MISSING_ID, W3, orders(1, 991, 3)[0]),
-                       f"schema id {MISSING_ID} is not in the schema registry"),
+                       f"value schema id {MISSING_ID} is not in the schema registry"),
         "bad writer": (wire(ids["bad_writer"], BAD_WRITER,
                             {"order_id": "s1", "customer_id": "c1", "amount": "lots"}),
                        f"writer schema id {ids['bad_writer']} cannot be resolved to the reader "
@@ -111,14 +111,6 @@ def expected_index(good: list[tuple[bytes, int, dict[str, Any]]],
 
 def run_job(stack: Any, tmp_path: Path, topic: str, schema: str,
             bad_records: dict[str, str]) -> Any:
-    secrets = tmp_path / "secrets"
-    for name, keys in (("views-db", {"host": stack.pg["host"], "port": stack.pg["port"],
-                                     "database": stack.pg["database"], "user": stack.pg["user"],
-                                     "password": stack.pg["password"]}),
-                       ("registry", {"url": stack.schema_registry_url})):
-        (secrets / name).mkdir(parents=True)
-        for key, value in keys.items():
-            (secrets / name / key).write_text(str(value))
     config = {
         "view": "it/avro", "revision": "r1",
         "source": {"bootstrapServers": stack.kafka_bootstrap, "topics": [topic],
@@ -130,9 +122,8 @@ def run_job(stack: Any, tmp_path: Path, topic: str, schema: str,
         "trigger": {"availableNow": True},
         "secrets": {"sink": "views-db", "registry": "registry"},
     }
-    conf = {f"spark.kubernetes.{role}.secrets.{name}": str(secrets / name)
-            for role in ("driver", "executor") for name in ("views-db", "registry")}
-    return submit(stack, config, timeout=1500, conf=conf)
+    return submit(stack, config, timeout=1500,
+                  conf=mounted_secrets(stack, tmp_path / "secrets"))
 
 
 def index_rows(stack: Any, schema: str) -> list[tuple[Any, ...]]:
@@ -152,7 +143,7 @@ def test_three_writer_versions_a_late_writer_and_each_bad_kind(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert index_rows(stack, schema) == expected_index(avro_topic["good"], avro_topic["ids"])
     late = avro_topic["ids"]["late"]
-    assert (f"schema id {late} met in the log: decoded; restarting the query from its "
+    assert (f"value schema id {late} met in the log: decoded; restarting the query from its "
             "checkpoint") in done.stdout, done.stdout[-3000:]
 
     consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": dead,

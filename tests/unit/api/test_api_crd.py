@@ -112,6 +112,7 @@ def test_cel_rules_are_where_they_belong() -> None:
         ".spec.source.badRecords": ["(self.policy == 'deadLetter') == "
                                     "has(self.deadLetterTopic)"],
         ".spec.source": ["self.format == 'avro' ? (has(self.avro) && !has(self.schema)) : "
+                         "self.format == 'debezium' ? (has(self.avro) != has(self.schema)) : "
                          "(has(self.schema) && !has(self.avro))"],
         ".spec.cutover.checks.rowCount": ["has(self.maxDifference) || "
                                           "has(self.maxRelativeDifference)"],

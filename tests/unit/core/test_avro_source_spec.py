@@ -112,3 +112,49 @@ def test_a_reader_schema_the_job_cannot_read_is_refused_before_any_job() -> None
                                "GROUP BY customer_id"}
     refused = check_spec(DerivedViewSpec.model_validate(bad))
     assert refused is not None and "coupon" in refused.message
+
+
+def debezium_avro_body(reader: dict[str, Any] = READER) -> dict[str, Any]:
+    body = avro_body(reader)
+    body["source"]["format"] = "debezium"
+    return body
+
+
+@pytest.mark.parametrize("edit, valid", [
+    (lambda s: None, True),  # Debezium's Avro converter: the row's reader schema
+    (lambda s: s.update(schema="order_id STRING"), False),  # both encodings at once
+    (lambda s: s.pop("avro"), False),  # neither
+])
+def test_debezium_takes_either_a_ddl_or_avro(edit: Any, valid: bool) -> None:
+    body = debezium_avro_body()
+    edit(body["source"])
+    if valid:
+        assert DerivedViewSpec.model_validate(body).source.avro is not None
+    else:
+        with pytest.raises(ValidationError, match="debezium takes either schema"):
+            DerivedViewSpec.model_validate(body)
+
+
+def test_debezium_in_avro_is_its_own_revision_renders_back_and_tells_the_job() -> None:
+    spec = DerivedViewSpec.model_validate(debezium_avro_body())
+    assert revision_of(spec) != revision_of(avro_spec())  # the envelope is content
+    content = content_of(spec)
+    assert (content.format, content.encoding) == ("debezium", "avro")
+    newer = avro_spec(reader={**READER, "fields": READER["fields"][:3]})
+    rendered = with_content(newer, content)
+    assert revision_of(rendered) == revision_of(spec)
+    assert rendered.source.format == "debezium" and rendered.source.value_schema is None
+    config = job_config(uid="u-1", namespace="shop", view="orders", spec=spec,
+                        revision=revision_of(spec), checkpoint_location="s3a://c/x",
+                        secrets={"sink": "views-db", "registry": "registry"})
+    assert config["source"]["format"] == "debezium"
+    assert json.loads(config["source"]["avro"]["readerSchema"]) == READER
+    assert parse_config(json.dumps(config)).source.avro is not None
+
+
+def test_a_debezium_avro_transform_reads_the_change_columns() -> None:
+    body = debezium_avro_body()
+    body["transform"] = {"sql": "SELECT order_id, amount, _debezium_deleted AS _dv_deleted "
+                                "FROM events"}
+    body["sink"]["primaryKey"] = ["order_id"]
+    assert check_spec(DerivedViewSpec.model_validate(body)) is None

@@ -43,8 +43,9 @@ def test_avro_needs_its_reader_schema_and_the_registry_secret() -> None:
         parse_config(avro_config(source_avro=...))
     with pytest.raises(ConfigError, match=r"secrets\.registry is required"):
         parse_config(avro_config(secrets={"sink": "views-db"}))
-    with pytest.raises(ConfigError, match="only then"):
+    with pytest.raises(ConfigError, match="not with json"):
         parse_config(avro_config(source_format="json"))
+    assert parse_config(avro_config(source_format="debezium")).source.avro is not None
 
 
 def test_the_registry_secret_needs_an_http_url_and_both_credentials_or_none() -> None:
@@ -58,9 +59,9 @@ def test_the_registry_secret_needs_an_http_url_and_both_credentials_or_none() ->
 
 
 def test_the_ids_a_stopped_query_names_are_read_from_its_error() -> None:
-    error = RuntimeError(f"[USER_RAISED_EXCEPTION] {UNKNOWN_ID_MARK}17 SQLSTATE: P0001\n"
-                         f"caused by ... {UNKNOWN_ID_MARK}4")
-    assert unknown_ids(error) == {17, 4}
+    error = RuntimeError(f"[USER_RAISED_EXCEPTION] {UNKNOWN_ID_MARK}value 17 SQLSTATE: "
+                         f"P0001\ncaused by ... {UNKNOWN_ID_MARK}key 4 ... {UNKNOWN_ID_MARK}9")
+    assert unknown_ids(error) == {("value", 17), ("key", 4), ("value", 9)}
     assert unknown_ids(RuntimeError("refused record t/0@3: schema id 17 ...")) == set()
 
 
