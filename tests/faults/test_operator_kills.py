@@ -1,7 +1,9 @@
-"""The operator SIGKILLed in each phase of a migration, three migrations long, and in the
+"""The operator SIGKILLed in each phase of a migration, two migrations long, and in the
 last of them also replaced by a new process (an upgrade) mid-replay, just before that
-migration's Backfilling kill: one view, three migrations (the upgrade had a migration of its
-own; sharing the third saves a replay and a Spark start and loses neither fault).
+migration's Backfilling kill: one view, two migrations (the upgrade had a migration of its
+own; sharing the last saves a replay and a Spark start and loses neither fault). Two, not
+three: each kill still lands twice, on a fresh candidate and on one whose predecessor was
+itself migrated under kills, and the file was the suite's longest (944 s of 2,607 s).
 
 A restarted operator must replan from a fresh observation: the candidate keeps
 its job and checkpoint, a recorded intent is carried out once, a retiring index
@@ -25,11 +27,11 @@ from faults_support import (
 
 from dvstack.waiting import wait_for
 
-MIGRATIONS = 3
+MIGRATIONS = 2
 PHASES = ("Pending", "Backfilling", "between intent and switch", "Retiring")
 
 
-def test_the_operator_killed_in_every_phase_three_times_and_replaced_loses_nothing(
+def test_the_operator_killed_in_every_phase_twice_and_replaced_loses_nothing(
         stack: Any, kube_api_client: Any, namespace: str, operator: OperatorProcess,
         results: Path) -> None:
     scene = Scene.start(stack, kube_api_client, namespace, seed=61)
