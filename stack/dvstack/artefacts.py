@@ -118,6 +118,27 @@ def kafka_connect_libs(settings: Settings) -> Path:
     )
 
 
+APICURIO_CONVERTER_PLUGIN = "apicurio-registry-converter"
+"""The converter's plugin directory, inside the `plugin.path` root
+`apicurio_converter_plugins` returns."""
+
+
+def apicurio_converter_plugins(settings: Settings) -> Path:
+    """A `plugin.path` root holding one plugin, Apicurio's Kafka Connect converter and its
+    jars (APICURIO_CONVERTER_PLUGIN/*.jar), fetched once. A root of its own, not a directory
+    beside Debezium's: jars directly in a root would each be a plugin, and the cached
+    Debezium tree is complete already. Every jar is an artifactItem of the POM (`copy`): the
+    3.0.9 artifacts' parent POM is not on Maven Central (stack/jars/apicurio-converter)."""
+    root = settings.cache_dir / f"kafka-connect-apicurio-converter-{APICURIO_VERSION}"
+    _maven_copy(
+        settings,
+        settings.repo / "stack" / "jars" / "apicurio-converter",
+        "dependency:copy",
+        root / APICURIO_CONVERTER_PLUGIN,
+    )
+    return root
+
+
 def spark_kafka_jars(settings: Settings) -> list[Path]:
     out = _maven_copy(
         settings,

@@ -105,9 +105,24 @@ class SourceDatabase:
                     (i, f"owner-{i}", rnd.choice(REGIONS), rnd.randrange(0, 10_000))
                     for i in range(1, seed_rows + 1)])
 
-    def capture(self, timeout: float = 120) -> None:
-        """Register the Debezium connector and wait until its task streams."""
-        kafka_connect.put_connector(self.connect_url, self.connector, {
+    def capture(self, timeout: float = 120, avro_registry_url: str | None = None) -> None:
+        """Register the Debezium connector and wait until its task streams. With
+        `avro_registry_url` (the stack's `schema_registry_url`) keys and values are Avro in
+        Confluent's wire format, their schemas registered there (`capture_config`)."""
+        kafka_connect.put_connector(self.connect_url, self.connector,
+                                    self.capture_config(avro_registry_url))
+        task = wait_for(self._settled_task, timeout=timeout, interval=1,
+                        what=f"connector {self.connector} and its task to run")
+        if task.get("state") == "FAILED":  # it stays failed: no point waiting longer
+            raise RuntimeError(f"connector {self.connector}'s task failed: "
+                               f"{str(task.get('trace', ''))[:3000]}")
+
+    def capture_config(self, avro_registry_url: str | None = None) -> dict[str, str]:
+        """The Debezium connector's configuration: the worker's JSON converter, or Avro
+        through the registry at `avro_registry_url`. Avro names allow letters, digits and
+        `_` only, so Debezium then adjusts the schema and field names it derives from
+        tables and columns (`avro` mode) rather than have the registry refuse them."""
+        config = {
             "connector.class": kafka_connect.POSTGRES_CONNECTOR,
             "tasks.max": "1",
             "plugin.name": "pgoutput",
@@ -123,12 +138,12 @@ class SourceDatabase:
             # The broker does not auto-create topics: Connect creates them (KIP-158).
             "topic.creation.default.replication.factor": "1",
             "topic.creation.default.partitions": "3",
-        })
-        task = wait_for(self._settled_task, timeout=timeout, interval=1,
-                        what=f"connector {self.connector} and its task to run")
-        if task.get("state") == "FAILED":  # it stays failed: no point waiting longer
-            raise RuntimeError(f"connector {self.connector}'s task failed: "
-                               f"{str(task.get('trace', ''))[:3000]}")
+        }
+        if avro_registry_url is not None:
+            config.update(kafka_connect.avro_converter_config(avro_registry_url))
+            config["schema.name.adjustment.mode"] = "avro"
+            config["field.name.adjustment.mode"] = "avro"
+        return config
 
     def _settled_task(self) -> dict[str, Any] | None:
         """The task once it runs (with its connector) or has failed; None while it starts."""
