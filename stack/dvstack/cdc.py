@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -28,6 +28,11 @@ TABLE = "accounts"
 ROW_SCHEMA = "id INT, owner STRING, region STRING, balance BIGINT"
 """`source.schema` of a view over the table's topic: the table's row, in Spark DDL."""
 REGIONS = ("north", "south", "east", "west")
+AVRO_ROW_SCHEMA = ('{"type": "record", "name": "Account", "fields": ['
+                   '{"name": "id", "type": "int"}, {"name": "owner", "type": "string"}, '
+                   '{"name": "region", "type": "string"}, {"name": "balance", "type": "long"}]}')
+"""`source.avro.readerSchema` of a view over the table's topic written by Debezium's Avro
+converter: the table's row (NOT NULL columns, so no unions)."""
 MIRROR_SQL = "SELECT id, owner, region, balance, _debezium_deleted AS _dv_deleted FROM events"
 MIRROR_COLUMNS = ["owner", "region", "balance"]
 V2_SQL = ("SELECT id, owner, upper(region) AS region, balance, balance >= 5000 AS vip, "
@@ -70,6 +75,8 @@ class SourceDatabase:
     admin_dsn: str
     pg: dict[str, Any]
     connect_url: str
+    capture_name: str = ""
+    """Tells apart connectors capturing the same database (`second_capture`)."""
 
     @property
     def database(self) -> str:
@@ -81,16 +88,25 @@ class SourceDatabase:
 
     @property
     def connector(self) -> str:
-        return f"sor-{self.key}"
+        return f"sor-{self.key}{self.capture_name and '-' + self.capture_name}"
 
     @property
     def slot(self) -> str:
-        return f"dv_{self.key}"
+        return f"dv_{self.key}{self.capture_name and '_' + self.capture_name}"
 
     @property
     def topic(self) -> str:
         """Debezium's topic for the table: <topic.prefix>.<schema>.<table>."""
-        return f"cdc_{self.key}.public.{TABLE}"
+        return f"{self.topic_prefix}.public.{TABLE}"
+
+    @property
+    def topic_prefix(self) -> str:
+        return f"cdc_{self.key}{self.capture_name and '_' + self.capture_name}"
+
+    def second_capture(self, name: str) -> SourceDatabase:
+        """Another connector (slot, publication, topic) on the same database, e.g. one
+        writing Avro beside one writing JSON; `drop(database=False)` removes it alone."""
+        return replace(self, capture_name=name)
 
     def create(self, seed_rows: int, seed: int = 11) -> None:
         """The database and its table with `seed_rows` rows (Debezium's snapshot reads them)."""
@@ -129,7 +145,7 @@ class SourceDatabase:
             "database.hostname": str(self.pg["host"]), "database.port": str(self.pg["port"]),
             "database.user": str(self.pg["user"]), "database.password": str(self.pg["password"]),
             "database.dbname": self.database,
-            "topic.prefix": f"cdc_{self.key}",
+            "topic.prefix": self.topic_prefix,
             "table.include.list": f"public.{TABLE}",
             "slot.name": self.slot, "publication.name": self.slot,
             "publication.autocreate.mode": "filtered",
@@ -163,8 +179,9 @@ class SourceDatabase:
             return {r[0]: tuple(r[1:]) for r in conn.execute(
                 f"SELECT id, owner, region, balance FROM {TABLE}").fetchall()}
 
-    def drop(self) -> None:
-        """Remove the connector, its slot if it is left behind, and the database."""
+    def drop(self, database: bool = True) -> None:
+        """Remove the connector, its slot if it is left behind, and (`database`) the
+        database."""
         kafka_connect.delete_connector(self.connect_url, self.connector)
         with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
             def slot_gone() -> bool:
@@ -177,7 +194,8 @@ class SourceDatabase:
                 return False
             wait_for(slot_gone, timeout=60, interval=0.5,
                      what=f"replication slot {self.slot} to go")
-            conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+            if database:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
 
 @dataclass

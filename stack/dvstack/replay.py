@@ -213,6 +213,17 @@ def ensure_namespace_and_sink_secret(core: Any, namespace: str, secret: str,
     _replace_secret(core, namespace, sink_secret(secret, pg))
 
 
+def ensure_registry_secret(core: Any, namespace: str, url: str,
+                           secret: str = "registry") -> None:
+    """Create the namespace if needed and (re)create the schema registry's Secret (key `url`,
+    the Confluent-compatible API), labelled for views."""
+    _ensure_namespace(core, namespace)
+    _replace_secret(core, namespace, {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": secret, "labels": {VIEW_SECRET_LABEL: "true"}},
+        "stringData": {"url": url}})
+
+
 def ensure_checkpoint_secret(core: Any, namespace: str, s3: dict[str, Any],
                              secret: str = CHECKPOINT_SECRET) -> None:
     """Create the namespace if needed and (re)create the checkpoint Secret (S3 credentials)."""
