@@ -6,6 +6,10 @@ table into a Kafka topic; DerivedView v1 (`format: debezium`) mirrors the table,
 (a new SQL) replays the same topic beside it while a reader queries the alias, and readers
 switch. After each step the demo compares the index with the table itself. The stack stays
 up (`make stack-down`).
+
+`DEMO_FORMAT=avro make demo-cdc` runs it in Avro end to end: the connector writes keys and
+values through Apicurio's Avro converter into the stack's schema registry, and the view
+reads them with `format: debezium` and a reader schema of the table's row.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dvstack import replay
 from dvstack.cdc import (
+    AVRO_ROW_SCHEMA,
     MIRROR_COLUMNS,
     MIRROR_SQL,
     ROW_SCHEMA,
@@ -41,11 +46,15 @@ VIEW = "accounts"
 RATE = 50  # source-table changes/s during the whole demo
 
 
-def view(bootstrap: str, topic: str, table: str) -> dict[str, Any]:
+def view(bootstrap: str, topic: str, table: str, avro: bool = False) -> dict[str, Any]:
+    values: dict[str, Any] = {"schema": ROW_SCHEMA}
+    if avro:
+        values = {"avro": {"registry": {"secretRef": {"name": "registry"}},
+                           "readerSchema": {"schema": AVRO_ROW_SCHEMA}}}
     return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
             "metadata": {"name": VIEW, "namespace": NAMESPACE},
             "spec": {"source": {"kafka": {"bootstrapServers": bootstrap}, "topics": [topic],
-                                "format": "debezium", "schema": ROW_SCHEMA},
+                                "format": "debezium", **values},
                      "transform": {"sql": MIRROR_SQL},
                      "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                               "primaryKey": ["id"]},
@@ -69,6 +78,10 @@ def compare(dsn: str, table: str, workload: TableWorkload, source: SourceDatabas
 
 def main() -> None:
     seed_rows = int(os.environ.get("DEMO_ROWS", "5000"))
+    encoding = os.environ.get("DEMO_FORMAT", "json")
+    if encoding not in ("json", "avro"):
+        sys.exit(f"DEMO_FORMAT={encoding!r}: json (the default) or avro")
+    avro = encoding == "avro"
     settings, info, core, custom = stack_up()
     run = uuid.uuid4().hex[:8]
     source = SourceDatabase(run, info["pg_dsn"], info["pg"], info["kafka_connect"])
@@ -81,12 +94,17 @@ def main() -> None:
     workload: TableWorkload | None = None
     operator = None
     try:
-        source.capture()
+        registry = str(info["schema_registry_url"])
+        source.capture(avro_registry_url=registry if avro else None)
         print(f"   Debezium (Kafka Connect {info['kafka_connect']}) snapshots the table and "
-              f"streams its changes into topic {source.topic}")
+              f"streams its changes into topic {source.topic}"
+              + (f", keys and values in Avro through the schema registry {registry}"
+                 if avro else " as JSON"))
         workload = TableWorkload(source.dsn, rate=RATE).start()
         replay.ensure_namespace_and_sink_secret(core, NAMESPACE, "views-db", info["pg"])
         replay.ensure_checkpoint_secret(core, NAMESPACE, info["s3"])
+        if avro:
+            replay.ensure_registry_secret(core, NAMESPACE, registry)
         operator = start_operator(settings, info, run)
         print(f"   operator started (pid {operator.pid}; log "
               f"{settings.logs_dir}/operator-demo.log)")
@@ -99,10 +117,10 @@ def main() -> None:
         watch.until(lambda _s: gone(custom, NAMESPACE, VIEW),
                     "an earlier demo's view to be deleted")
 
-        print(f"\n2. kubectl apply DerivedView {NAMESPACE}/{VIEW} v1 (format: debezium): "
-              f"{MIRROR_SQL}")
+        print(f"\n2. kubectl apply DerivedView {NAMESPACE}/{VIEW} v1 (format: debezium"
+              + (", avro" if avro else "") + f"): {MIRROR_SQL}")
         custom.create_namespaced_custom_object(G, V, NAMESPACE, P,
-                                               view(bootstrap, source.topic, table))
+                                               view(bootstrap, source.topic, table, avro))
         applied = time.monotonic()
         status = watch.until(lambda s: ready(s) and s.get("active"), "v1 to serve")
         v1 = status["active"]["revision"]
