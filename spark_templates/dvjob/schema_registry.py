@@ -27,6 +27,9 @@ from typing import Any
 from dvjob.errors import ConfigError
 
 TIMEOUT_SECONDS = 30
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+"""The largest answer read: a schema is kilobytes; the URL is the tenant's to choose, and the
+driver's memory is not for whatever a server there sends."""
 REGISTRY_KEYS = ("url", "username", "password", "ca.crt")
 NOT_FOUND_CODES = frozenset({40401, 40402, 40403})
 """Confluent's error codes for an unknown subject, version and schema id."""
@@ -55,7 +58,7 @@ class Registry:
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS,
                                         context=context) as answer:
-                return json.loads(answer.read())
+                return parsed_answer(answer.read(MAX_ANSWER_BYTES + 1), self.url, path)
         except urllib.error.HTTPError as exc:
             body = _error_body(exc)
             if exc.code == 404 or body.get("error_code") in NOT_FOUND_CODES:
@@ -68,9 +71,10 @@ class Registry:
                               f"{reason}") from None
 
     def schema(self, schema_id: int) -> str:
-        """The Avro schema (JSON text) of a global id; SchemaNotFound when there is none, a
-        ConfigError for a schema of another type (PROTOBUF, JSON)."""
-        answer = self._get(f"/schemas/ids/{schema_id}")
+        """The Avro schema (JSON text) of a global id; SchemaNotFound when there is none, or
+        it is of another type (PROTOBUF, JSON)."""
+        path = f"/schemas/ids/{schema_id}"
+        answer = _fields(self._get(path), self.url, path, "schema")
         kind = str(answer.get("schemaType") or "AVRO").upper()
         if kind != "AVRO":
             raise SchemaNotFound(f"schema id {schema_id} is a {kind} schema, not Avro")
@@ -83,12 +87,37 @@ class Registry:
             versions = self._get(f"/subjects/{quoted}/versions")
         except SchemaNotFound:
             return {}
+        if not isinstance(versions, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in versions):
+            raise ConfigError(f"schema registry {self.url} answered no list of versions for "
+                              f"subject {subject!r}: is url the Confluent-compatible API?")
         found: dict[int, str] = {}
         for version in versions:
-            answer = self._get(f"/subjects/{quoted}/versions/{int(version)}")
+            path = f"/subjects/{quoted}/versions/{version}"
+            answer = _fields(self._get(path), self.url, path, "id", "schema")
             if str(answer.get("schemaType") or "AVRO").upper() == "AVRO":
                 found[int(answer["id"])] = str(answer["schema"])
         return found
+
+
+def parsed_answer(raw: bytes, url: str, path: str) -> Any:
+    """A registry's answer as JSON: a clear error for one too large or not JSON at all."""
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise ConfigError(f"schema registry {url} answered more than {MAX_ANSWER_BYTES} bytes "
+                          f"for {path}: no schema is that large; is url a schema registry?")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ConfigError(f"schema registry {url} answered something that is not JSON for "
+                          f"{path}: is url the Confluent-compatible API?") from None
+
+
+def _fields(answer: Any, url: str, path: str, *required: str) -> dict[str, Any]:
+    """`answer` when it is an object with the `required` keys, else a clear error."""
+    if not isinstance(answer, dict) or any(k not in answer for k in required):
+        raise ConfigError(f"schema registry {url} answered no {', '.join(required)} for "
+                          f"{path}: is url the Confluent-compatible API?")
+    return answer
 
 
 def _error_body(exc: urllib.error.HTTPError) -> dict[str, Any]:

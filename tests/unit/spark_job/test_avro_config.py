@@ -14,7 +14,13 @@ from test_config import VALID
 from dvjob.avro_decoding import UNKNOWN_ID_MARK, Decoding, field_at, unknown_ids
 from dvjob.config import parse_config
 from dvjob.errors import ConfigError
-from dvjob.schema_registry import Registry, SchemaNotFound, registry_from
+from dvjob.schema_registry import (
+    MAX_ANSWER_BYTES,
+    Registry,
+    SchemaNotFound,
+    parsed_answer,
+    registry_from,
+)
 
 READER = json.dumps({"type": "record", "name": "Order", "fields": [
     {"name": "id", "type": "string"},
@@ -97,3 +103,36 @@ def test_learnt_ids_are_decoded_counted_unresolvable_or_missing() -> None:
                                               "not compatible with writer type: STRING"}
     assert decoding.missing == frozenset({7})
     assert decoding.known() == frozenset({1, 5, 6, 7})
+
+
+def test_a_registry_answer_too_large_or_not_json_is_a_clear_error() -> None:
+    url = "http://r:8080/apis/ccompat/v7"
+    assert parsed_answer(b'{"schema": "\\"long\\""}', url, "/schemas/ids/1") == {
+        "schema": '"long"'}
+    with pytest.raises(ConfigError, match="more than 8388608 bytes for /schemas/ids/1"):
+        parsed_answer(b" " * (MAX_ANSWER_BYTES + 1), url, "/schemas/ids/1")
+    with pytest.raises(ConfigError, match="not JSON for /x: is url the Confluent-compatible"):
+        parsed_answer(b"<html>login</html>", url, "/x")
+
+
+class Serves(Registry):
+    """A server at the registry's URL that answers `answer` to every path."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__(url="http://r:8080")
+        object.__setattr__(self, "answer", answer)
+
+    def _get(self, path: str) -> Any:
+        return self.answer  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("answer", [[1, 2], {"id": 3}, "text", None])
+def test_an_answer_that_is_no_schema_is_a_clear_error_not_a_crash(answer: Any) -> None:
+    with pytest.raises(ConfigError, match="answered no schema for /schemas/ids/3"):
+        Serves(answer).schema(3)
+
+
+@pytest.mark.parametrize("answer", [{"versions": [1]}, ["1"], [True]])
+def test_a_version_list_that_is_no_list_of_numbers_is_a_clear_error(answer: Any) -> None:
+    with pytest.raises(ConfigError, match="answered no list of versions for subject 'o-value'"):
+        Serves(answer).subject_schemas("o-value")
