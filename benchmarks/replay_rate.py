@@ -15,7 +15,14 @@ For each topic size (default 0.5M, 1M, 2M and 4M order events in a fresh
   including Spark's start-up and in steady state (events after the first
   batch over the time from the first to the last batch commit in the ledger).
 Shapes: `aggregate` (orders per customer, 500 output rows: Spark-bound) and
-`mirror` (one output row per order: sink-bound).  Goals (issue 29): the
+`mirror` (one output row per order: sink-bound), each with its Avro twin
+(`aggregate-avro`, `mirror-avro`): the same SQL over the same events written to a
+topic of their own (same keys, same partitions) as Avro in the Confluent wire
+format, the writer's schema registered in the stack's schema registry, read with
+`source.format: avro`.  The twins replay the largest size only, with the headline's
+bound (along the linearity curve they would double the run); ConsumerPerformance
+and the raw consumer read the Avro topic again (its bytes differ), COPY is the same
+rows.  Goals (issue 29): the
 aggregate at >= 0.25x ConsumerPerformance, the mirror at >= 0.6x COPY; each
 point carries its ratios, its goal and, from its profile, the ceiling each
 phase of a batch implies.  Nothing here asserts a time.
@@ -33,7 +40,8 @@ transaction's rows/s is set against the COPY of the same run.
 Results go to .stack/results/bench_replay.json; benchmarks/report.py turns
 them into docs/performance.md.
 
-Usage: python benchmarks/replay_rate.py [--sizes 500000,1000000,...] [--shapes aggregate,mirror]
+Usage: python benchmarks/replay_rate.py [--sizes 500000,1000000,...]
+                                        [--shapes aggregate,mirror,aggregate-avro,mirror-avro]
                                         [--save-as NAME]
        (the stack must be up)
 """
@@ -41,6 +49,7 @@ Usage: python benchmarks/replay_rate.py [--sizes 500000,1000000,...] [--shapes a
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime as dt
 import json
 import os
@@ -51,7 +60,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +69,11 @@ from kubernetes import client, config
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
 from derived_views.api.spec import DEFAULT_MAX_OFFSETS_PER_TRIGGER
-from dvstack import kafka_broker, replay
+from derived_views.core.avro_schema import spark_ddl
+from derived_views.core.sparkapplication import DRIVER_ONLY_ROLES, secret_mounts
+from dvstack import avro_orders, kafka_broker, replay
 from dvstack import results as results_file
+from dvstack.schema_registry_client import register
 from dvstack.settings import KAFKA_VERSION, SPARK_VERSION, Settings, load
 from dvstack.waiting import wait_for
 
@@ -75,6 +87,7 @@ from dvjob.sink_schema import TableLayout, table_layout  # noqa: E402
 
 NAMESPACE = "bench"
 SECRET = "views-db"
+REGISTRY_SECRET = "registry"
 PARTITIONS = 3
 LINEARITY_MAX_OFFSETS = 250_000
 TIMING_PREFIX = "dvjob timing "
@@ -92,15 +105,31 @@ MIRROR_OUTPUT = StructType([StructField("order_id", StringType()),
 """The mirror transform's output as Spark types it (replay.ORDER_SCHEMA's columns)."""
 
 
+AVRO_READER = json.dumps(avro_orders.ORDER_EVENT)
+"""The Avro shapes' reader schema: the writer's own, so each record decodes without
+resolving a field (what is measured is decoding, not schema evolution)."""
+
+
 @dataclass(frozen=True)
 class Shape:
     name: str
     description: str
     sql: str
     primary_key: list[str]
+    format: str = "json"
+    """The source topic's values: `json`, or `avro` in the Confluent wire format."""
+    twin: str | None = None
+    """An Avro shape's JSON shape: the same SQL over the same events."""
 
 
-SHAPES = {
+def avro_twin(shape: Shape) -> Shape:
+    """The JSON shape over the Avro topic: the same SQL and key, so the two runs differ in
+    the values' encoding and the job's decoding alone."""
+    return replace(shape, name=f"{shape.name}-avro", format="avro", twin=shape.name,
+                   description=f"{shape.description}; the same events in Avro")
+
+
+JSON_SHAPES = {
     "aggregate": Shape("aggregate", "orders per customer: 500 output rows, a GROUP BY kept in "
                        "Spark's state (Spark-bound)", replay.ORDERS_BY_CUSTOMER_SQL,
                        ["customer_id"]),
@@ -108,6 +137,7 @@ SHAPES = {
                     "(sink-bound)", "SELECT order_id, customer_id, amount, ts FROM events",
                     ["order_id"]),
 }
+SHAPES = {**JSON_SHAPES, **{twin.name: twin for twin in map(avro_twin, JSON_SHAPES.values())}}
 
 
 # --- ConsumerPerformance: the read limit ----------------------------------------------------
@@ -249,6 +279,27 @@ def profile(ledger: list[Any], timings: list[dict[str, Any]]) -> dict[str, Any] 
             "other_seconds": round(interval - stage - merge, 2)}
 
 
+def as_avro(app: Mapping[str, Any], reader_schema: str, sink_secret: str,
+            registry_secret: str) -> dict[str, Any]:
+    """The SparkApplication reading Avro values, as the operator renders an Avro view's:
+    `source.format: avro` with its reader schema and the DDL the operator derives from it,
+    the registry and sink Secrets named in `secrets` and mounted where the job looks for
+    them (the registry's in the driver alone, which plans the decoding)."""
+    avro_app = copy.deepcopy(dict(app))
+    spec = avro_app["spec"]
+    flag, text = spec["arguments"]
+    job = json.loads(text)
+    job["source"].update(format="avro", schema=spark_ddl(reader_schema),
+                         avro={"readerSchema": reader_schema})
+    secrets = {"sink": sink_secret, "registry": registry_secret}
+    job["secrets"] = secrets
+    spec["arguments"] = [flag, json.dumps(job)]
+    spec["driver"]["secrets"] = secret_mounts(dict(secrets))
+    spec["executor"]["secrets"] = secret_mounts(
+        {role: name for role, name in secrets.items() if role not in DRIVER_ONLY_ROLES})
+    return avro_app
+
+
 def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, events_n: int,
                ends: dict[int, int], max_offsets: int,
                first_batch: int | None = None, bulk_load: bool | None = None) -> dict[str, Any]:
@@ -262,6 +313,8 @@ def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, even
             bootstrap=info["kafka_bootstrap"], topics=[topic], sql=shape.sql, table=table,
             primary_key=shape.primary_key, secret=SECRET, checkpoint=checkpoint,
             image_app_root=info["image_app_root"], max_offsets_per_trigger=max_offsets)
+        if shape.format == "avro":
+            app = as_avro(app, AVRO_READER, SECRET, REGISTRY_SECRET)
         # steady-state speed: both JIT tiers (the stand-in's drivers default to C1 only)
         app["spec"]["driver"]["javaOptions"] = FULL_JIT
         if first_batch is not None:  # the job's first-batch bound (dvjob.first_batch), 0: off
@@ -408,6 +461,51 @@ def judged(point: dict[str, Any]) -> dict[str, Any]:
     return point
 
 
+def versus_json(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each Avro point with its steady rate over its JSON twin's in the same list (same
+    events, same bound): what reading Avro instead of JSON gains or costs the job."""
+    json_rates = {(p.get("shape"), p.get("events")): p.get("replay_events_per_s_steady")
+                  for p in points if not p.get("twin")}
+    return [{**p, "ratio_vs_json": _ratio(p.get("replay_events_per_s_steady"),
+                                          json_rates.get((p["twin"], p.get("events"))))}
+            if p.get("twin") else dict(p) for p in points]
+
+
+def planned_runs(shapes: Sequence[Shape], size: int,
+                 largest: int) -> list[tuple[Shape, int, str]]:
+    """The replays of one topic size, as (shape, batch bound, `linearity` or `headline`):
+    the JSON shapes at every size with the linearity bound, every shape at the largest size
+    with the product's default bound; the Avro twins there only, as the curve would double
+    the run."""
+    runs = [(shape, LINEARITY_MAX_OFFSETS, "linearity") for shape in shapes
+            if shape.format == "json"]
+    if size == largest:
+        runs += [(shape, DEFAULT_MAX_OFFSETS_PER_TRIGGER, "headline") for shape in shapes]
+    return runs
+
+
+def write_topics(info: dict[str, Any], topics: Mapping[str, str],
+                 orders: list[dict[str, Any]]) -> dict[str, dict[int, int]]:
+    """The orders written to each format's topic (Avro: its schema registered under the
+    topic's value subject first, as a producer's serializer would); each topic's ends."""
+    bootstrap = info["kafka_bootstrap"]
+    for fmt, topic in topics.items():
+        if fmt == "avro":
+            schema_id = register(info["schema_registry_url"], f"{topic}-value", AVRO_READER)
+            avro_orders.produce_orders(bootstrap, topic, orders, schema_id)
+        else:
+            replay.produce(bootstrap, topic, orders)
+    return {fmt: replay.topic_end_offsets(bootstrap, topic) for fmt, topic in topics.items()}
+
+
+def read_baselines(settings: Settings, bootstrap: str, topic: str,
+                   size: int) -> dict[str, Any]:
+    """The read limits of one topic: ConsumerPerformance and the one-client Python consumer."""
+    perf = consumer_perf_rate(settings, bootstrap, topic, size)
+    raw = replay.raw_consume_rate(bootstrap, topic, size)
+    return {**perf, "raw_consume_events_per_s": round(raw)}
+
+
 def machine(info: dict[str, Any]) -> dict[str, Any]:
     with psycopg.connect(info["pg_dsn"]) as conn:
         row = conn.execute("SHOW server_version").fetchone()
@@ -420,7 +518,8 @@ def machine(info: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="500000,1000000,2000000,4000000")
-    parser.add_argument("--shapes", default="aggregate,mirror")
+    parser.add_argument("--shapes", default=",".join(SHAPES),
+                        help=f"any of {', '.join(SHAPES)}")
     parser.add_argument("--save-as", default="bench_replay",
                         help="the results file's name (a partial run must not replace the "
                              "one docs/performance.md is made from)")
@@ -435,36 +534,47 @@ def main() -> None:
     api = config.new_client_from_config(config_file=info["kubeconfig"])
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     replay.ensure_namespace_and_sink_secret(core, NAMESPACE, SECRET, info["pg"])
+    if any(shape.format == "avro" for shape in shapes):
+        replay.ensure_registry_secret(core, NAMESPACE, info["schema_registry_url"],
+                                      REGISTRY_SECRET)
     points: list[dict[str, Any]] = []
     headline: list[dict[str, Any]] = []
     loads: dict[str, Any] | None = None
     for size in sizes:
+        runs = planned_runs(shapes, size, max(sizes))
+        if not runs:  # Avro shapes alone: nothing to replay below the largest size
+            continue
         topic = f"bench-{uuid.uuid4().hex[:8]}"
+        topics = {shape.format: topic + ("-avro" if shape.format == "avro" else "")
+                  for shape, _, _ in runs}
         orders = replay.make_orders(size)
-        replay.create_topic(info["kafka_bootstrap"], topic, PARTITIONS)
+        for name in topics.values():
+            replay.create_topic(info["kafka_bootstrap"], name, PARTITIONS)
         try:
-            replay.produce(info["kafka_bootstrap"], topic, orders)
-            ends = replay.topic_end_offsets(info["kafka_bootstrap"], topic)
-            perf = consumer_perf_rate(settings, info["kafka_bootstrap"], topic, size)
-            raw = replay.raw_consume_rate(info["kafka_bootstrap"], topic, size)
-            copy = copy_ingest_rate(info["pg_dsn"], orders)
+            ends = write_topics(info, topics, orders)
+            copy_rate = copy_ingest_rate(info["pg_dsn"], orders)
             del orders
-            baselines = {**perf, "raw_consume_events_per_s": round(raw),
-                         "copy_ingest_rows_per_s": round(copy)}
-            print(json.dumps({"events": size, **baselines}), flush=True)
-            runs = [(shape, LINEARITY_MAX_OFFSETS, points) for shape in shapes]
-            if size == max(sizes):
-                runs += [(shape, DEFAULT_MAX_OFFSETS_PER_TRIGGER, headline) for shape in shapes]
-            for shape, bound, into in runs:
-                point = judged({"shape": shape.name, **baselines,
-                                **run_replay(info, custom, shape, topic, size, ends, bound,
-                                            args.first_batch_offsets)})
+            baselines = {fmt: {**read_baselines(settings, info["kafka_bootstrap"], name, size),
+                               "copy_ingest_rows_per_s": round(copy_rate)}
+                         for fmt, name in topics.items()}
+            for fmt, figures in baselines.items():
+                print(json.dumps({"events": size, "format": fmt, **figures}), flush=True)
+            for shape, bound, which in runs:
+                fmt = shape.format
+                point = judged({"shape": shape.name, "format": fmt,
+                                **({"twin": shape.twin} if shape.twin else {}),
+                                **baselines[fmt],
+                                **run_replay(info, custom, shape, topics[fmt], size, ends[fmt],
+                                             bound, args.first_batch_offsets),
+                                "load_average_1m": round(os.getloadavg()[0], 2)})
                 print(json.dumps(point, default=str), flush=True)
-                into.append(point)
+                (headline if which == "headline" else points).append(point)
             if size == max(sizes) and "mirror" in args.shapes.split(","):
-                loads = first_load(info, custom, topic, size, ends, copy)
+                loads = first_load(info, custom, topics["json"], size, ends["json"], copy_rate)
         finally:
-            replay.delete_topic(info["kafka_bootstrap"], topic)
+            for name in topics.values():
+                replay.delete_topic(info["kafka_bootstrap"], name)
+    headline = versus_json(headline)
     result = {
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": machine(info), "events_per_shape": max(sizes),
@@ -477,9 +587,11 @@ def main() -> None:
                   for shape, g in GOALS.items()},
         "consumer_perf": {"class": CONSUMER_PERF, "runs": CONSUMER_PERF_RUNS,
                           "figure": "nMsg.sec (the better run)"},
+        "avro": ({"reader_schema": avro_orders.ORDER_EVENT, "events": max(sizes)}
+                 if any(shape.format == "avro" for shape in shapes) else None),
     }
     results_file.save(settings, args.save_as, result)
-    print(json.dumps(result["shapes"], indent=2))
+    print(json.dumps(result["shapes"], indent=2, default=str))
 
 
 if __name__ == "__main__":

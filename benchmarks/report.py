@@ -19,7 +19,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ IDLE_PATCHES_PER_SECOND = 0.01
 NOT_MEASURED = "Not measured in this run: run `make bench`."
 NA = "n/a"
 TIMES = "\u00d7"  # the multiplication sign, spelt out for the linter (RUF001)
+DIVIDED = "\u00f7"  # the division sign, likewise
 
 Json = dict[str, Any]
 
@@ -116,6 +117,19 @@ def _has_linearity_plot(replay: Json) -> bool:
                for points in _linearity(replay).values() for p in points)
 
 
+def _is_avro(point: Json) -> bool:
+    """A point replayed from the Avro topic (results before Avro carry no format: JSON)."""
+    return point.get("format") == "avro"
+
+
+def _avro_pairs(replay: Json) -> list[tuple[Json | None, Json]]:
+    """Each headline Avro point with its JSON twin's (same events), None when the run did
+    not replay the twin."""
+    shapes = _shapes(replay)
+    twins = {(s.get("shape"), s.get("events")): s for s in shapes if not _is_avro(s)}
+    return [(twins.get((s.get("twin"), s.get("events"))), s) for s in shapes if _is_avro(s)]
+
+
 # --- markdown ---------------------------------------------------------------------------------
 
 def render_markdown(replay: Json | None, scale: Json | None, ready: Json | None = None,
@@ -128,6 +142,7 @@ def render_markdown(replay: Json | None, scale: Json | None, ready: Json | None 
     lines += _goals_section(replay, ready)
     lines += _baselines_section(replay)
     lines += _replay_section(replay)
+    lines += _avro_section(replay)
     lines += _linearity_section(replay)
     lines += _ready_section(ready)
     lines += _progress_section(progress, watch)
@@ -201,10 +216,14 @@ def _goals_section(replay: Json | None, ready: Json | None) -> list[str]:
     rows: list[list[str]] = []
     notes: list[str] = []
     goals = replay.get("goals") if replay is not None else None
+    avro = {s.get("shape") for s in _shapes(replay) if _is_avro(s)} if replay is not None \
+        else set()
     for shape in _shape_names(replay) if replay is not None else []:
         found = _goal_point(replay, shape) if replay is not None else None
         if found is None:
             wanted = goals.get(shape) if isinstance(goals, dict) else None
+            if wanted is None and (shape in avro or isinstance(goals, dict)):
+                continue  # a shape without a goal (the Avro twins): nothing to judge
             rows.append([f"`{shape}` replay steady {_goal_label(wanted)}", NA,
                          "no run with a steady rate (each had a single batch)", NA, NA])
             continue
@@ -300,22 +319,26 @@ def _baselines_section(replay: Json | None) -> list[str]:
     lines = ["## Baselines", ""]
     if replay is None:
         return [*lines, NOT_MEASURED, ""]
-    by_size: dict[float, Json] = {}
+    by_size: dict[tuple[float, bool], Json] = {}
     for point in [*_shapes(replay), *(p for ps in _linearity(replay).values() for p in ps)]:
         events = _num(point.get("events"))
         if events is not None:
-            by_size.setdefault(events, point)
+            by_size.setdefault((events, _is_avro(point)), point)
     if not by_size:
         return [*lines, "No baselines in this run's results.", ""]
-    lines += ["Measured once per topic size, before its replays.", ""]
+    lines += ["Measured once per topic size, before its replays"
+              + ("; and once on the Avro topic of the same events, read again as its bytes "
+                 "differ (COPY is the same rows)." if any(avro for _, avro in by_size)
+                 else "."), ""]
     header = ["Events", "ConsumerPerformance (ev/s)", "its fetch only (ev/s)", "its MB/s",
               "its group join (ms)", "its runs (ev/s)", "Raw consume, Python (ev/s)",
               "COPY ingest (rows/s)"]
     rows = []
-    for events in sorted(by_size):
-        p = by_size[events]
+    for events, avro in sorted(by_size):
+        p = by_size[(events, avro)]
         runs = p.get("consumer_perf_runs")
-        rows.append([_count(events), _count(p.get("consumer_perf_events_per_s")),
+        rows.append([_count(events) + (", Avro topic" if avro else ""),
+                     _count(p.get("consumer_perf_events_per_s")),
                      _count(p.get("consumer_perf_fetch_events_per_s")),
                      _fixed(p.get("consumer_perf_mb_per_s")),
                      _count(p.get("consumer_perf_rebalance_ms")),
@@ -358,6 +381,53 @@ def _replay_section(replay: Json | None) -> list[str]:
     lines += _table(header, rows)
     lines += ["", f"![Replay rate against its baselines, per shape]({PLOTS_DIR}/{RATES_PNG})", ""]
     return lines
+
+
+def _both(json_point: Json | None, avro_point: Json, key: str,
+          show: Callable[[object], str]) -> str:
+    """One figure of the JSON twin and of the Avro shape, in that order."""
+    return f"{show((json_point or {}).get(key))} · {show(avro_point.get(key))}"
+
+
+def _avro_section(replay: Json | None) -> list[str]:
+    """The Avro shapes beside their JSON twins: what the rows measure, then the rates."""
+    pairs = _avro_pairs(replay) if replay is not None else []
+    if not pairs:
+        return []
+    events = _count(pairs[0][1].get("events"))
+    avro = replay.get("avro") if replay is not None else None
+    schema = avro.get("reader_schema") if isinstance(avro, dict) else None
+    lines = ["## Avro against JSON", "",
+             f"The `-avro` shapes replay the same {events} order events as their JSON twins "
+             "(same keys, same partitions, same SQL and primary key), written to a topic of "
+             "their own as Avro in the Confluent wire format (a magic byte 0, the 4-byte "
+             "schema id, the Avro binary), the writer's schema registered under the topic's "
+             "value subject in the stack's schema registry. The job reads them with "
+             "`source.format: avro`: each record decoded with its writer's schema and resolved "
+             "to the reader schema (here the same schema) by Spark's `from_avro`, where the "
+             "JSON twin parses text with `from_json`; the rest of the job is the same. So "
+             f"Avro {DIVIDED} JSON is what the values' encoding changes in the replay rate: "
+             "fewer bytes read from Kafka, a binary decoding instead of a text parse. "
+             "ConsumerPerformance and the raw consumer read the Avro topic again, whose records "
+             "are smaller (its MB/s beside the JSON topic's); COPY is the same rows. Avro is "
+             f"measured at one size, {events} events, with the headline's batch bound, not "
+             "along the linearity curve, which would double the run.", ""]
+    if isinstance(schema, dict):
+        lines += [f"Writer and reader schema: `{json.dumps(schema, separators=(',', ':'))}`.",
+                  ""]
+    header = ["Shape", "Events", "JSON steady (ev/s)", "Avro steady (ev/s)",
+              f"Avro {DIVIDED} JSON", "vs ConsumerPerformance (JSON · Avro)",
+              "vs COPY (JSON · Avro)", "ConsumerPerformance MB/s (JSON · Avro)",
+              "Incl. start-up, ev/s (JSON · Avro)"]
+    rows = [[str(a.get("shape", NA)), _count(a.get("events")),
+             _count((j or {}).get("replay_events_per_s_steady")),
+             _count(a.get("replay_events_per_s_steady")), _ratio(a.get("ratio_vs_json")),
+             _both(j, a, "ratio_vs_consumer_perf", _ratio),
+             _both(j, a, "ratio_vs_copy", _ratio),
+             _both(j, a, "consumer_perf_mb_per_s", _fixed),
+             _both(j, a, "replay_events_per_s_including_startup", _count)]
+            for j, a in pairs]
+    return [*lines, *_table(header, rows), ""]
 
 
 def _linearity_section(replay: Json | None) -> list[str]:
@@ -540,9 +610,10 @@ def _profile_section(replay: Json | None) -> list[str]:
     if not shapes:
         return [*lines, "No profile in this run's results.", ""]
     lines += ["Mean seconds per steady batch of the runs the goals are judged on (the headline "
-              "run, or the largest linearity run when the headline had a single batch): the "
-              "executors' staging job "
-              "(Kafka read, JSON parse and checks, the transform, COPY into the staging table, "
+              "run, or the largest linearity run when the headline had a single batch), and of "
+              "the Avro shapes' headline runs: the executors' staging job "
+              "(Kafka read, JSON parse or Avro decoding and checks, the transform, COPY into "
+              "the staging table, "
               "all in parallel), the merge transaction (each key's last row, the upsert into "
               "the index, the ledger row), and the rest of the interval between two ledger "
               "commits (Spark's offsets, planning and checkpoint). From the job's "

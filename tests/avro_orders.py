@@ -1,14 +1,15 @@
-"""Order records in Avro for the tests: three compatible writer versions, one that cannot be
-resolved to them, and the Confluent wire format, written with fastavro (the tests' own Avro
-library, never Spark's)."""
+"""Order records in Avro for the tests: three compatible writer versions and one that cannot
+be resolved to them; the Confluent wire format is dvstack.avro_orders' (fastavro, never
+Spark's), shared with the replay benchmark."""
 
 from __future__ import annotations
 
-import io
-import struct
 from typing import Any
 
-import fastavro
+from dvstack.avro_orders import wire
+
+__all__ = ["BAD_WRITER", "CHANNEL", "CUSTOMER", "GIFT", "ID", "W1", "W2", "W3", "order_record",
+           "wire"]
 
 
 def order_record(*fields: dict[str, Any]) -> dict[str, Any]:
@@ -28,9 +29,3 @@ GIFT = {"name": "gift", "type": "boolean", "default": False}
 BAD_WRITER = order_record(ID, CUSTOMER, {"name": "amount", "type": "string"})
 """A writer whose `amount` no reader of a long can resolve."""
 
-
-def wire(schema_id: int, schema: dict[str, Any], value: dict[str, Any]) -> bytes:
-    """The Confluent wire format: magic byte 0, the schema id (4 bytes, big-endian), Avro."""
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
-    return b"\x00" + struct.pack(">I", schema_id) + out.getvalue()

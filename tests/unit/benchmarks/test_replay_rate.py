@@ -1,13 +1,16 @@
 """benchmarks/replay_rate.py: ConsumerPerformance's output, the COPY baseline's table, the
-ratios, goals and ceilings each result point carries."""
+ratios, goals and ceilings each result point carries, and the Avro twins of the shapes."""
 
 from __future__ import annotations
 
 import datetime as dt
+import io
+import json
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import fastavro
 import pytest
 
 # ConsumerPerformance (Kafka 4.1) as it prints: the header, then one summary line; dates
@@ -125,3 +128,85 @@ def test_ceilings_are_records_per_batch_over_each_phase_and_judged_against_the_g
                                              ("merge", 2.0, 125_000, True)]
     assert "PostgreSQL" in judged["ceilings"][1]["what"]
     assert rr.judged(point("mirror"))["ceilings"] == []  # no profile: nothing to imply
+
+
+# --- the Avro shapes -----------------------------------------------------------------------------
+
+def test_each_json_shape_has_an_avro_twin_with_its_sql_and_key(rr: ModuleType) -> None:
+    for name in ("aggregate", "mirror"):
+        json_shape, twin = rr.SHAPES[name], rr.SHAPES[f"{name}-avro"]
+        assert (twin.format, twin.twin) == ("avro", name)
+        assert (twin.sql, twin.primary_key) == (json_shape.sql, json_shape.primary_key)
+        assert json_shape.format == "json" and json_shape.twin is None
+    assert rr.goal(point("mirror-avro")) is None  # the goals are issue 29's, set for JSON
+
+
+def test_the_avro_topic_holds_the_json_events_in_the_confluent_wire_format(
+        rr: ModuleType) -> None:
+    from dvstack import avro_orders, replay
+
+    event = replay.make_orders(2)[1]
+    value = avro_orders.encoder(42, avro_orders.ORDER_EVENT)(avro_orders.avro_order(event))
+    assert value[:5] == b"\x00\x00\x00\x00\x2a"  # magic byte 0, schema id 42 big-endian
+    decoded = fastavro.schemaless_reader(io.BytesIO(value[5:]),
+                                         fastavro.parse_schema(avro_orders.ORDER_EVENT), None)
+    assert decoded == {"order_id": event["order_id"], "customer_id": event["customer_id"],
+                       "amount": event["amount"],
+                       "ts": dt.datetime(2026, 1, 1, 0, 0, 1, tzinfo=dt.UTC)}
+    assert avro_orders.wire(42, avro_orders.ORDER_EVENT, avro_orders.avro_order(event)) == value
+    assert json.loads(rr.AVRO_READER) == avro_orders.ORDER_EVENT
+
+
+def test_an_avro_application_reads_avro_with_the_registry_mounted_in_the_driver_alone(
+        rr: ModuleType) -> None:
+    from dvjob.config import parse_config
+    from dvstack import replay
+
+    app = replay.spark_application(
+        name="bench-1", namespace="bench", revision="bench1", view="bench/mirror-avro",
+        bootstrap="127.0.0.1:9092", topics=["t-avro"], sql=rr.SHAPES["mirror"].sql,
+        table="bench__bench1", primary_key=["order_id"], secret="views-db",
+        checkpoint="ckpt", image_app_root="app", max_offsets_per_trigger=1000)
+    before = json.dumps(app)
+    avro = rr.as_avro(app, rr.AVRO_READER, "views-db", "registry")
+    assert json.dumps(app) == before  # the JSON twin's application is left as it was
+    job = parse_config(avro["spec"]["arguments"][1])  # the job's own validation
+    assert job.source.format == "avro"
+    assert job.source.avro is not None and job.source.avro.reader_schema == rr.AVRO_READER
+    assert job.source.schema_ddl == ("`order_id` STRING, `customer_id` STRING, "
+                                     "`amount` DOUBLE, `ts` TIMESTAMP")
+    assert job.secrets is not None
+    assert (job.secrets.sink, job.secrets.registry) == ("views-db", "registry")
+    assert job.source.max_offsets_per_trigger == 1000 and job.transform.sql == app_sql(app)
+    assert [s["name"] for s in avro["spec"]["driver"]["secrets"]] == ["registry", "views-db"]
+    assert [s["name"] for s in avro["spec"]["executor"]["secrets"]] == ["views-db"]
+
+
+def app_sql(app: dict[str, Any]) -> str:
+    return str(json.loads(app["spec"]["arguments"][1])["transform"]["sql"])
+
+
+def test_avro_twins_replay_the_largest_size_only_with_the_headline_bound(
+        rr: ModuleType) -> None:
+    shapes = [rr.SHAPES[name] for name in ("aggregate", "mirror-avro", "mirror")]
+    small = rr.planned_runs(shapes, 500_000, 4_000_000)
+    assert [(s.name, bound, which) for s, bound, which in small] == [
+        ("aggregate", 250_000, "linearity"), ("mirror", 250_000, "linearity")]
+    largest = rr.planned_runs(shapes, 4_000_000, 4_000_000)
+    assert [(s.name, bound, which) for s, bound, which in largest] == [
+        ("aggregate", 250_000, "linearity"), ("mirror", 250_000, "linearity"),
+        ("aggregate", 1_000_000, "headline"), ("mirror-avro", 1_000_000, "headline"),
+        ("mirror", 1_000_000, "headline")]
+    assert rr.planned_runs([rr.SHAPES["aggregate-avro"]], 500_000, 4_000_000) == []
+
+
+def test_an_avro_point_carries_its_rate_over_its_json_twin_s(rr: ModuleType) -> None:
+    points = [point("mirror", events=4_000_000, replay_events_per_s_steady=40_000),
+              point("mirror-avro", twin="mirror", events=4_000_000,
+                    replay_events_per_s_steady=50_000),
+              point("aggregate-avro", twin="aggregate", events=4_000_000)]
+    paired = rr.versus_json(points)
+    assert "ratio_vs_json" not in paired[0]
+    assert paired[1]["ratio_vs_json"] == 1.25
+    assert paired[2]["ratio_vs_json"] is None  # its twin was not replayed
+    assert "ratio_vs_json" not in points[1]  # the input is left as it was

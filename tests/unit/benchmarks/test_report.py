@@ -6,6 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 import pytest
 
@@ -295,3 +296,48 @@ def test_a_first_load_shows_both_merges_against_the_run_s_copy() -> None:
     assert f"| 8.00 | 125,000 | 0.50{X} | 34.0 |" in row(section, "row by row (INSERT ... ON "
                                                          "CONFLICT into the keyed index)")
     assert "## A first replay into an empty index" not in report.render_markdown(REPLAY, None)
+
+
+AVRO_SCHEMA = {"type": "record", "name": "OrderEvent", "fields": [
+    {"name": "order_id", "type": "string"}]}
+AVRO_REPLAY: dict[str, object] = {
+    **REPLAY,
+    "shapes": [*cast(list[object], REPLAY["shapes"]),
+               shape("aggregate-avro", format="avro", twin="aggregate", goal=None,
+                     consumer_perf_events_per_s=1_700_000, consumer_perf_mb_per_s=80.25,
+                     replay_events_per_s_steady=75_000, ratio_vs_json=1.25,
+                     ratio_vs_consumer_perf=0.044, ratio_vs_copy=0.42,
+                     replay_events_per_s_including_startup=50_000),
+               shape("mirror-avro", format="avro", twin="mirror", goal=None,
+                     replay_events_per_s_steady=None, ratio_vs_json=None)],
+    "avro": {"reader_schema": AVRO_SCHEMA, "events": 1_000_000},
+}
+
+
+def test_avro_rows_sit_beside_their_json_twins_against_the_same_baselines() -> None:
+    text = report.render_markdown(AVRO_REPLAY, None)
+    section = text.split("## Avro against JSON")[1].split("## Linearity")[0]
+    assert "the same 1,000,000 order events as their JSON twins" in section
+    assert "Confluent wire format" in section and "`source.format: avro`" in section
+    assert "measured at one size, 1,000,000 events" in section  # not along the curve
+    assert '`{"type":"record","name":"OrderEvent","fields":' in section
+    assert (f"| aggregate-avro | 1,000,000 | 60,000 | 75,000 | 1.25{X} | 0.04{X} · 0.04{X} | "
+            f"0.33{X} · 0.42{X} | 170.5 · 80.2 | 40,000 · 50,000 |") in section
+    assert row(section, "mirror-avro").startswith(
+        "| mirror-avro | 1,000,000 | 110,000 | n/a | n/a |")
+    replay_table = text.split("## Replay rate")[1].split("## Avro against JSON")[0]
+    assert "| aggregate-avro | 1,000,000 | 75,000 |" in replay_table
+    assert row(replay_table, "aggregate-avro").endswith("| n/a | n/a | 50,000 | 25.0 |")
+    goals = text.split("## Goals")[1].split("## Baselines")[0]
+    assert "-avro" not in goals  # the goals are the JSON shapes'
+    baselines = text.split("## Baselines")[1].split("## Replay rate")[0]
+    assert "once on the Avro topic of the same events" in baselines
+    assert row(baselines, "1,000,000, Avro topic").startswith(
+        "| 1,000,000, Avro topic | 1,700,000 |")
+    assert "| aggregate-avro | 3 | 250,000 | 6.25 |" not in text  # no profile of its own
+
+
+def test_a_run_without_avro_has_no_avro_section() -> None:
+    text = report.render_markdown(REPLAY, None)
+    assert "## Avro against JSON" not in text
+    assert "Avro topic" not in text
