@@ -77,6 +77,16 @@ MAX_SQL = 65536
 status record keeps a copy, so the view must still fit the API server's 1.5 MiB object."""
 MAX_SCHEMA = 32768
 """source.schema: 32 KiB holds about a thousand typed fields; copied into status like the SQL."""
+MAX_SUBJECT = 512
+"""A registry subject's name: `<topic>-value` is at most 255; record-name strategies add a
+record's full name."""
+SUBJECT_PATTERN = r"^\S+$"
+MAX_SUBJECT_VERSION = 2**31 - 1
+"""Confluent's version numbers are Java ints."""
+READER_SCHEMA_RULE = "has(self.schema) != has(self.subject) && has(self.subject) == has(self.version)"
+READER_SCHEMA_MESSAGE = ("source.avro.readerSchema takes exactly one of schema (the reader "
+                         "schema inline) or subject with version (a version registered in the "
+                         "schema registry, e.g. subject: orders-value, version: 3)")
 MAX_CHECK_SQL = 16384
 """An assertion's sql: one SELECT; 32 of them at 16 KiB keep the spec well under 1.5 MiB."""
 MAX_COUNT = 1_000_000_000_000
@@ -187,16 +197,39 @@ class SchemaRegistry(ApiModel):
 
 
 class ReaderSchema(ApiModel):
-    """The shape every record is resolved to, whichever writer's schema it was written with."""
+    """The shape every record is resolved to, whichever writer's schema it was written with:
+    inline, or a version of a registry subject (pinned: a later version never changes the
+    view under its readers; naming another version is a new revision)."""
 
-    text: Annotated[str, Field(
+    model_config = ConfigDict(json_schema_extra=cel((READER_SCHEMA_RULE, READER_SCHEMA_MESSAGE)))
+
+    text: Annotated[str | None, Field(
         alias="schema", min_length=2, max_length=MAX_SCHEMA,
         description="The Avro reader schema (JSON), a record: its fields become the events' "
                     "columns (for debezium: the table row's, read from `before`/`after` and, "
                     "for a tombstone, from the record key), typed as Spark's Avro reader "
                     "types them. Records written with any writer's schema Avro can resolve "
                     "to it (fields added with defaults, fields removed, types promoted) read "
-                    "as this shape. Part of the revision.")]
+                    "as this shape. Part of the revision. Instead of it, `subject` and "
+                    "`version` name one registered in the schema registry.")
+                    ] = None
+    subject: Annotated[str | None, Field(
+        min_length=1, max_length=MAX_SUBJECT, pattern=SUBJECT_PATTERN,
+        description="The registry subject whose `version` is the reader schema, e.g. "
+                    "`orders-value`; the operator fetches it before any job starts and keeps "
+                    "its text in the revision's status. Part of the revision.")] = None
+    version: Annotated[int | None, Field(
+        ge=1, le=MAX_SUBJECT_VERSION,
+        description="The subject's version number (1, 2, ...). Not `latest`: a version "
+                    "registered later must not change the view's rows without a new "
+                    "revision. Part of the revision.")] = None
+
+    @model_validator(mode="after")
+    def _inline_or_pinned(self) -> ReaderSchema:
+        pinned = self.subject is not None
+        if (self.text is not None) == pinned or pinned != (self.version is not None):
+            raise ValueError(READER_SCHEMA_MESSAGE)
+        return self
 
 
 class AvroSource(ApiModel):

@@ -96,6 +96,17 @@ class Lag(StatusModel):
                     "progress is `endOffsets - partitions` out of `endOffsets`.")] = {}
 
 
+class SubjectVersion(StatusModel):
+    """A version of a schema registry subject: where a revision's reader schema was fetched
+    from (hashable: the key of fetched schemas in the operator)."""
+
+    subject: Annotated[str, Field(description="The registry subject.")]
+    version: Annotated[int, Field(ge=1, description="The subject's version.")]
+
+    def describe(self) -> str:
+        return f"subject {self.subject} version {self.version}"
+
+
 class RevisionContent(StatusModel):
     """The content fields of a revision, so its job can be recreated after the spec moved on."""
 
@@ -107,6 +118,11 @@ class RevisionContent(StatusModel):
     encoding: Annotated[str | None, Field(
         description="`avro` when values are Avro read through a schema registry (format avro, "
                     "or debezium from Debezium's Avro converter); absent for JSON.")] = None
+    reader_schema: Annotated[SubjectVersion | None, Field(
+        description="The registry subject and version `schema` (the reader schema) was "
+                    "fetched from when the spec pins it there: the text is kept here so the "
+                    "revision's job renders the same whatever the registry holds later.")
+                             ] = None
     sql: Annotated[str | None, Field(description="The SQL transform, if SQL.")] = None
     python_function: Annotated[str | None, Field(
         description="The Python transform `package.module:function`, if Python.")] = None

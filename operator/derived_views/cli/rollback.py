@@ -75,13 +75,24 @@ def _choices(status: DerivedViewStatus) -> str:
 def spec_patch(spec: dict[str, Any], content: RevisionContent) -> dict[str, Any]:
     """A JSON merge patch of `spec` setting its content fields to `content`.
 
-    Switching between SQL and Python removes the other transform (null in a
-    merge patch deletes the key).
+    Switching between SQL and Python removes the other transform, between a DDL and Avro the
+    other encoding, and between an inline and a pinned reader schema the other form (null
+    in a merge patch deletes the key).
     """
     patch = spec_fields(content)
     other = "sql" if "python" in patch["transform"] else "python"
     if other in (spec.get("transform") or {}):
         patch["transform"][other] = None
+    source, current = patch["source"], spec.get("source") or {}
+    for key in ("schema", "avro"):
+        if key not in source and key in current:
+            source[key] = None
+    reader = (source.get("avro") or {}).get("readerSchema")
+    current_reader = (current.get("avro") or {}).get("readerSchema") or {}
+    if reader is not None:
+        for key in ("schema", "subject", "version"):
+            if key not in reader and key in current_reader:
+                reader[key] = None
     return patch
 
 

@@ -14,13 +14,14 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import naming
 from derived_views.core.installation import DEFAULT_TRIGGER_SECONDS
 from derived_views.core.revision import revision_of
-from derived_views.core.source_schema import events_ddl
+from derived_views.core.source_schema import NONE_KNOWN, ReaderSchemas, events_ddl, shape_text
 
 
 def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,
                checkpoint_location: str, uid: str, ledger_table: str = naming.LEDGER_TABLE,
                secrets: dict[str, str | None] | None = None,
-               trigger_seconds: float = DEFAULT_TRIGGER_SECONDS) -> dict[str, Any]:
+               trigger_seconds: float = DEFAULT_TRIGGER_SECONDS,
+               reader_schemas: ReaderSchemas = NONE_KNOWN) -> dict[str, Any]:
     """The job's configuration document (camelCase keys, in the contract's order).
 
     `owner` (the view's namespace, name and metadata.uid) is recorded on the index the job
@@ -28,7 +29,8 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
     `secrets` names the Secrets mounted for the job by role (sink, kafka, checkpoint): the
     job then reads its credentials from their files and nowhere else. `trigger_seconds` is
     the installation's micro-batch interval: not content, so no revision of its own; a job
-    keeps the interval it was created with."""
+    keeps the interval it was created with. `reader_schemas` holds the text of a reader schema
+    the spec pins in the registry (ReaderSchemaUnknown without it: no job is rendered)."""
     if not uid:
         raise ValueError("uid (the view's metadata.uid) is required: the job records it as "
                          "the owner of the index it creates")
@@ -57,7 +59,7 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
             "bootstrapServers": spec.source.kafka.bootstrap_servers,
             "topics": list(spec.source.topics),
             "format": spec.source.format,
-            "schema": events_ddl(spec.source),
+            "schema": events_ddl(spec.source, reader_schemas),
             "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
             "kafkaOptions": {},
             "badRecords": spec.source.bad_records.model_dump(mode="json", by_alias=True,
@@ -71,7 +73,7 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
                     else trigger_seconds},
     }
     if spec.source.avro is not None:
-        document["source"]["avro"] = {"readerSchema": spec.source.avro.reader_schema.text}
+        document["source"]["avro"] = {"readerSchema": shape_text(spec.source, reader_schemas)}
     if secrets is not None:
         document["secrets"] = {role: name for role, name in secrets.items() if name}
     return document

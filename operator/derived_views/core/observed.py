@@ -18,11 +18,12 @@ from typing import Any
 
 from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL, is_paused
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import DerivedViewStatus
+from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import naming
 from derived_views.core.checks import Held
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.revision import revision_of
+from derived_views.core.source_schema import pinned_reader
 from derived_views.core.times import parse_timestamp
 
 TopicPartition = tuple[str, int]
@@ -199,6 +200,26 @@ class SinkObserved:
 
 
 @dataclass(frozen=True)
+class RegistryObserved:
+    """What the view's schema registry told this pass (views that read Avro)."""
+
+    where: str
+    """The registry as messages name it (its host and port, never credentials)."""
+    reader_schemas: Mapping[SubjectVersion, str] = field(default_factory=dict)
+    """The spec's pinned reader schema, fetched (`reader_to_fetch`); absent when it was not
+    asked for (its revision's status keeps it) or could not be fetched."""
+    unregistered: frozenset[str] = frozenset()
+    """Value subjects (`<topic>-value`) of the spec's topics with nothing registered."""
+    problem: tuple[str, str] | None = None
+    """(reason, message) why the registry could not be asked: SchemaRegistryUnreachable,
+    SchemaRegistrySecretInvalid (or the Secret is missing: the tenancy policy says so). No
+    job of the view is created meanwhile."""
+    reader_problem: tuple[str, str] | None = None
+    """(ReaderSchemaNotFound, message): the pinned subject or version is not there, or is not
+    Avro."""
+
+
+@dataclass(frozen=True)
 class Observed:
     """Input of `plan` besides the spec and the time."""
 
@@ -232,6 +253,9 @@ class Observed:
     checks: Held = field(default_factory=Held)
     """The view's cutover checks as the operator's check runner holds them: a finished run
     no pass has taken yet, and whether one is queued or measuring."""
+    registry: RegistryObserved | None = None
+    """The schema registry of a view that reads Avro; None for the others (and when it was
+    not asked: the view is being deleted)."""
 
 
 # Helpers for the shell ----------------------------------------------------------------------
@@ -336,6 +360,18 @@ def with_drivers(apps: Mapping[str, SparkApplicationObserved],
 def revisions_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) -> frozenset[str]:
     """The spec's revision and every revision the status still tracks."""
     return frozenset({revision_of(spec), *(r.revision for r in status.revisions)})
+
+
+def reader_to_fetch(spec: DerivedViewSpec, status: DerivedViewStatus) -> SubjectVersion | None:
+    """The reader schema to fetch from the registry: the spec's pinned one, unless the status
+    keeps it already (its revision started with it): a started revision never needs the
+    registry's copy again, so a thousand serving views fetch none."""
+    pin = pinned_reader(spec.source)
+    if pin is None:
+        return None
+    record = status.record(revision_of(spec))
+    kept = record.content.reader_schema if record is not None and record.content else None
+    return None if kept == pin else pin
 
 
 def index_tables_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) -> frozenset[str]:

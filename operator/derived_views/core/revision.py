@@ -24,6 +24,12 @@ Excluded, deliberately:
 Text is compared after stripping only its outer whitespace (YAML block
 scalars add a trailing newline): any other edit counts as new content, which
 costs a replay at worst but never serves stale logic.
+
+An Avro reader schema pinned in the registry is hashed as its subject and version, not its
+text: the revision is known from the spec alone (before the registry answers, and whatever
+it answers later), a registry version never changes, and naming another version (or moving
+between the inline and pinned forms) is new content. The fetched text is kept in the
+revision's status content, so its job renders from there.
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ import json
 from typing import Any
 
 from derived_views.api.spec import BadRecords, DerivedViewSpec
-from derived_views.api.status import RevisionContent
-from derived_views.core.source_schema import shape_text
+from derived_views.api.status import RevisionContent, SubjectVersion
+from derived_views.core.source_schema import NONE_KNOWN, ReaderSchemas, pinned_reader, shape_text
 
 REVISION_LENGTH = 10
 """Hex characters: 40 bits, so two revisions of one view colliding is not a practical concern,
@@ -44,13 +50,15 @@ HASH_SCHEME = 1
 """Part of the hashed document, so a future change of what is hashed is explicit."""
 
 
-def content_of(spec: DerivedViewSpec) -> RevisionContent:
-    """The spec's content fields, as the status keeps them per revision."""
+def content_of(spec: DerivedViewSpec, known: ReaderSchemas = NONE_KNOWN) -> RevisionContent:
+    """The spec's content fields, as the status keeps them per revision: a pinned reader
+    schema with its text from `known` (ReaderSchemaUnknown when it is not there)."""
     python = spec.transform.python
     return RevisionContent(
         topics=list(spec.source.topics), format=spec.source.format,
-        value_schema=shape_text(spec.source),
-        encoding="avro" if spec.source.avro is not None else None, sql=spec.transform.sql,
+        value_schema=shape_text(spec.source, known),
+        encoding="avro" if spec.source.avro is not None else None,
+        reader_schema=pinned_reader(spec.source), sql=spec.transform.sql,
         python_function=python.function if python else None,
         py_files=list(python.py_files) if python else [],
         primary_key=list(spec.sink.primary_key))
@@ -67,7 +75,9 @@ def spec_fields(content: RevisionContent) -> dict[str, Any]:
         transform = {"sql": content.sql}
     source: dict[str, Any] = {"topics": list(content.topics), "format": content.format}
     if content.encoding == "avro" or content.format == "avro":  # `schema`: the reader schema
-        source["avro"] = {"readerSchema": {"schema": content.value_schema}}
+        pin = content.reader_schema
+        source["avro"] = {"readerSchema": {"schema": content.value_schema} if pin is None
+                          else {"subject": pin.subject, "version": pin.version}}
     else:
         source["schema"] = content.value_schema
     return {"source": source,
@@ -75,8 +85,16 @@ def spec_fields(content: RevisionContent) -> dict[str, Any]:
             "sink": {"primaryKey": list(content.primary_key)}}
 
 
+def reader_schemas_of(content: RevisionContent) -> dict[SubjectVersion, str]:
+    """The pinned reader schema a revision's content keeps, by subject and version (empty
+    for an inline one): what renders that revision's job, whatever the registry holds now."""
+    pin = content.reader_schema
+    return {} if pin is None else {pin: content.value_schema}
+
+
 def with_content(spec: DerivedViewSpec, content: RevisionContent) -> DerivedViewSpec:
-    """`spec` with another revision's content: how an older revision's job is rendered.
+    """`spec` with another revision's content: how an older revision's job is rendered
+    (a pinned reader schema's text: `reader_schemas_of(content)`).
 
     Connection details, resources and policies come from the current spec (they
     are not content); the table base and schema are immutable, so they match.
@@ -109,8 +127,12 @@ def revision_document(spec: DerivedViewSpec) -> dict[str, Any]:
     if spec.sink.kind != "postgres":  # PostgreSQL views keep the revisions they always had
         sink["kind"] = spec.sink.kind
     source: dict[str, Any] = {"topics": sorted(set(spec.source.topics)),
-                              "format": spec.source.format,
-                              "schema": shape_text(spec.source).strip()}
+                              "format": spec.source.format}
+    pin = pinned_reader(spec.source)
+    if pin is None:  # inline reader schemas and DDLs keep their revisions
+        source["schema"] = shape_text(spec.source).strip()
+    else:
+        source["readerSchema"] = {"subject": pin.subject, "version": pin.version}
     if spec.source.avro is not None:  # only then: JSON views keep their revisions
         source["encoding"] = "avro"
     return {

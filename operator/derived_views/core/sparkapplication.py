@@ -27,6 +27,7 @@ from derived_views.core import checkpoints, naming
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.job_config import job_config, job_config_json
 from derived_views.core.revision import job_settings_of
+from derived_views.core.source_schema import NONE_KNOWN, ReaderSchemas
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[3] / "spark_templates" / "sparkapplication.yaml"
 SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -97,8 +98,10 @@ def restart_policy(spec: DerivedViewSpec) -> dict[str, Any]:
 
 def render_spark_application(template: str, *, config: OperatorConfig, namespace: str,
                              view: str, uid: str, spec: DerivedViewSpec, revision: str,
-                             checkpoint_location: str) -> dict[str, Any]:
-    """The SparkApplication of `revision`; `spec` must carry that revision's content."""
+                             checkpoint_location: str,
+                             reader_schemas: ReaderSchemas = NONE_KNOWN) -> dict[str, Any]:
+    """The SparkApplication of `revision`; `spec` must carry that revision's content (and
+    `reader_schemas` the text of a reader schema it pins in the registry)."""
     manifest = yaml.safe_load(template)
     if (not isinstance(manifest, dict) or manifest.get("apiVersion") != SPARK_API_VERSION
             or manifest.get("kind") != SPARK_KIND):
@@ -120,7 +123,8 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     config_doc = job_config(namespace=namespace, view=view, spec=spec, revision=revision,
                             checkpoint_location=checkpoint_location,
                             ledger_table=config.ledger_table, uid=uid, secrets=secrets,
-                            trigger_seconds=config.trigger_seconds)
+                            trigger_seconds=config.trigger_seconds,
+                            reader_schemas=reader_schemas)
     spark = spec.spark
     body.update({
         "type": "Python",

@@ -24,10 +24,17 @@ from dataclasses import dataclass
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
-from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.spec import MAX_SCHEMA, DerivedViewSpec
 from derived_views.core import reasons
 from derived_views.core.avro_schema import AvroSchemaError
-from derived_views.core.source_schema import events_ddl
+from derived_views.core.source_schema import (
+    NONE_KNOWN,
+    ReaderSchemas,
+    ReaderSchemaUnknown,
+    events_ddl,
+    pinned_reader,
+    reader_text,
+)
 from derived_views.core.spark_ddl import DdlError, Field, parse_schema
 from derived_views.core.spark_lexer import SqlTextError
 from derived_views.core.sql_policy import MAX_SQL_CHARS, SHOWN_NAME, parse_spark, unsafe_sql
@@ -73,12 +80,27 @@ class Refusal:
     message: str
 
 
-def check_spec(spec: DerivedViewSpec) -> Refusal | None:
-    """The first certain problem of the spec's schema or SQL, None when none is found."""
+def check_spec(spec: DerivedViewSpec, known: ReaderSchemas = NONE_KNOWN) -> Refusal | None:
+    """The first certain problem of the spec's schema or SQL, None when none is found; a
+    reader schema pinned in the registry is read from `known` (fetched, or kept by the
+    revision's status)."""
+    pin = pinned_reader(spec.source)
+    text = reader_text(spec.source, known)
+    if pin is not None and text is not None and len(text) > MAX_SCHEMA:
+        return Refusal(reasons.INVALID_SCHEMA, (
+            f"source.avro.readerSchema: {pin.describe()} is {len(text)} characters, more than "
+            f"{MAX_SCHEMA} (each live revision's status keeps a copy): pin a smaller reader "
+            "schema, with only the fields the transform reads"))
     try:
-        ddl = events_ddl(spec.source)
+        ddl = events_ddl(spec.source, known)
+    except ReaderSchemaUnknown as exc:
+        return Refusal(reasons.READER_SCHEMA_NOT_FOUND,
+                       f"source.avro.readerSchema: {exc}: it has not been read from the "
+                       "schema registry")
     except AvroSchemaError as exc:
-        return Refusal(reasons.INVALID_SCHEMA, f"source.avro.readerSchema: {exc}"[:MESSAGE_CHARS])
+        where = "" if pin is None else f" ({pin.describe()} in the registry)"
+        return Refusal(reasons.INVALID_SCHEMA,
+                       f"source.avro.readerSchema{where}: {exc}"[:MESSAGE_CHARS])
     return _check(ddl, spec.source.format, spec.transform.sql, tuple(spec.sink.primary_key))
 
 

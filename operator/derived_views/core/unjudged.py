@@ -135,6 +135,7 @@ def deletion_spec(raw: Mapping[str, Any]) -> DerivedViewSpec | None:
     if not isinstance(source, dict):
         return None
     source.update({"schema": NEUTRAL_SCHEMA, "format": "json"})
+    source.pop("avro", None)  # json takes a DDL and no Avro
     spec["transform"] = {"sql": NEUTRAL_SQL}
     spec.pop("cutover", None)
     try:

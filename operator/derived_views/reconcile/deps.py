@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
 from derived_views.adapters.kafka_record_times import RecordTimesReader
 from derived_views.adapters.kube import Kube
+from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.status import DerivedViewStatus
 from derived_views.check_runner import CheckRunner
@@ -33,6 +34,8 @@ class Deps:
     """Switches the sink deferred, for the view's next observation (switch_deferrals)."""
     record_times: RecordTimesReader = field(default_factory=RecordTimesReader)
     """Kafka timestamps at the indexes' committed offsets, for staleness (cached)."""
+    registries: RegistryCache = field(default_factory=RegistryCache)
+    """Schema registries' subjects and pinned reader schemas, for views that read Avro."""
 
 
 @dataclass

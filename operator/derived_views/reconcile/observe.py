@@ -1,6 +1,6 @@
 """Observe: everything the planner needs, read and nothing written (the view's jobs, its sink
 through a session left open for the actions, its Secrets' labels, its topics' end
-offsets, what the check runner holds for it)."""
+offsets, its schema registry's answers, what the check runner holds for it)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ from derived_views.core.offsets_freshness import committed_beyond, decides_gate
 from derived_views.core.staleness import RecordTimes, wanted_offsets
 from derived_views.core.tenancy import cluster_refusal, secrets_of
 from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
 
 log = logging.getLogger("derived_views")
@@ -198,8 +199,9 @@ class Observation:
 def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
             key: ViewKey | None = None) -> Observation:
     """Read everything the planner needs: the view's jobs, its sink (through a session left
-    open for the actions), its Secrets' labels, its topics' end offsets and what the check
-    runner holds for the view (a finished run, or one in flight). Writes nothing to the
+    open for the actions), its Secrets' labels, its topics' end offsets, its schema
+    registry's answers (an Avro view not being deleted) and what the check runner holds for
+    the view (a finished run, or one in flight). Writes nothing to the
     view, its jobs, its sink or the runner. The caller closes the observation."""
     meta = body["metadata"]
     key = key or (meta["namespace"], meta["name"])
@@ -222,6 +224,8 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
         if not fresh and committed_beyond(sink.observed, offsets.ends):
             offsets = end_offsets(spec, status, key, deps, secrets, not_before=ledger_read)
         times = record_times(spec, status, key, deps, offsets, sink.observed)
+        registry = (None if meta.get("deletionTimestamp")
+                    else registry_reading(spec, status, key, deps, secrets))
         observed = Observed(view=view_from_object(body), status=status,
                             checks=deps.check_runner.held(key),
                             switch_deferred=deps.deferrals.take(key),
@@ -230,7 +234,7 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
                             sink=sink.observed, sink_problem=sink.problem,
                             end_offsets=offsets.ends, record_times=times,
                             missing_topics=offsets.missing,
-                            source_problem=offsets.problem())
+                            source_problem=offsets.problem(), registry=registry)
     except BaseException:
         if sink.session is not None:
             sink.session.close()

@@ -71,6 +71,20 @@ def _opensearch(index: str = "orders", checks: dict[str, Any] | None = None,
     return mutate
 
 
+READER = ('{"type": "record", "name": "Order", "fields": [{"name": "order_id", "type": '
+          '"string"}, {"name": "amount", "type": "double"}]}')
+
+
+def _avro(reader: dict[str, Any]) -> Mutation:
+    """Avro values read through a registry, with `reader` as source.avro.readerSchema."""
+    def mutate(body: dict[str, Any]) -> None:
+        source = body["spec"]["source"]
+        source.pop("schema", None)
+        source.update(format="avro", avro={"registry": {"secretRef": {"name": "registry"}},
+                                           "readerSchema": copy.deepcopy(reader)})
+    return mutate
+
+
 def _conf(key: str, value: str = "x") -> Mutation:
     return _spec("spark.sparkConf", {key: value})
 
@@ -112,6 +126,18 @@ CASES: list[Case] = [
          "spec.source.topics"),
     Case("an unknown `source.format`", _spec("source.format", "protobuf"),
          'spec.source.format: Unsupported value: "protobuf"'),
+    Case("an Avro reader schema both inline and pinned",
+         _avro({"schema": READER, "subject": "orders-value", "version": 3}),
+         "readerSchema takes exactly one of schema"),
+    Case("an Avro reader schema neither inline nor pinned", _avro({}),
+         "readerSchema takes exactly one of schema"),
+    Case("a pinned reader schema without `version`", _avro({"subject": "orders-value"}),
+         "readerSchema takes exactly one of schema"),
+    Case("a pinned reader schema at version `latest`",
+         _avro({"subject": "orders-value", "version": "latest"}),
+         "spec.source.avro.readerSchema.version"),
+    Case("a pinned reader schema at version 0", _avro({"subject": "orders-value", "version": 0}),
+         "spec.source.avro.readerSchema.version"),
     Case("empty `bootstrapServers`", _spec("source.kafka.bootstrapServers", ""),
          "spec.source.kafka.bootstrapServers"),
     Case("a broker address without a port", _spec("source.kafka.bootstrapServers", "kafka"),
@@ -261,6 +287,20 @@ STALLS: list[Stall] = [
     Stall("a source topic does not exist", "TopicMissing",
           "topic(s) <t> not found on <bootstrapServers>: create them or fix spec.source.topics; "
           "no job reads a topic that does not exist"),
+    Stall("an Avro view's schema registry does not answer (or refuses the credentials)",
+          "SchemaRegistryUnreachable",
+          "schema registry at <host>:<port> cannot be reached (<cause>): check that it runs "
+          "and the Secret's url (secret <ns>/<name>); no job of this view is started until the "
+          "registry can be asked (running jobs are left alone)"),
+    Stall("the registry Secret has no usable url, or half the credentials",
+          "SchemaRegistrySecretInvalid",
+          "schema registry secret <ns>/<name>: key url is missing (...); no job of this view "
+          "is started until the registry can be asked (running jobs are left alone)"),
+    Stall("a pinned reader schema's subject or version is not in the registry (or not Avro)",
+          "ReaderSchemaNotFound",
+          "source.avro.readerSchema: subject <s> has no version <v> in the schema registry at "
+          "<host>:<port>: register it, or pin a version the subject has; no job is started for "
+          "revision <r> until its reader schema is read"),
     Stall("the SQL does not parse", "InvalidTransform", "",
           {"sql": "SELECT order_id amount FROM events WHERE"}),
     Stall("the SQL names an unknown column", "InvalidTransform", "",

@@ -114,6 +114,8 @@ def test_cel_rules_are_where_they_belong() -> None:
         ".spec.source": ["self.format == 'avro' ? (has(self.avro) && !has(self.schema)) : "
                          "self.format == 'debezium' ? (has(self.avro) != has(self.schema)) : "
                          "(has(self.schema) && !has(self.avro))"],
+        ".spec.source.avro.readerSchema": ["has(self.schema) != has(self.subject) && "
+                                           "has(self.subject) == has(self.version)"],
         ".spec.cutover.checks.rowCount": ["has(self.maxDifference) || "
                                           "has(self.maxRelativeDifference)"],
         ".spec.cutover.checks.assertions[]": ["self.sql.contains('{index}')"],

@@ -28,6 +28,7 @@ from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
     Observed,
+    RegistryObserved,
     SinkObserved,
     ViewObserved,
     drivers_by_revision,
@@ -138,6 +139,8 @@ class World:
     gone: bool = False
     sink_up: bool = True
     kafka_up: bool = True
+    registry: RegistryObserved | None = None
+    """What the schema registry of an Avro view told the pass (None: not asked)."""
     events: list[A.EmitEvent] = field(default_factory=list)
     plans: list[list[A.Action]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -304,7 +307,7 @@ class World:
             missing_topics=frozenset(self.missing_topics),
             sink_problem=None if self.sink_up else self.sink_problem,
             secret_labels={n: {SECRET_LABEL: "true"} for n in secrets_of(self.spec)},
-            driver_pods=drivers)
+            driver_pods=drivers, registry=self.registry)
 
     def take_deferred(self) -> tuple[str, str] | None:
         deferred, self.deferred = self.deferred, None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from derived_views.api.constants import PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import DerivedViewStatus, Phase, RevisionStatus
+from derived_views.api.status import DerivedViewStatus, Phase, RevisionStatus, SubjectVersion
 from derived_views.core import checks, naming, ownership, tenancy
 from derived_views.core.checkpoints import durable_base_problem, is_s3a
 from derived_views.core.installation import OperatorConfig
@@ -24,7 +24,8 @@ from derived_views.core.observed import (
     SparkApplicationObserved,
     ViewObserved,
 )
-from derived_views.core.revision import revision_of
+from derived_views.core.revision import reader_schemas_of, revision_of
+from derived_views.core.source_schema import ReaderSchemas, pinned_reader
 from derived_views.core.sql_check import Refusal, check_spec
 from derived_views.core.tenancy import PolicyRefusal
 
@@ -60,6 +61,15 @@ class Context:
     resumed into, switched to or dropped; the desired or active one stalls the view."""
     owned_refusal: tuple[str, IndexOwner] | None
     checkpoint_problem: str | None
+    reader_schemas: ReaderSchemas
+    """Reader schemas pinned in the registry, by subject and version: fetched this pass, or
+    kept by a revision's status (which wins: a started revision renders as it started)."""
+    reader_hold: Refusal | None
+    """The spec pins its reader schema in the registry and its text is not known: no job
+    starts for the spec's revision (ReaderSchemaNotFound, or why the registry was not read)."""
+    registry_problem: Refusal | None
+    """Why the view's schema registry cannot be asked: no job of the view is created (each
+    would fail as it starts), running ones are left alone."""
     spec_refusal: Refusal | None
     """A schema or SQL Spark would refuse: no job starts for it, the active one serves on."""
     policy_refusal: PolicyRefusal | None
@@ -117,6 +127,36 @@ def recorded_active(status: DerivedViewStatus, sink: SinkObserved | None) -> str
     return (serving or actives)[0].revision
 
 
+def known_reader_schemas(spec: DerivedViewSpec, observed: Observed) -> dict[SubjectVersion, str]:
+    """Fetched reader schemas, then those the status keeps (the spec's revision's last): a
+    registry whose version changed later never changes what a started revision runs."""
+    known = dict(observed.registry.reader_schemas) if observed.registry is not None else {}
+    desired = observed.status.record(revision_of(spec))
+    for record in [*observed.status.revisions, *([desired] if desired else [])]:
+        if record.content is not None:
+            known.update(reader_schemas_of(record.content))
+    return known
+
+
+def reader_hold(spec: DerivedViewSpec, observed: Observed, known: ReaderSchemas
+                ) -> Refusal | None:
+    """Why the spec's pinned reader schema is not known: the registry could not be asked, or
+    it has no such subject or version; None when it is known (or inline)."""
+    pin = pinned_reader(spec.source)
+    if pin is None or pin in known:
+        return None
+    registry = observed.registry
+    problem = (registry.problem or registry.reader_problem) if registry is not None else None
+    if problem is not None:
+        return Refusal(*problem)
+    return check_spec(spec, known)  # ReaderSchemaNotFound: not read from the registry yet
+
+
+def registry_problem(observed: Observed) -> Refusal | None:
+    problem = observed.registry.problem if observed.registry is not None else None
+    return None if problem is None else Refusal(*problem)
+
+
 def tenancy_refusal(spec: DerivedViewSpec, observed: Observed) -> PolicyRefusal | None:
     cfg, namespace = observed.config, observed.view.namespace
     refusal = tenancy.spec_refusal(spec, cfg.tenancy, operator_image=cfg.spark_image,
@@ -144,6 +184,8 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
     due = checks.due(spec, observed.status, now,
                      stopped=view.paused or view.deletion_timestamp is not None)
     finished = observed.checks.finished
+    known = known_reader_schemas(spec, observed)
+    held = reader_hold(spec, observed, known)
     return Context(
         spec=spec, obs=observed, now=now, cfg=observed.config, view=view, sink=sink,
         apps=observed.spark_applications, desired=desired, recorded_active=active, base=base,
@@ -160,7 +202,9 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
             (naming.index_table(base, desired), index_of_active), foreign),
         checkpoint_problem=(None if checkpoint_base is None
                             else durable_base_problem(checkpoint_base, observed.config.in_cluster)),
-        spec_refusal=check_spec(spec),
+        reader_schemas=known, reader_hold=held,
+        registry_problem=registry_problem(observed),
+        spec_refusal=None if held is not None else check_spec(spec, known),
         policy_refusal=tenancy_refusal(spec, observed),
         check_refusal=checks.refused_assertion(spec, naming.index_table(base, desired),
                                                index_of_active),

@@ -1,7 +1,7 @@
 """The effects a phase asks for, queued on the draft once each. Each refuses what must not
-happen: nothing while paused; no job the policy, a driver pod still there or another view's
-index forbids; no drop of the alias's target (now or after this plan's switch) or of another
-view's index."""
+happen: nothing while paused; no job the policy, a driver pod still there, another view's
+index or a schema registry that cannot be asked forbids; no drop of the alias's target (now
+or after this plan's switch) or of another view's index."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from derived_views.core.actions import CreateSparkApplication, DeleteSparkApplic
 from derived_views.core.checkpoints import dropped_revision_location
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
-from derived_views.core.revision import with_content
+from derived_views.core.revision import reader_schemas_of, with_content
+from derived_views.core.source_schema import reader_text
 from derived_views.core.sparkapplication import render_spark_application
 from derived_views.core.sql_check import check_spec
 
@@ -27,8 +28,8 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
     if ctx.paused or revision in ctx.apps or any(c.revision == revision
                                                  for c in draft.creates):
         return
-    if ctx.policy_refusal is not None:
-        return
+    if ctx.policy_refusal is not None or ctx.registry_problem is not None:
+        return  # (a job whose registry cannot be asked would fail as it starts)
     if revision in ctx.obs.driver_pods:
         return  # the previous job's driver pod is still there: a new one would be refused
     if revision in draft.held_jobs:
@@ -37,18 +38,21 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
         return  # another view's index: the job would refuse it (or write into it)
     record = draft.records[revision]
     if revision == ctx.desired:
-        effective = ctx.spec
+        effective, known = ctx.spec, ctx.reader_schemas
     elif record.content is not None:
         effective = with_content(ctx.spec, record.content)
+        known = reader_schemas_of(record.content)
     else:
         return  # a record from before contents were kept: nothing to render it from
-    refused = check_spec(effective) if revision != ctx.desired else None
+    if effective.source.avro is not None and reader_text(effective.source, known) is None:
+        return  # a reader schema pinned in the registry and not read (Context.reader_hold)
+    refused = check_spec(effective, known) if revision != ctx.desired else None
     if refused is not None and refused.reason == reasons.POLICY_VIOLATION:
         return  # an older revision's SQL the policy now refuses: it does not run again
     manifest = render_spark_application(
         ctx.cfg.spark_template, config=ctx.cfg, namespace=ctx.view.namespace,
         view=ctx.view.name, uid=ctx.view.uid, spec=effective, revision=revision,
-        checkpoint_location=record.checkpoint_location)
+        checkpoint_location=record.checkpoint_location, reader_schemas=known)
     draft.creates.append(CreateSparkApplication(revision, manifest["metadata"]["name"],
                                                 manifest))
 

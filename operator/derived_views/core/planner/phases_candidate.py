@@ -104,7 +104,10 @@ def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
 
 
 def apply_job_settings(ctx: Context, draft: Draft) -> None:
-    """Restart running jobs whose job settings changed, from their checkpoints: no replay."""
+    """Restart running jobs whose job settings changed, from their checkpoints: no replay.
+    Not while the schema registry cannot be asked: the stopped job could not start again."""
+    if ctx.registry_problem is not None:
+        return
     wanted = job_settings_of(ctx.spec)
     # the active first, then the candidate: a plan's actions come in a fixed order
     for revision in dict.fromkeys(r for r in (draft.active, ctx.desired) if r is not None):

@@ -53,19 +53,42 @@ def start_desired(ctx: Context, draft: Draft) -> None:
     """Make sure the spec's revision has a record that is building (or stays Failed)."""
     revision = ctx.desired
     if (revision == draft.active or ctx.checkpoint_problem is not None
-            or ctx.spec_refusal is not None or ctx.policy_refusal is not None):
+            or ctx.spec_refusal is not None or ctx.policy_refusal is not None
+            or ctx.reader_hold is not None):
         return  # (a revision keeps the checkpoint location it starts with: not a bad one,
-        # nor one the policy refuses)
+        # nor one the policy refuses; its content keeps the reader schema it starts with)
     record = draft.records.get(revision)
-    if record is None:
+    if (record is not None and record.phase == Phase.Retiring
+            and readings.following(ctx, draft, revision)):
+        switch_back(ctx, draft, revision)  # no job starts: the registry need not answer
+    elif ctx.registry_problem is not None:
+        return  # every other start creates a job, which would fail as it starts
+    elif record is None:
         start_new(ctx, draft, revision)
-    elif record.phase == Phase.Retiring and readings.following(ctx, draft, revision):
-        switch_back(ctx, draft, revision)
     elif record.phase == Phase.Retiring:
         restart(ctx, draft, revision, rollback=True)
     elif record.phase in (Phase.Superseded, Phase.Retired) or (
             record.phase == Phase.Failed and ctx.retry_requested(record)):
         restart(ctx, draft, revision, rollback=False)
+    warn_unregistered(ctx, draft, revision)
+
+
+def warn_unregistered(ctx: Context, draft: Draft, revision: str) -> None:
+    """A Warning Event when the revision's job starts while a topic has no schema under its
+    value subject. Not a hold: the job learns each writer's schema by the id its records
+    carry, so an empty topic, or producers with another naming strategy, read fine; but a
+    topic of JSON records, or a misspelt registry, would make every record a bad one."""
+    registry, record = ctx.obs.registry, draft.records.get(revision)
+    if (registry is None or not registry.unregistered or record is None
+            or record.phase != Phase.Pending or record.started_at != ctx.now):
+        return
+    subjects = ", ".join(sorted(registry.unregistered))
+    draft.event(reasons.SUBJECT_NOT_FOUND,
+                f"No schema is registered under {subjects} in the schema registry at "
+                f"{registry.where}: revision {revision} starts anyway, and its job fetches each "
+                "writer's schema by the id its records carry; if the producers register under "
+                "<topic>-value, check spec.source.topics and the registry Secret's url.",
+                warning=True)
 
 
 def start_new(ctx: Context, draft: Draft, revision: str) -> None:
@@ -84,7 +107,8 @@ def start_new(ctx: Context, draft: Draft, revision: str) -> None:
     draft.records[revision] = RevisionStatus(
         revision=revision, index=ctx.index(revision), phase=Phase.Pending, since=ctx.now,
         spark_application=naming.spark_application_name(ctx.view.name, revision),
-        checkpoint_location=ctx.checkpoint(revision, build), content=content_of(ctx.spec),
+        checkpoint_location=ctx.checkpoint(revision, build),
+        content=content_of(ctx.spec, ctx.reader_schemas),
         build=build, started_at=ctx.now, generation=ctx.view.generation,
         retry_token=ctx.retry_token, reason=reasons.BACKFILL_STARTED,
         source_partitions=readings.partitions_now(ctx, draft, revision))
@@ -103,7 +127,7 @@ def switch_back(ctx: Context, draft: Draft, revision: str) -> None:
     draft.set(revision, phase=Phase.Backfilling, reason=reasons.ROLLBACK_STARTED,
               message="its job kept following the log; no restart, no replay",
               started_at=ctx.now, generation=ctx.view.generation,
-              retry_token=ctx.retry_token, content=content_of(ctx.spec),
+              retry_token=ctx.retry_token, content=content_of(ctx.spec, ctx.reader_schemas),
               retire_after=None, follow_until=None)
     draft.event(reasons.ROLLBACK_STARTED, f"Rolling back to revision {revision}, whose job kept "
                                    "following the log.")
@@ -119,7 +143,8 @@ def restart(ctx: Context, draft: Draft, revision: str, *, rollback: bool) -> Non
     app = ctx.apps.get(revision)
     common: dict[str, Any] = dict(
         phase=Phase.Pending, started_at=ctx.now, generation=ctx.view.generation,
-        retry_token=ctx.retry_token, content=content_of(ctx.spec), caught_up_since=None,
+        retry_token=ctx.retry_token, content=content_of(ctx.spec, ctx.reader_schemas),
+        caught_up_since=None,
         retire_after=None, lag=None, job_state=None, execution_attempts=None)
     if exists:
         if app is not None and app.stopped:

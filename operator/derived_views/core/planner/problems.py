@@ -41,6 +41,15 @@ def spec_refused(s: Standing) -> Verdict | None:
                    + s.keeps_serving)
 
 
+def reader_schema_unknown(s: Standing) -> Verdict | None:
+    hold = s.ctx.reader_hold
+    if hold is None or s.desired == s.active:
+        return None
+    return Verdict("True", hold.reason,
+                   f"{hold.message.rstrip('.')}; no job is started for revision {s.desired} "
+                   "until its reader schema is read" + s.keeps_serving)
+
+
 def check_refused(s: Standing) -> Verdict | None:
     if s.ctx.check_refusal is None or s.desired == s.active:
         return None
@@ -83,6 +92,15 @@ def source_unreadable(s: Standing) -> Verdict | None:
         return None
     reason, detail = s.ctx.obs.source_problem
     return Verdict("True", reason, f"{detail}; lag is unknown, so no revision is promoted")
+
+
+def registry_unreadable(s: Standing) -> Verdict | None:
+    problem = s.ctx.registry_problem
+    if problem is None:
+        return None
+    return Verdict("True", problem.reason,
+                   f"{problem.message.rstrip('.')}; no job of this view is started until the "
+                   "registry can be asked (running jobs are left alone)" + s.keeps_serving)
 
 
 def topic_missing(s: Standing) -> Verdict | None:
@@ -166,12 +184,14 @@ PROBLEMS: tuple[Rule, ...] = (
     deletion_blocked,
     checkpoint_not_durable,
     refused_by_policy,
+    reader_schema_unknown,
     spec_refused,
     check_refused,
     sink_table_claimed,
     index_owned_by_another_view,
     sink_unreadable,
     source_unreadable,
+    registry_unreadable,
     topic_missing,
     topic_reset,
     active_index_lost,

@@ -66,17 +66,25 @@ def building(s: Standing) -> Verdict | None:
         message += f"; cutover checks: {checks_column(s.ctx.spec, candidate)}"
     if awaiting_promotion:
         message += f"; annotate {PROMOTE_ANNOTATION}={s.desired} to switch readers"
+    registry = s.ctx.obs.registry
+    if registry is not None and registry.unregistered:
+        message += (f"; no schema is registered under {', '.join(sorted(registry.unregistered))}"
+                    " (records are read by their writers' schema ids)")
     return Verdict("True", reason, message)
 
 
 def not_started(s: Standing) -> Verdict | None:
     """The desired revision has no record: refused (tenancy policy, then the spec's SQL),
-    else about to start."""
+    waiting for the schema registry, else about to start."""
     if s.desired == s.active or s.candidate is not None:
         return None
     for refusal in (s.ctx.policy_refusal, s.ctx.spec_refusal):
         if refusal is not None:
             return Verdict("False", refusal.reason, f"revision {s.desired} is refused")
+    waiting = s.ctx.reader_hold or s.ctx.registry_problem
+    if waiting is not None:
+        return Verdict("False", waiting.reason, f"revision {s.desired} waits for the schema "
+                                                "registry")
     return Verdict("True", reasons.STARTING, f"revision {s.desired} is about to start")
 
 
