@@ -268,6 +268,8 @@ def kafka_tenancy_env(bootstrap: str, policy: str | None = None) -> dict[str, st
     rules.setdefault("kafka", {}).setdefault("clusters", [  # the default's, and the stack's
         {"namespaces": ["*"], "bootstrapServers": ["127.0.0.1:*", "localhost:*"]},
         {"namespaces": ["*"], "bootstrapServers": [f"{host}:*"]}])
+    # the stack's schema registry listens on the same address
+    rules.setdefault("schemaRegistries", ["127.0.0.1:*", "localhost:*", f"{host}:*"])
     return {"DV_TENANCY_POLICY": json.dumps(rules)}
 
 

@@ -70,6 +70,10 @@ class KafkaClusters:
 DEFAULT_KAFKA_CLUSTERS = (KafkaClusters(("*",), ("127.0.0.1:*", "localhost:*")),)
 """Loopback only: in a job's pod that is the pod itself, where no author listens. A platform
 lists its clusters; any other host would receive the Kafka Secret's credentials."""
+DEFAULT_SCHEMA_REGISTRIES = ("127.0.0.1:*", "localhost:*")
+"""Loopback only, as for Kafka: the operator itself asks a view's registry (before any job
+starts), from its own place in the network; a host of the author's choosing would make it
+probe any service the operator reaches. A platform lists its registries."""
 DEFAULT_DEAD_LETTER_TOPICS = ("dlq.*",)
 """Dead letters are written with the view's Kafka credentials: only to topics kept for them,
 never into another team's topic."""
@@ -102,6 +106,8 @@ class TenancyPolicy:
     """source.kafka.bootstrapServers: every server must match a rule of the view's namespace."""
     dead_letter_topics: tuple[str, ...] = DEFAULT_DEAD_LETTER_TOPICS
     """source.badRecords.deadLetterTopic values allowed."""
+    schema_registries: tuple[str, ...] = DEFAULT_SCHEMA_REGISTRIES
+    """`host:port` of the schema registry a view's registry Secret names (its `url`)."""
     checkpoint_override: bool = False
     """Authors may name spec.spark.checkpointBase (else the operator's base holds every
     checkpoint: the store's keys reach only the platform's own bucket and prefix)."""
@@ -242,6 +248,15 @@ def secret_refusal(namespace: str, name: str, labels: Mapping[str, str] | None,
         f"{policy.secret_label}=true) to let views connect with it")
 
 
+def registry_refusal(address: str, policy: TenancyPolicy) -> PolicyRefusal | None:
+    """A schema registry at `address` (host:port, from the view's registry Secret) that the
+    policy does not list; checked before the operator sends it any request."""
+    if matches(address, policy.schema_registries):
+        return None
+    return _refuse(f"schema registry {address} (the registry Secret's url)",
+                   "name a registry the platform lists", "schemaRegistries")
+
+
 def _refuse(what: str, fix: str, value: str) -> PolicyRefusal:
     return PolicyRefusal(reasons.POLICY_VIOLATION,
                          f"{what}: refused by the tenancy policy (chart value {CHART_VALUE}."
@@ -264,7 +279,7 @@ def parse_policy(raw: str | None) -> TenancyPolicy:
     kafka = _object(doc, "kafka")
     checkpoints = _object(doc, "checkpoints")
     known = {"images", "mainApplicationFiles", "serviceAccountOverride", "sparkConf", "python",
-             "secrets", "admissionPolicy", "kafka", "checkpoints"}
+             "secrets", "admissionPolicy", "kafka", "checkpoints", "schemaRegistries"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise PolicyError(f"DV_TENANCY_POLICY has unknown keys {unknown}; known: {sorted(known)}")
@@ -284,6 +299,7 @@ def parse_policy(raw: str | None) -> TenancyPolicy:
         dead_letter_topics=_patterns(kafka, "deadLetterTopics", defaults.dead_letter_topics,
                                      "kafka."),
         checkpoint_override=_flag(checkpoints, "authorOverride", False, "checkpoints."),
+        schema_registries=_patterns(doc, "schemaRegistries", defaults.schema_registries),
     )
 
 

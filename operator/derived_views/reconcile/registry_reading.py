@@ -24,6 +24,7 @@ from derived_views.core import reasons
 from derived_views.core.cadence import ViewKey
 from derived_views.core.observed import RegistryObserved, reader_to_fetch
 from derived_views.core.source_schema import value_subjects
+from derived_views.core.tenancy import registry_refusal
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
 
@@ -51,6 +52,9 @@ def registry_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: View
         return RegistryObserved(where=secret, problem=(
             reasons.SCHEMA_REGISTRY_SECRET_INVALID, f"schema registry {secret}: {exc}"))
     where = registry.describe()
+    refused = registry_refusal(where, secrets.policy)
+    if refused is not None:  # never asked: the operator's network is not the author's to probe
+        return RegistryObserved(where=where, problem=(refused.reason, refused.message))
     try:
         held = deps.registries.subjects(registry)
         unregistered = frozenset(value_subjects(spec.source)) - held

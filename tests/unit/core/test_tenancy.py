@@ -15,6 +15,7 @@ from derived_views.core.sql_check import check_spec
 from derived_views.core.tenancy import (
     DEFAULT_DEAD_LETTER_TOPICS,
     DEFAULT_KAFKA_CLUSTERS,
+    DEFAULT_SCHEMA_REGISTRIES,
     DEFAULT_SPARK_CONF_ALLOW,
     DEFAULT_SPARK_CONF_DENY,
     KafkaClusters,
@@ -24,6 +25,7 @@ from derived_views.core.tenancy import (
     cluster_refusal,
     matches,
     parse_policy,
+    registry_refusal,
     secret_refusal,
     secrets_of,
     spec_refusal,
@@ -166,6 +168,21 @@ def test_dead_letters_go_only_to_the_platforms_topics() -> None:
     assert refusal(kafka("127.0.0.1:9092", "orders-dead"), teams) is None
 
 
+def test_schema_registries_default_to_loopback_and_platforms_list_theirs() -> None:
+    assert registry_refusal("127.0.0.1:18081", TenancyPolicy()) is None
+    refused = registry_refusal("10.0.0.7:8081", TenancyPolicy())
+    assert refused is not None and refused.reason == reasons.POLICY_VIOLATION
+    assert refused.message == (
+        "schema registry 10.0.0.7:8081 (the registry Secret's url): refused by the tenancy "
+        "policy (chart value tenancy.schemaRegistries); name a registry the platform lists, "
+        "or ask the platform team to allow it")
+    listed = parse_policy('{"schemaRegistries": ["registry.platform.svc:8080"]}')
+    assert registry_refusal("registry.platform.svc:8080", listed) is None
+    assert registry_refusal("127.0.0.1:18081", listed) is not None  # the list replaces it
+    assert registry_refusal("registry.platform.svc:8080", parse_policy(
+        '{"schemaRegistries": []}')) is not None
+
+
 def test_the_checkpoint_base_is_the_platforms_unless_it_lets_authors_choose() -> None:
     own = Attempt("c", {"checkpointBase": "s3a://checkpoints/dv"})  # even the operator's own
     message = refusal(own)
@@ -195,6 +212,7 @@ def test_the_secrets_a_view_names() -> None:
     ('{"kafka": {"clusters": [{"bootstrapServers": ["a*b"]}]}}', "a single trailing *"),
     ('{"kafka": {"deadLetterTopics": "dlq"}}', "kafka.deadLetterTopics must be a list"),
     ('{"checkpoints": {"authorOverride": 1}}', "checkpoints.authorOverride must be true or"),
+    ('{"schemaRegistries": "r:1"}', "schemaRegistries must be a list"),
 ])
 def test_a_malformed_policy_is_refused_naming_the_key(raw: str, words: str) -> None:
     with pytest.raises(PolicyError) as caught:
@@ -210,6 +228,7 @@ def test_the_charts_defaults_are_the_operators_defaults() -> None:
     assert tuple(values["sparkConf"]["deny"]) == DEFAULT_SPARK_CONF_DENY
     assert tuple(values["kafka"]["deadLetterTopics"]) == DEFAULT_DEAD_LETTER_TOPICS
     assert parse_policy(json.dumps(values)).kafka_clusters == DEFAULT_KAFKA_CLUSTERS
+    assert tuple(values["schemaRegistries"]) == DEFAULT_SCHEMA_REGISTRIES
     assert parse_policy(json.dumps(values)) == parse_policy(None) == TenancyPolicy()
 
 

@@ -69,16 +69,20 @@ class Registered:
         return READER
 
 
+LISTED = TenancyPolicy(schema_registries=("registry.example:*",))
+"""The platform lists its registry (the default policy allows loopback only)."""
+
+
 def read(view: DerivedViewSpec, registered: Registered,
          secrets: dict[str, dict[str, str]] | None = None,
-         status: DerivedViewStatus | None = None) -> Any:
+         status: DerivedViewStatus | None = None, policy: TenancyPolicy = LISTED) -> Any:
     kube = cast(Kube, Secrets({"registry": SECRET} if secrets is None else secrets))
     deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({})),
                 config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"),
                 registries=RegistryCache(fetch_subjects=registered.subjects,
                                          fetch_version=registered.version))
     return registry_reading(view, status or DerivedViewStatus(), VIEW, deps,
-                            PassSecrets(kube, VIEW[0], TenancyPolicy()))
+                            PassSecrets(kube, VIEW[0], policy))
 
 
 def test_a_view_without_avro_asks_no_registry() -> None:
@@ -155,3 +159,15 @@ def test_whatever_the_registry_answers_the_pass_reads_a_problem_never_an_excepti
         reasons.SCHEMA_REGISTRY_UNREACHABLE,
         "schema registry at registry.example:8081 could not be read (TypeError: 'NoneType' "
         "object is not iterable) (secret shop/registry)")
+
+
+def test_a_registry_the_platform_does_not_list_is_never_asked() -> None:
+    registered = Registered()
+    got = read(spec({"subject": "orders-value", "version": 3}), registered,
+               policy=TenancyPolicy())
+    assert got.problem == (
+        reasons.POLICY_VIOLATION,
+        "schema registry registry.example:8081 (the registry Secret's url): refused by the "
+        "tenancy policy (chart value tenancy.schemaRegistries); name a registry the platform "
+        "lists, or ask the platform team to allow it")
+    assert registered.asked == []

@@ -172,10 +172,12 @@ def test_an_operator_beside_the_node_is_allowed_the_stack_kafka_and_keeps_its_po
                                           '{"python": {"enabled": true}}')["DV_TENANCY_POLICY"])
     assert policy == {"python": {"enabled": True}, "kafka": {"clusters": [
         {"namespaces": ["*"], "bootstrapServers": ["127.0.0.1:*", "localhost:*"]},
-        {"namespaces": ["*"], "bootstrapServers": ["10.217.0.1:*"]}]}}
-    mine = '{"kafka": {"clusters": [{"namespaces": ["a"], "bootstrapServers": ["k:1"]}]}}'
+        {"namespaces": ["*"], "bootstrapServers": ["10.217.0.1:*"]}]},
+        "schemaRegistries": ["127.0.0.1:*", "localhost:*", "10.217.0.1:*"]}
+    mine = ('{"kafka": {"clusters": [{"namespaces": ["a"], "bootstrapServers": ["k:1"]}]}, '
+            '"schemaRegistries": ["r:1"]}')
     assert json.loads(kafka_tenancy_env("10.217.0.1:19092", mine)["DV_TENANCY_POLICY"]) == \
-        json.loads(mine)  # a test's own clusters are its own
+        json.loads(mine)  # a test's own clusters and registries are its own
 
 
 def test_the_node_cgroup_weighs_as_several_busy_host_threads_not_as_one() -> None:
