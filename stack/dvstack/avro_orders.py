@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import fastavro
-from confluent_kafka import Producer
 
-from dvstack.replay import QUIET
+from dvstack import replay
 
 MAGIC = b"\x00"
 ORDER_EVENT: dict[str, Any] = {
@@ -71,29 +70,8 @@ def avro_order(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def produce_orders(bootstrap: str, topic: str, events: Iterable[Mapping[str, Any]],
                    schema_id: int) -> None:
-    """The events as ORDER_EVENT values in the wire format, keyed by customer_id as
-    `replay.produce` keys their JSON twins, with its producer settings (batching, lz4), so
-    the two topics differ in the values' encoding alone; waits for every ack."""
+    """The events as ORDER_EVENT values in the wire format, produced as `replay.produce`
+    produces their JSON twins (same keys, same producer settings), so the two topics differ
+    in the values' encoding alone; waits for every ack."""
     encode = encoder(schema_id, ORDER_EVENT)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "batch.num.messages": 10000, "compression.type": "lz4",
-                         "enable.idempotence": True, **QUIET})
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
-
-    for event in events:
-        key, value = str(event["customer_id"]).encode(), encode(avro_order(event))
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        producer.poll(0)
-    remaining = producer.flush(60)
-    if remaining or failures:
-        raise RuntimeError(f"{remaining} events unacknowledged, {len(failures)} failed: "
-                           f"{failures[:3]}")
+    replay.produce(bootstrap, topic, events, encode=lambda event: encode(avro_order(event)))

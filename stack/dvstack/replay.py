@@ -12,7 +12,7 @@ import itertools
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import psycopg
@@ -68,10 +68,12 @@ def iter_orders(*, customers: int = 500, seed: int = 7,
         }
 
 
-def produce(bootstrap: str, topic: str, events: list[dict[str, Any]],
-            key: Callable[[dict[str, Any]], str] | None = None, *,
-            age_seconds: float = 0.0) -> None:
-    """Produce JSON events keyed by `key` (default: customer_id) and wait for every ack.
+def produce(bootstrap: str, topic: str, events: Iterable[Mapping[str, Any]],
+            key: Callable[[Mapping[str, Any]], str] | None = None, *,
+            age_seconds: float = 0.0,
+            encode: Callable[[Mapping[str, Any]], bytes] | None = None) -> None:
+    """Produce events keyed by `key` (default: customer_id), as JSON unless `encode` says
+    otherwise, and wait for every ack.
 
     `age_seconds` > 0 stamps every record that long before now (producer-set CreateTime):
     history written long ago, which a view's staleness gate waits for."""
@@ -86,10 +88,11 @@ def produce(bootstrap: str, topic: str, events: list[dict[str, Any]],
             failures.append(str(err))
 
     keyfn = key or (lambda e: str(e["customer_id"]))
+    value = encode or (lambda e: json.dumps(e).encode())
     for event in events:
         while True:
             try:
-                producer.produce(topic, key=keyfn(event).encode(), value=json.dumps(event).encode(),
+                producer.produce(topic, key=keyfn(event).encode(), value=value(event),
                                  on_delivery=on_delivery, timestamp=stamp)
                 break
             except BufferError:
