@@ -48,6 +48,13 @@ class Registry:
     password: str | None = None
     ca_pem: str | None = None
 
+    @property
+    def where(self) -> str:
+        """host:port, for messages: a URL's path or query may carry a token."""
+        parsed = urllib.parse.urlsplit(self.url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        return f"{parsed.hostname}:{port}"
+
     def _get(self, path: str) -> Any:
         request = urllib.request.Request(self.url.rstrip("/") + path, headers={
             "Accept": "application/vnd.schemaregistry.v1+json, application/json"})
@@ -58,23 +65,23 @@ class Registry:
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS,
                                         context=context) as answer:
-                return parsed_answer(answer.read(MAX_ANSWER_BYTES + 1), self.url, path)
+                return parsed_answer(answer.read(MAX_ANSWER_BYTES + 1), self.where, path)
         except urllib.error.HTTPError as exc:
             body = _error_body(exc)
             if exc.code == 404 or body.get("error_code") in NOT_FOUND_CODES:
                 raise SchemaNotFound(str(body.get("message") or path)) from None
-            raise ConfigError(f"schema registry {self.url} answered {exc.code} for {path}: "
+            raise ConfigError(f"schema registry {self.where} answered {exc.code} for {path}: "
                               f"{body.get('message') or exc.reason}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ConfigError(f"schema registry {self.url} cannot be read ({path}): "
+            raise ConfigError(f"schema registry {self.where} cannot be read ({path}): "
                               f"{reason}") from None
 
     def schema(self, schema_id: int) -> str:
         """The Avro schema (JSON text) of a global id; SchemaNotFound when there is none, or
         it is of another type (PROTOBUF, JSON)."""
         path = f"/schemas/ids/{schema_id}"
-        answer = _fields(self._get(path), self.url, path, "schema")
+        answer = _fields(self._get(path), self.where, path, "schema")
         kind = str(answer.get("schemaType") or "AVRO").upper()
         if kind != "AVRO":
             raise SchemaNotFound(f"schema id {schema_id} is a {kind} schema, not Avro")
@@ -89,12 +96,12 @@ class Registry:
             return {}
         if not isinstance(versions, list) or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in versions):
-            raise ConfigError(f"schema registry {self.url} answered no list of versions for "
+            raise ConfigError(f"schema registry {self.where} answered no list of versions for "
                               f"subject {subject!r}: is url the Confluent-compatible API?")
         found: dict[int, str] = {}
         for version in versions:
             path = f"/subjects/{quoted}/versions/{version}"
-            answer = _fields(self._get(path), self.url, path, "id", "schema")
+            answer = _fields(self._get(path), self.where, path, "id", "schema")
             if str(answer.get("schemaType") or "AVRO").upper() == "AVRO":
                 found[int(answer["id"])] = str(answer["schema"])
         return found

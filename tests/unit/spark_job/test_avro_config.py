@@ -136,3 +136,12 @@ def test_an_answer_that_is_no_schema_is_a_clear_error_not_a_crash(answer: Any) -
 def test_a_version_list_that_is_no_list_of_numbers_is_a_clear_error(answer: Any) -> None:
     with pytest.raises(ConfigError, match="answered no list of versions for subject 'o-value'"):
         Serves(answer).subject_schemas("o-value")
+
+
+def test_messages_name_the_registry_by_host_and_port_never_its_path_or_query() -> None:
+    registry = Serves([1])
+    object.__setattr__(registry, "url", "https://r.example/apis/ccompat/v7?token=abc")
+    with pytest.raises(ConfigError) as caught:
+        registry.schema(3)
+    assert str(caught.value).startswith("schema registry r.example:443 answered no schema")
+    assert "abc" not in str(caught.value)
