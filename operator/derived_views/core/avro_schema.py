@@ -38,6 +38,8 @@ def spark_ddl(schema_json: str) -> str:
         schema = json.loads(schema_json)
     except ValueError as exc:
         raise AvroSchemaError(f"not JSON: {exc}") from None
+    except RecursionError:  # `[[[[...` within the size limit: Python's parser recurses
+        raise AvroSchemaError(f"nested deeper than {MAX_DEPTH} levels") from None
     named: dict[str, Any] = {}
     if not isinstance(schema, Mapping) or schema.get("type") != "record":
         raise AvroSchemaError("the reader schema must be an Avro record (a JSON object with "

@@ -55,6 +55,7 @@ def test_primitives_logical_types_and_nesting_map_as_spark_reads_them() -> None:
     (record({"name": "next", "type": ["null", "Order"]}), "contains itself"),
     (record({"name": "x", "type": {"type": "array"}}), "needs \"items\""),
     (record({"name": "x", "type": {"type": "thing"}}), "unknown type 'thing'"),
+    ("[" * 16_000 + "]" * 16_000, "nested deeper than 32 levels"),  # within the 32768 chars
 ])
 def test_a_schema_a_view_cannot_read_is_refused_naming_where(schema: str, says: str) -> None:
     with pytest.raises(AvroSchemaError) as raised:
