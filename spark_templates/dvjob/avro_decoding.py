@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
@@ -126,8 +127,13 @@ def resolution_cause(spark: SparkSession) -> Callable[[str, str], str | None]:
 
     def check(reader: str, writer: str) -> str | None:
         parser = jvm.org.apache.avro.Schema.Parser
+        try:  # the registry's answer, not checked by anyone before (the reader was)
+            written = parser().parse(writer)
+        except Py4JJavaError as exc:
+            said = str(exc.java_exception.getMessage() or "").splitlines()[:1]
+            return f"not a schema Avro can parse ({(said or ['no reason'])[0][:200]})"
         result = jvm.org.apache.avro.SchemaCompatibility.checkReaderWriterCompatibility(
-            parser().parse(reader), parser().parse(writer))
+            parser().parse(reader), written)
         if result.getType().toString() == "COMPATIBLE":
             return None
         problems = list(result.getResult().getIncompatibilities())

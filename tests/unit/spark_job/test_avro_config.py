@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from test_config import VALID
 
-from dvjob.avro_decoding import UNKNOWN_ID_MARK, Decoding, field_at, unknown_ids
+from dvjob.avro_decoding import (
+    UNKNOWN_ID_MARK,
+    Decoding,
+    field_at,
+    resolution_cause,
+    unknown_ids,
+)
 from dvjob.config import parse_config
 from dvjob.errors import ConfigError
 from dvjob.schema_registry import (
@@ -145,3 +151,12 @@ def test_messages_name_the_registry_by_host_and_port_never_its_path_or_query() -
         registry.schema(3)
     assert str(caught.value).startswith("schema registry r.example:443 answered no schema")
     assert "abc" not in str(caught.value)
+
+
+def test_a_writer_schema_avro_cannot_parse_is_a_cause_not_a_crash(spark: Any) -> None:
+    check = resolution_cause(spark)
+    assert check(READER, READER) is None
+    cause = check(READER, json.dumps({"type": "record", "name": "Order", "fields": [
+        {"name": "order_id", "type": "nope"}]}))
+    assert cause is not None and cause.startswith("not a schema Avro can parse ("), cause
+    assert check(READER, "[" * 5000 + "]" * 5000) is not None
