@@ -142,15 +142,11 @@ def _get(registry: Registry, path: str, *, subject: str | None = None,
             raise SchemaNotFound(_not_found(where, subject, version, code)) from None
         raise RegistryUnavailable(_refused(registry, path, exc.code)) from None
     except ssl.SSLError as exc:  # before OSError: it is one
-        raise RegistryUnavailable(
-            f"schema registry at {where}: TLS failed ({exc.reason or exc}): put the "
-            "certificate(s) of the registry's CA in the Secret's key ca.crt") from None
+        raise _tls_failed(where, exc) from None
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, ssl.SSLError):
-            raise RegistryUnavailable(
-                f"schema registry at {where}: TLS failed ({reason.reason or reason}): put "
-                "the certificate(s) of the registry's CA in the Secret's key ca.crt") from None
+            raise _tls_failed(where, reason) from None
         raise RegistryUnavailable(f"schema registry at {where} cannot be reached ({reason}): "
                                   "check that it runs and the Secret's url") from None
     except OSError as exc:  # a timeout, a reset connection
@@ -166,6 +162,12 @@ def _get(registry: Registry, path: str, *, subject: str | None = None,
         return json.loads(body)
     except ValueError:
         raise RegistryUnavailable(_not_the_api(registry, path, "JSON")) from None
+
+
+def _tls_failed(where: str, error: ssl.SSLError) -> RegistryUnavailable:
+    return RegistryUnavailable(
+        f"schema registry at {where}: TLS failed ({error.reason or error}): put the "
+        "certificate(s) of the registry's CA in the Secret's key ca.crt")
 
 
 def _error_code(exc: urllib.error.HTTPError) -> int | None:
