@@ -43,7 +43,8 @@ annotations) plus their status; SparkApplications get/list/watch and
 create/delete only (one per revision, never edited in place); Secrets `get`
 by name only (a view's Kafka and PostgreSQL credentials), never list or
 watch; Pods get/list/watch only (the Spark drivers' state and termination
-messages); Events create/patch; and its own Kopf peering object. Cluster-wide,
+messages); Events create/patch, and list (the kubelet's FailedMount Events of a
+driver waiting for a Secret); and its own Kopf peering object. Cluster-wide,
 Kopf reads CRDs and lists/watches namespaces. No rule uses a wildcard. In
 cluster mode every namespace is served, so `get secrets` holds in all of
 them; `watch.mode: namespaces` confines it to the listed namespaces.

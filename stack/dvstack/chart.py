@@ -191,6 +191,8 @@ CHECKS: tuple[Check, ...] = (
     *(_both(v, "pods", "watched", True) for v in ("get", "list", "watch")),
     _both("create", "events", "watched", True),
     _both("patch", "events", "watched", True),
+    # list: the kubelet's FailedMount Events of a driver waiting for a Secret volume.
+    _both("list", "events", "watched", True),
     # Kopf's own cluster-wide reads.
     _both("list", CRDS, "all", True),
     _both("watch", CRDS, "all", True),

@@ -11,11 +11,11 @@ operator reads those fields on a cluster:
   (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables,
   pkg/kubelet/util/manager/watch_based_manager.go);
 - a Secret volume whose Secret is missing keeps it Pending with
-  `state.waiting.reason: ContainerCreating`, retried until it heals; the message
-  is the one a kubelet puts in its FailedMount event (`MountVolume.SetUp failed
-  for volume "views-db-volume" : secret "views-db" not found`,
-  pkg/kubelet/volumemanager, pkg/volume/secret/secret.go), here also on the
-  state so a reader of the pod alone sees why;
+  `state.waiting.reason: ContainerCreating` and no message, retried until it
+  heals; the cause is only in the kubelet's FailedMount Warning Event on the pod
+  (`MountVolume.SetUp failed for volume "views-db-volume" : secret "views-db"
+  not found`, pkg/kubelet/volumemanager, pkg/volume/secret/secret.go), which is
+  where the operator reads it;
 - an exited container is `state.terminated` with exitCode, reason `Completed`
   or `Error`, and `message` = the last 4 KiB of its termination-message file
   (or, with `FallbackToLogsOnError` and an empty file after a failure, the

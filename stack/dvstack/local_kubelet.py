@@ -257,7 +257,7 @@ class LocalKubelet:
             self._mount_secrets(pod)
         except km.VolumeMountError as exc:
             self._failed_mount(pod, str(exc))
-            self._write_status(pod, km.waiting("ContainerCreating", str(exc)))
+            self._write_status(pod, km.waiting("ContainerCreating"))  # the why: only the Event
             return
         self.mount_failures.pop(meta["uid"], None)
         try:

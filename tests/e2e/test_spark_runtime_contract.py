@@ -7,8 +7,10 @@ at once in a namespace the stand-in serves and in one labelled for the real node
 poller records what the operator would judge on every pass (`job_state.judge` of the
 application and its driver pod, the operator's own reading):
 
-- a Secret missing at submission, created later: Blocked (SecretMissing, the kubelet's
-  CreateContainerConfigError naming the Secret), then Running;
+- a Secret the driver mounts (as the operator renders every Secret) missing at
+  submission, created later: Blocked (SecretMissing, the kubelet's FailedMount Event
+  naming the Secret: its container waits in ContainerCreating with no message, so the
+  poller reads the pod's Events as the operator does), then Running;
 - the driver pod deleted while running, restart policy OnFailure: Running, a restart,
   Running again, one execution attempt more;
 - a transform that cannot run, restart policy Never: Failed, with the job's own cause
@@ -33,8 +35,11 @@ from kubernetes import client, config
 
 from derived_views.core import job_state
 from derived_views.core.observed import (
+    FAILED_MOUNT,
+    awaits_volumes,
     driver_from_pod,
     driver_pod_name,
+    mount_failure_of,
     spark_application_from_object,
 )
 from dvstack import replay
@@ -118,7 +123,14 @@ class Poller:
         except client.exceptions.ApiException:
             pod = None
         if pod is not None:
-            app = dataclasses.replace(app, driver=driver_from_pod(pod))
+            driver = driver_from_pod(pod)
+            if awaits_volumes(driver):  # as reconcile.observe: the kubelet's Events say why
+                events = self.api.sanitize_for_serialization(self.core.list_namespaced_event(
+                    self.namespace, field_selector=f"involvedObject.uid={driver.uid},"
+                                                   f"reason={FAILED_MOUNT}").items)
+                driver = dataclasses.replace(driver,
+                                             mount_failure=mount_failure_of(events, driver.uid))
+            app = dataclasses.replace(app, driver=driver)
         judged = job_state.judge(app)
         record = self.record
         key = (str(judged.kind), str(judged.reason or ""))
@@ -160,7 +172,9 @@ Scenario = Callable[[Any, Any, Runtime, str], Record]
 
 def missing_secret_then_created(stack: Any, api: Any, runtime: Runtime, topic: str) -> Record:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    app = application(stack, runtime, "late-secret", topic, secret="late-db")
+    app = application(stack, runtime, "late-secret", topic, secret="views-db")
+    app["spec"]["driver"]["secrets"] = [  # what core.sparkapplication.secret_mounts renders
+        {"name": "late-db", "path": "/mnt/secrets/late-db", "secretType": "Generic"}]
     custom.create_namespaced_custom_object(G, V, runtime.namespace, P, app)
     with Poller(stack.kubeconfig, runtime.namespace, "late-secret") as poller:
         wait_for(lambda: kind_is(poller, job_state.Kind.BLOCKED), timeout=180, interval=0.2,
@@ -249,7 +263,8 @@ def test_the_stand_in_and_the_real_spark_operator_read_the_same_to_the_operator(
     assert blocked.milestones()[0] == (job_state.Kind.BLOCKED, "SecretMissing")
     for runtime in RUNTIMES:
         message = records[("missing Secret, then created", runtime)].messages["Blocked"]
-        assert "CreateContainerConfigError" in message and "late-db" in message, message
+        assert f'{FAILED_MOUNT}: MountVolume.SetUp failed for volume "late-db-volume" : ' \
+               'secret "late-db" not found' in message, message
     for runtime in RUNTIMES:
         rerun = records[("driver pod deleted while running", runtime)]
         assert rerun.milestones() == [("Running", ""), ("Running", "")], rerun.kinds

@@ -154,7 +154,7 @@ drivers' state (why a driver cannot start, a failed job's termination message).
   verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create", "patch", "list"]
 {{- end -}}
 
 {{/*

@@ -26,6 +26,10 @@ class EventRefused(Exception):
     """The API server refused an Event (e.g. its namespace is being deleted)."""
 
 
+class EventsUnreadable(Exception):
+    """The API server refused to list Events (the operator's RBAC lacks `list events`)."""
+
+
 class SecretMissing(Exception):
     """A Secret a view references does not exist or lacks a key."""
 
@@ -79,6 +83,20 @@ class Kube:
         pods: list[dict[str, Any]] = self.core.api_client.sanitize_for_serialization(
             listing.items)
         return pods
+
+    def pod_events(self, namespace: str, uid: str, reason: str) -> list[dict[str, Any]]:
+        """The core/v1 Events with `reason` about the pod `uid`, as API dicts (one list call,
+        filtered by the API server). EventsUnreadable when the API server refuses: an
+        installation whose RBAC predates reading them."""
+        try:
+            listing = self.core.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.uid={uid},reason={reason}",
+                _request_timeout=self.timeout)
+        except ApiException as exc:
+            raise EventsUnreadable(f"{exc.status} {exc.reason}") from None
+        events: list[dict[str, Any]] = self.core.api_client.sanitize_for_serialization(
+            listing.items)
+        return events
 
     # Secrets -----------------------------------------------------------------
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:

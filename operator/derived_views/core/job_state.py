@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from derived_views.core import reasons
-from derived_views.core.observed import SUBMISSION_FAILED, DriverObserved, SparkApplicationObserved
+from derived_views.core.observed import (
+    FAILED_MOUNT,
+    SUBMISSION_FAILED,
+    DriverObserved,
+    SparkApplicationObserved,
+)
 
 
 class Kind(StrEnum):
@@ -61,6 +66,9 @@ BLOCKING_WAIT_REASONS = frozenset({"CreateContainerConfigError", "CreateContaine
                                    "ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
 """Kubelet waiting reasons of a driver container that no retry fixes by itself."""
 _IMAGE_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
+_CONFIG_REASONS = frozenset({"CreateContainerConfigError", FAILED_MOUNT})
+"""Where a missing Secret or ConfigMap (or a key of one) shows: an `env` reference the kubelet
+cannot resolve, or a volume it cannot mount (`secret "x" not found`, pkg/volume/secret)."""
 
 
 def judge(app: SparkApplicationObserved) -> Judgement:
@@ -100,16 +108,22 @@ def failure_cause(app: SparkApplicationObserved) -> str:
 
 
 def blocked_driver(driver: DriverObserved | None) -> Judgement | None:
-    """A pending driver whose container the kubelet cannot create or pull, else None."""
-    if (driver is None or driver.deleting or driver.phase not in ("", "Pending")
-            or driver.waiting_reason not in BLOCKING_WAIT_REASONS):
+    """A pending driver whose container the kubelet cannot create or pull, or whose volumes
+    it cannot mount (a Secret the job mounts is missing), else None."""
+    if driver is None or driver.deleting or driver.phase not in ("", "Pending"):
         return None
-    reason, message = driver.waiting_reason, driver.waiting_message
+    if driver.waiting_reason in BLOCKING_WAIT_REASONS:
+        reason, message = driver.waiting_reason, driver.waiting_message
+    elif driver.waiting_reason == "ContainerCreating" and driver.mount_failure:
+        reason, message = FAILED_MOUNT, driver.mount_failure
+    else:
+        return None
+    lowered = message.lower()
     if reason in _IMAGE_REASONS:
         kind = reasons.IMAGE_PULL_FAILED
-    elif reason == "CreateContainerConfigError" and "secret" in message.lower():
+    elif reason in _CONFIG_REASONS and "secret" in lowered:
         kind = reasons.SECRET_MISSING
-    elif reason == "CreateContainerConfigError" and "configmap" in message.lower():
+    elif reason in _CONFIG_REASONS and "configmap" in lowered:
         kind = reasons.CONFIG_MAP_MISSING
     else:
         kind = reasons.DRIVER_PENDING

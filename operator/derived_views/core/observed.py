@@ -60,6 +60,11 @@ class DriverObserved:
     terminated_message: str = ""
     """The termination message the job wrote: its one-line cause."""
     deleting: bool = False
+    uid: str = ""
+    mount_failure: str = ""
+    """The kubelet's newest FailedMount message for this pod (`mount_failure_of`), read only
+    while its container waits in ContainerCreating (`awaits_volumes`): a Secret volume that
+    cannot be mounted is reported in an Event, never in the pod's status."""
 
 
 @dataclass(frozen=True)
@@ -331,7 +336,35 @@ def driver_from_pod(obj: Mapping[str, Any]) -> DriverObserved:
         exit_code=None if exit_code is None else int(exit_code),
         terminated_reason=str(terminated.get("reason") or ""),
         terminated_message=str(terminated.get("message") or "").strip(),
-        deleting=bool(meta.get("deletionTimestamp")))
+        deleting=bool(meta.get("deletionTimestamp")), uid=str(meta.get("uid") or ""))
+
+
+FAILED_MOUNT = "FailedMount"
+"""The reason of the kubelet's Event when a pod's volume cannot be set up (pkg/kubelet/events)."""
+
+
+def awaits_volumes(driver: DriverObserved) -> bool:
+    """A driver container the kubelet has not created yet because its volumes are not set up:
+    the one case where the pod itself does not say why, so the shell reads its Events."""
+    return (not driver.deleting and bool(driver.uid) and driver.phase in ("", "Pending")
+            and driver.waiting_reason == "ContainerCreating")
+
+
+def mount_failure_of(events: Iterable[Mapping[str, Any]], uid: str) -> str:
+    """The message of the newest FailedMount Event about the pod `uid` ("" when none): the
+    kubelet repeats it on every retry, so the newest says what still fails."""
+    newest: tuple[dt.datetime, str] | None = None
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") != FAILED_MOUNT or involved.get("uid") != uid:
+            continue
+        meta = event.get("metadata") or {}
+        stamp = parse_timestamp(event.get("lastTimestamp") or event.get("eventTime")
+                                or event.get("firstTimestamp") or meta.get("creationTimestamp"))
+        at = stamp or dt.datetime.min.replace(tzinfo=dt.UTC)
+        if newest is None or at >= newest[0]:
+            newest = (at, str(event.get("message") or "").strip())
+    return newest[1] if newest else ""
 
 
 def drivers_by_revision(pods: Iterable[Mapping[str, Any]], view: str,

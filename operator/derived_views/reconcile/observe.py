@@ -5,12 +5,12 @@ offsets, its schema registry's answers, what the check runner holds for it)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from derived_views.adapters.kafka_offsets import OffsetsUnavailable
 from derived_views.adapters.kafka_record_times import RecordTimesUnavailable
-from derived_views.adapters.kube import Kube, SecretMissing
+from derived_views.adapters.kube import EventsUnreadable, Kube, SecretMissing
 from derived_views.adapters.sink import open_session
 from derived_views.adapters.sink_contract import SinkSecretInvalid, SinkSession, SinkUnavailable
 from derived_views.api.spec import DerivedViewSpec
@@ -25,12 +25,15 @@ from derived_views.core.kafka_connection import (
     client_settings,
 )
 from derived_views.core.observed import (
+    FAILED_MOUNT,
     DriverObserved,
     LedgerPosition,
     Observed,
     SinkObserved,
     SparkApplicationObserved,
+    awaits_volumes,
     drivers_by_revision,
+    mount_failure_of,
     revisions_to_observe,
     spark_application_from_object,
     status_from_object,
@@ -177,7 +180,24 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
                             observed_app.name, observed_app.state)
     drivers = drivers_by_revision(deps.kube.driver_pods(ns, name), name, apps,
                                   revisions_to_observe(spec, status))
+    drivers = {revision: _with_mount_failure(deps.kube, ns, driver)
+               for revision, driver in drivers.items()}
     return with_drivers(apps, drivers), drivers
+
+
+def _with_mount_failure(kube: Kube, namespace: str, driver: DriverObserved) -> DriverObserved:
+    """A driver waiting for its volumes, with the kubelet's FailedMount message: one more list
+    call, only while a driver waits in ContainerCreating."""
+    if not awaits_volumes(driver):
+        return driver
+    try:
+        events = kube.pod_events(namespace, driver.uid, FAILED_MOUNT)
+    except EventsUnreadable as exc:
+        log.warning("%s: the Events of driver pod %s cannot be listed (%s): why it waits is "
+                    "not shown; grant the operator `list` on events", namespace, driver.name,
+                    exc)
+        return driver
+    return replace(driver, mount_failure=mount_failure_of(events, driver.uid))
 
 
 @dataclass(frozen=True)

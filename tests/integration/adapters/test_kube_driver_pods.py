@@ -17,9 +17,12 @@ from derived_views.adapters.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
+    FAILED_MOUNT,
     DriverObserved,
+    awaits_volumes,
     driver_from_pod,
     drivers_by_revision,
+    mount_failure_of,
     spark_application_from_object,
 )
 from derived_views.core.revision import revision_of
@@ -84,12 +87,52 @@ def test_driver_pods_are_listed_once_per_view_and_read_like_the_kubelet_wrote_th
 
     pods = kube.driver_pods(namespace, VIEW)
     assert sorted(p["metadata"]["name"] for p in pods) == [f"{APP2}-driver", f"{APP1}-driver"]
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
     by_revision = drivers_by_revision(pods, VIEW, {}, [R1, R2])
     assert by_revision == {
         R1: DriverObserved(name=f"{APP1}-driver", phase="Pending",
-                           waiting_reason="CreateContainerConfigError", waiting_message=SECRET),
+                           waiting_reason="CreateContainerConfigError", waiting_message=SECRET,
+                           uid=uids[f"{APP1}-driver"]),
         R2: DriverObserved(name=f"{APP2}-driver", phase="Failed", exit_code=1,
-                           terminated_reason="Error", terminated_message=CAUSE)}
+                           terminated_reason="Error", terminated_message=CAUSE,
+                           uid=uids[f"{APP2}-driver"])}
+
+
+def kubelet_event(core: client.CoreV1Api, pod: dict[str, Any], reason: str, message: str,
+                  at: str) -> None:
+    """An Event as a kubelet records one about a pod (core/v1, involvedObject with its uid)."""
+    meta = pod["metadata"]
+    core.create_namespaced_event(meta["namespace"], {
+        "metadata": {"name": f"{meta['name']}.{reason.lower()}.{at[-3:-1]}"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta["uid"]},
+        "reason": reason, "message": message, "type": "Warning",
+        "source": {"component": "kubelet"}, "firstTimestamp": at, "lastTimestamp": at,
+        "count": 1})
+
+
+def test_a_driver_waiting_for_a_secret_volume_is_explained_by_its_failed_mount_event(
+        kube: Kube, kube_api_client: Any, namespace: str) -> None:
+    """The API server's own field selector picks this pod's FailedMount Events: not another
+    pod's (an earlier driver of the same name has another uid), not other reasons."""
+    core = client.CoreV1Api(kube_api_client)
+    create_pod(core, namespace, pod_body(f"{APP1}-driver", {"derivedviews.io/view": VIEW}))
+    create_pod(core, namespace, pod_body(f"{APP2}-driver", {"derivedviews.io/view": VIEW}))
+    kubelet_status(core, namespace, f"{APP1}-driver", "Pending",
+                   {"waiting": {"reason": "ContainerCreating"}})
+    pods = {p["metadata"]["name"]: p for p in kube.driver_pods(namespace, VIEW)}
+    waiting, other = pods[f"{APP1}-driver"], pods[f"{APP2}-driver"]
+    missing = 'MountVolume.SetUp failed for volume "views-db-volume" : secret "views-db" not found'
+    kubelet_event(core, waiting, "FailedMount", "an older failure", "2026-03-01T12:00:01Z")
+    kubelet_event(core, waiting, "FailedMount", missing, "2026-03-01T12:00:09Z")
+    kubelet_event(core, waiting, "Scheduled", "Successfully assigned", "2026-03-01T12:00:30Z")
+    kubelet_event(core, other, "FailedMount", "another pod's failure", "2026-03-01T12:00:40Z")
+
+    driver = driver_from_pod(waiting)
+    assert awaits_volumes(driver)
+    events = kube.pod_events(namespace, driver.uid, FAILED_MOUNT)
+    assert sorted(e["message"] for e in events) == sorted(["an older failure", missing])
+    assert mount_failure_of(events, driver.uid) == missing
 
 
 def test_a_restarted_drivers_previous_termination_message_is_read(

@@ -294,7 +294,7 @@ def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
         ("sparkoperator.k8s.io", "sparkapplications"): {"get", "list", "watch", "create", "delete"},
         ("", "secrets"): {"get", "patch"},
         ("", "pods"): {"get", "list", "watch"},
-        ("", "events"): {"create", "patch"},
+        ("", "events"): {"create", "patch", "list"},
     }
     cluster = one(operators(render(), "ClusterRole"), "ClusterRole")
     namespaced = render(NAMESPACED)

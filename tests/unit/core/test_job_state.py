@@ -128,6 +128,33 @@ def test_a_driver_on_its_way_does_not_block(pod: dict[str, object]) -> None:
     assert judge(app("SUBMITTED", pod=pod)).kind == Kind.STARTING
 
 
+MOUNT = 'MountVolume.SetUp failed for volume "dv-checkpoint-volume" : secret "dv-checkpoint" not found'
+
+
+@pytest.mark.parametrize(("failure", "reason"), [
+    (MOUNT, "SecretMissing"),
+    ('MountVolume.SetUp failed for volume "conf" : configmap "spark-conf" not found',
+     "ConfigMapMissing"),
+    ('MountVolume.SetUp failed for volume "data" : mount failed: exit status 32',
+     "DriverPending"),
+])
+def test_a_volume_the_kubelet_cannot_mount_blocks_the_job(failure: str, reason: str) -> None:
+    """A real kubelet keeps the container ContainerCreating with no message: the cause is in
+    its FailedMount Event, which the shell reads into `mount_failure`."""
+    seen = app("SUBMITTED", pod=driver_pod(POD, "Pending", waiting=("ContainerCreating", "")))
+    assert seen.driver is not None
+    judgement = judge(replace(seen, driver=replace(seen.driver, mount_failure=failure)))
+    assert (judgement.kind, judgement.reason) == (Kind.BLOCKED, reason)
+    assert f"FailedMount: {failure}" in judgement.message and POD in judgement.message
+
+
+def test_a_mount_failure_no_longer_counts_once_the_container_exists() -> None:
+    seen = app("RUNNING", pod=driver_pod(POD, "Running"))
+    assert seen.driver is not None
+    assert judge(replace(seen, driver=replace(seen.driver, mount_failure=MOUNT))).kind == (
+        Kind.RUNNING)
+
+
 def test_a_stopped_job_is_failed_even_if_its_pod_still_waits() -> None:
     pod = driver_pod(POD, "Pending", waiting=("CreateContainerConfigError", SECRET))
     assert judge(app("FAILED", error="driver pod not found", pod=pod)).kind == Kind.FAILED

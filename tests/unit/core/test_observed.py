@@ -9,9 +9,11 @@ from core_samples import SQL_V1, SQL_V2, make_spec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.observed import (
     DriverObserved,
+    awaits_volumes,
     driver_from_pod,
     drivers_by_revision,
     index_tables_to_observe,
+    mount_failure_of,
     revisions_to_observe,
     spark_application_from_object,
     status_from_object,
@@ -106,6 +108,41 @@ def test_a_terminated_driver_gives_its_termination_message_current_before_last()
     seen = driver_from_pod(kubelet_pod("d", container({"waiting": {"reason": "x"}}, before)))
     assert (seen.exit_code, seen.terminated_reason, seen.terminated_message) == (
         137, "OOMKilled", "")
+
+
+def _mount_event(uid: str, message: str, last: str, reason: str = "FailedMount"
+                 ) -> dict[str, object]:
+    """A core/v1 Event as a kubelet records it on a pod (pkg/kubelet/volumemanager)."""
+    return {"metadata": {"name": f"d.{last}", "creationTimestamp": last},
+            "involvedObject": {"kind": "Pod", "name": "d", "uid": uid}, "reason": reason,
+            "type": "Warning", "message": message, "lastTimestamp": last}
+
+
+def test_the_newest_failed_mount_of_this_pod_is_the_cause() -> None:
+    older = 'MountVolume.SetUp failed for volume "a-volume" : secret "a" not found'
+    newer = 'MountVolume.SetUp failed for volume "b-volume" : secret "b" not found'
+    events = [_mount_event("u1", newer, "2026-03-01T12:00:09Z"),
+              _mount_event("u1", older, "2026-03-01T12:00:01Z"),
+              _mount_event("u0", "an earlier pod of the same name", "2026-03-01T12:00:30Z"),
+              _mount_event("u1", "Successfully assigned", "2026-03-01T12:00:40Z",
+                           reason="Scheduled")]
+    assert mount_failure_of(events, "u1") == newer
+    assert mount_failure_of(events, "u2") == ""
+    assert mount_failure_of([], "u1") == ""
+
+
+def test_only_a_container_waiting_for_its_volumes_has_its_events_read() -> None:
+    def pod(phase: str, reason: str | None, **meta: str) -> DriverObserved:
+        state = {"waiting": {"reason": reason}} if reason else {"running": {}}
+        return driver_from_pod({"metadata": {"name": "d", "uid": "u1", **meta}, "status": {
+            "phase": phase, "containerStatuses": [
+                {"name": "spark-kubernetes-driver", "state": state}]}})
+    assert pod("Pending", "ContainerCreating").uid == "u1"
+    assert awaits_volumes(pod("Pending", "ContainerCreating"))
+    assert not awaits_volumes(pod("Pending", "CreateContainerConfigError"))
+    assert not awaits_volumes(pod("Running", None))
+    assert not awaits_volumes(pod("Pending", "ContainerCreating",
+                                  deletionTimestamp="2026-03-01T12:00:00Z"))
 
 
 def test_a_pod_without_statuses_yet() -> None:

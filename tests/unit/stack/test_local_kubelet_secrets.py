@@ -72,7 +72,7 @@ def test_the_process_starts_once_the_secret_exists_and_its_files_go_when_it_ends
     k.sync([p])
     k.sync([p])  # a retry, still missing
     failed = 'MountVolume.SetUp failed for volume "db-volume" : secret "db" not found'
-    assert state(p) == {"waiting": {"reason": "ContainerCreating", "message": failed}}
+    assert state(p) == {"waiting": {"reason": "ContainerCreating"}}  # the why: the Event
     assert p["status"]["phase"] == "Pending" and not mount.exists()
     assert [(e["reason"], e["type"], e["message"], e["involvedObject"]["uid"])
             for e in core.events] == [("FailedMount", "Warning", failed, "u-1")]
