@@ -10,6 +10,7 @@ a meaning here; a state this table does not know is "not running", never a crash
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -66,6 +67,12 @@ BLOCKING_WAIT_REASONS = frozenset({"CreateContainerConfigError", "CreateContaine
                                    "ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
 """Kubelet waiting reasons of a driver container that no retry fixes by itself."""
 _IMAGE_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
+SPARKS_OWN_CONFIG_MAP = re.compile(
+    r'configmap "(spark-drv-[0-9a-z]+|[0-9a-z.-]+-driver-podspec)-conf-map" not found')
+"""spark-submit creates the driver's ConfigMaps (its Spark conf, its pod template) just after
+its pod, owner-referenced to it (KubernetesClientApplication), so a kubelet fast enough fails
+those mounts once or twice at every start: not a block. Seen on the real node at every
+driver start; any other missing ConfigMap is one."""
 _CONFIG_REASONS = frozenset({"CreateContainerConfigError", FAILED_MOUNT})
 """Where a missing Secret or ConfigMap (or a key of one) shows: an `env` reference the kubelet
 cannot resolve, or a volume it cannot mount (`secret "x" not found`, pkg/volume/secret)."""
@@ -114,7 +121,8 @@ def blocked_driver(driver: DriverObserved | None) -> Judgement | None:
         return None
     if driver.waiting_reason in BLOCKING_WAIT_REASONS:
         reason, message = driver.waiting_reason, driver.waiting_message
-    elif driver.waiting_reason == "ContainerCreating" and driver.mount_failure:
+    elif (driver.waiting_reason == "ContainerCreating" and driver.mount_failure
+          and not SPARKS_OWN_CONFIG_MAP.search(driver.mount_failure)):
         reason, message = FAILED_MOUNT, driver.mount_failure
     else:
         return None

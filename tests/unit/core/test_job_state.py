@@ -148,6 +148,20 @@ def test_a_volume_the_kubelet_cannot_mount_blocks_the_job(failure: str, reason: 
     assert f"FailedMount: {failure}" in judgement.message and POD in judgement.message
 
 
+def test_sparks_own_config_map_racing_its_driver_pod_is_not_a_block() -> None:
+    seen = app("SUBMITTED", pod=driver_pod(POD, "Pending", waiting=("ContainerCreating", "")))
+    assert seen.driver is not None
+    for racing in ('MountVolume.SetUp failed for volume "spark-conf-volume-driver" : configmap '
+                   '"spark-drv-5f2e1c9a7b3d4e60-conf-map" not found',
+                   'MountVolume.SetUp failed for volume "pod-template-volume" : configmap '
+                   '"orders-58f778f0a5-37bfeea2228938ff-driver-podspec-conf-map" not found'):
+        assert judge(replace(seen, driver=replace(seen.driver, mount_failure=racing))).kind == (
+            Kind.STARTING), racing
+    theirs = ('MountVolume.SetUp failed for volume "extra" : configmap "team-podspec" not found')
+    assert judge(replace(seen, driver=replace(seen.driver, mount_failure=theirs))).reason == (
+        "ConfigMapMissing")
+
+
 def test_a_mount_failure_no_longer_counts_once_the_container_exists() -> None:
     seen = app("RUNNING", pod=driver_pod(POD, "Running"))
     assert seen.driver is not None
