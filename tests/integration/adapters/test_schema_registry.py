@@ -26,9 +26,11 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import reasons
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.tenancy import parse_policy
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets
+from dvstack import replay
 from dvstack.schema_registry_client import register
 
 
@@ -84,12 +86,16 @@ def test_a_url_that_is_not_the_confluent_api_and_a_silent_port_are_unavailable(u
 
 
 def test_a_views_registry_secret_in_the_api_server_drives_the_reading(
-        url: str, topic: str, kube_api_client: Any, namespace: str) -> None:
+        url: str, topic: str, kube_api_client: Any, namespace: str, stack: Any) -> None:
     client.CoreV1Api(kube_api_client).create_namespaced_secret(namespace, {
         "metadata": {"name": "registry", "labels": {"derivedviews.io/view-secret": "true"}},
         "stringData": {"url": url}})
     deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
-                config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"),
+                config=OperatorConfig(
+                    spark_template="", spark_image="i", checkpoint_base="/c",
+                    # the node address, where the registry listens beside the real node
+                    tenancy=parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
+                        "DV_TENANCY_POLICY"))),
                 registries=RegistryCache())
     secrets = PassSecrets(deps.kube, namespace, deps.config.tenancy)
 

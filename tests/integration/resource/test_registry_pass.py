@@ -29,8 +29,10 @@ from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
 from derived_views.core.sparkapplication import load_template
+from derived_views.core.tenancy import parse_policy
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
+from dvstack import replay
 from dvstack.cli import apply_crds
 from dvstack.schema_registry_client import register
 
@@ -106,17 +108,21 @@ def stalled(body: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in body["status"]["conditions"] if c["type"] == "Stalled")
 
 
-def deps(kube_api_client: Any) -> Deps:
+def deps(stack: Any, kube_api_client: Any) -> Deps:
+    """Beside the real node the registry listens on the node address, which the default
+    tenancy (loopback) refuses: the stack's policy lists it, as a platform would."""
+    tenancy = parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
+        "DV_TENANCY_POLICY"))
     return Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
                 config=OperatorConfig(spark_template=load_template(), spark_image="i",
-                                      checkpoint_base="/c"))
+                                      checkpoint_base="/c", tenancy=tenancy))
 
 
 def test_no_job_until_the_pinned_version_is_registered_then_its_text(
         stack: Any, kube_api_client: Any, world: dict[str, Any]) -> None:
     topic, namespace = world["topic"], world["namespace"]
     body = view(kube_api_client, namespace, topic)
-    the_deps, planner = deps(kube_api_client), Recorded()
+    the_deps, planner = deps(stack, kube_api_client), Recorded()
     reconcile(body, the_deps, NOW, planner=planner)
     body = get(kube_api_client, body)
     condition = stalled(body)
@@ -141,7 +147,7 @@ def test_no_job_until_the_pinned_version_is_registered_then_its_text(
 
 
 def test_a_registry_that_does_not_answer_stalls_the_view_and_the_pass_goes_on(
-        kube_api_client: Any, world: dict[str, Any]) -> None:
+        stack: Any, kube_api_client: Any, world: dict[str, Any]) -> None:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
@@ -150,7 +156,7 @@ def test_a_registry_that_does_not_answer_stalls_the_view_and_the_pass_goes_on(
         "stringData": {"url": f"http://127.0.0.1:{port}/apis/ccompat/v7"}})
     body = view(kube_api_client, world["namespace"], world["topic"], secret="nowhere")
     planner = Recorded()
-    reconcile(body, deps(kube_api_client), NOW, planner=planner)
+    reconcile(body, deps(stack, kube_api_client), NOW, planner=planner)
     condition = stalled(get(kube_api_client, body))
     assert (condition["status"], condition["reason"]) == ("True", "SchemaRegistryUnreachable")
     assert condition["message"].startswith(f"schema registry at 127.0.0.1:{port} cannot be "
