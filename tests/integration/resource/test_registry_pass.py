@@ -71,7 +71,7 @@ def world(stack: Any, kube_api_client: Any, namespace: str) -> Iterator[dict[str
                                                              stack.pg.items()}})
     core.create_namespaced_secret(namespace, {"metadata": {"name": "registry", "labels": labels},
                                               "stringData": {"url": stack.schema_registry_url}})
-    yield {"topic": topic, "namespace": namespace}
+    yield {"topic": topic, "namespace": namespace, "bootstrap": stack.kafka_bootstrap}
     # the passes added the operator's finalizer: without one running, the namespace would
     # never finish deleting
     api = client.CustomObjectsApi(kube_api_client)
@@ -80,14 +80,15 @@ def world(stack: Any, kube_api_client: Any, namespace: str) -> Iterator[dict[str
                                            {"metadata": {"finalizers": None}})
 
 
-def view(kube_api_client: Any, namespace: str, topic: str, secret: str = "registry"
+def view(kube_api_client: Any, world: dict[str, Any], secret: str = "registry"
          ) -> dict[str, Any]:
+    namespace, topic = world["namespace"], world["topic"]
     api = client.CustomObjectsApi(kube_api_client)
     name = f"v-{uuid.uuid4().hex[:6]}"
     api.create_namespaced_custom_object(G, V, namespace, P, {
         "apiVersion": f"{G}/{V}", "kind": "DerivedView", "metadata": {"name": name},
         "spec": {
-            "source": {"kafka": {"bootstrapServers": "127.0.0.1:19092"}, "topics": [topic],
+            "source": {"kafka": {"bootstrapServers": world["bootstrap"]}, "topics": [topic],
                        "format": "avro", "avro": {
                            "registry": {"secretRef": {"name": secret}},
                            "readerSchema": {"subject": f"{topic}-value", "version": 1}}},
@@ -120,8 +121,8 @@ def deps(stack: Any, kube_api_client: Any) -> Deps:
 
 def test_no_job_until_the_pinned_version_is_registered_then_its_text(
         stack: Any, kube_api_client: Any, world: dict[str, Any]) -> None:
-    topic, namespace = world["topic"], world["namespace"]
-    body = view(kube_api_client, namespace, topic)
+    topic = world["topic"]
+    body = view(kube_api_client, world)
     the_deps, planner = deps(stack, kube_api_client), Recorded()
     reconcile(body, the_deps, NOW, planner=planner)
     body = get(kube_api_client, body)
@@ -154,7 +155,7 @@ def test_a_registry_that_does_not_answer_stalls_the_view_and_the_pass_goes_on(
     client.CoreV1Api(kube_api_client).create_namespaced_secret(world["namespace"], {
         "metadata": {"name": "nowhere", "labels": {"derivedviews.io/view-secret": "true"}},
         "stringData": {"url": f"http://127.0.0.1:{port}/apis/ccompat/v7"}})
-    body = view(kube_api_client, world["namespace"], world["topic"], secret="nowhere")
+    body = view(kube_api_client, world, secret="nowhere")
     planner = Recorded()
     reconcile(body, deps(stack, kube_api_client), NOW, planner=planner)
     condition = stalled(get(kube_api_client, body))
