@@ -33,15 +33,15 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from derived_views.adapters.kube import Kube
 from derived_views.core import job_state
 from derived_views.core.observed import (
     FAILED_MOUNT,
-    awaits_volumes,
     driver_from_pod,
     driver_pod_name,
-    mount_failure_of,
     spark_application_from_object,
 )
+from derived_views.reconcile.observe import with_mount_failure
 from dvstack import replay
 from dvstack.node_support import NAMESPACE_LABEL
 from dvstack.waiting import wait_for
@@ -101,6 +101,7 @@ class Poller:
         api = config.new_client_from_config(config_file=kubeconfig)
         self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         self.api, self.namespace, self.name = api, namespace, name
+        self.kube = Kube(api)
         self.record = Record()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -123,13 +124,8 @@ class Poller:
         except client.exceptions.ApiException:
             pod = None
         if pod is not None:
-            driver = driver_from_pod(pod)
-            if awaits_volumes(driver):  # as reconcile.observe: the kubelet's Events say why
-                events = self.api.sanitize_for_serialization(self.core.list_namespaced_event(
-                    self.namespace, field_selector=f"involvedObject.uid={driver.uid},"
-                                                   f"reason={FAILED_MOUNT}").items)
-                driver = dataclasses.replace(driver,
-                                             mount_failure=mount_failure_of(events, driver.uid))
+            # as the operator's pass: the kubelet's Events say why a driver awaits its volumes
+            driver = with_mount_failure(self.kube, self.namespace, driver_from_pod(pod))
             app = dataclasses.replace(app, driver=driver)
         judged = job_state.judge(app)
         record = self.record

@@ -180,14 +180,15 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
                             observed_app.name, observed_app.state)
     drivers = drivers_by_revision(deps.kube.driver_pods(ns, name), name, apps,
                                   revisions_to_observe(spec, status))
-    drivers = {revision: _with_mount_failure(deps.kube, ns, driver)
+    drivers = {revision: with_mount_failure(deps.kube, ns, driver)
                for revision, driver in drivers.items()}
     return with_drivers(apps, drivers), drivers
 
 
-def _with_mount_failure(kube: Kube, namespace: str, driver: DriverObserved) -> DriverObserved:
+def with_mount_failure(kube: Kube, namespace: str, driver: DriverObserved) -> DriverObserved:
     """A driver waiting for its volumes, with the kubelet's FailedMount message: one more list
-    call, only while a driver waits in ContainerCreating."""
+    call, only while a driver waits in ContainerCreating. (The runtime contract test reads
+    drivers through this too.)"""
     if not awaits_volumes(driver):
         return driver
     try:
