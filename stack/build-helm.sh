@@ -21,8 +21,8 @@ WORK="$CACHE_DIR/helm-$HELM_VERSION/src"
 mkdir -p "$WORK" "$BIN_DIR"
 
 # Parallel test workers ask for helm at the same moment on a cold cache: one builds, the
-# others wait here and take its binary (two builds in one source dir broke each other's
-# go.mod, and both failed).
+# others wait here and take its binary (two builds into one directory: the first renamed
+# helm.partial, the second's rename found nothing and failed every chart test's setup).
 exec 9>"$CACHE_DIR/helm-$HELM_VERSION/build.lock"
 flock 9
 if [[ -x "$BIN_DIR/helm" ]]; then echo "$BIN_DIR"; exit 0; fi
