@@ -158,9 +158,11 @@ def wait_alias_equals(dsn: str, table: str, events: list[dict[str, Any]], column
 
 
 def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
-              secret: str = "views-db") -> dict[str, Any]:
-    """A view with NO cutover settings: the defaults are what is under test."""
-    return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
+              secret: str = "views-db", max_lag_seconds: int | None = None
+              ) -> dict[str, Any]:
+    """A view with NO cutover settings but the gate's width when given: the defaults are
+    what is under test."""
+    body: dict[str, Any] = {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"source": {"kafka": {"bootstrapServers": bootstrap},
                                 "topics": [topic], "schema": replay.ORDER_SCHEMA},
@@ -168,6 +170,9 @@ def view_body(namespace: str, name: str, bootstrap: str, topic: str, table: str,
                      "sink": {"postgres": {"secretRef": {"name": secret}, "table": table},
                               "primaryKey": ["customer_id"]},
                      "deletionPolicy": "Delete"}}
+    if max_lag_seconds is not None:
+        body["spec"]["cutover"] = {"maxLagSeconds": max_lag_seconds}
+    return body
 
 
 def orders_backlog(stack: Any, core: client.CoreV1Api, namespace: str, count: int,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
@@ -68,7 +69,7 @@ def test_skip_gets_a_view_past_bad_records_and_counts_them(
                  "transform": {"sql": replay.ORDERS_BY_CUSTOMER_SQL},
                  "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                           "primaryKey": ["customer_id"]},
-                 "cutover": {"stableForSeconds": 2},
+                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS},
                  "spark": {"restartPolicy": {"type": "Never"}}}})
     view = ViewHandle(custom, namespace, "bad")
     seen: dict[str, Any] = {}

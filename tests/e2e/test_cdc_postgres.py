@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
@@ -98,7 +99,8 @@ def test_cdc_from_a_database_to_the_index_and_a_migration_under_the_workload(
                      "transform": {"sql": MIRROR_SQL},
                      "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                               "primaryKey": ["id"]},
-                     "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 5}}})
+                     "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 5,
+                                 "maxLagSeconds": GATE_SECONDS}}})
         view = ViewHandle(custom, namespace, "accounts")
         v1 = view.wait_serving_new(None, "v1 to mirror the source table", timeout=600)
         seen["v1"] = settle(workload, source, stack.pg_dsn, table, MIRROR_COLUMNS, mirrored)

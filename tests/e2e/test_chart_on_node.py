@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from e2e_checkpoints import checkpoint_env
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
 from kubernetes import client
 
@@ -90,7 +91,8 @@ def test_the_chart_runs_the_operator_as_pods_and_a_deleted_working_pod_costs_not
         topic, events = orders_backlog(stack, core, namespace, 30_000, seed=47)
         table = f"chart_{topic.split('-')[1]}"
         view = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table)
-        view["spec"]["cutover"] = {"stableForSeconds": 2, "retainPreviousSeconds": 5}
+        view["spec"]["cutover"] = {"stableForSeconds": 2, "retainPreviousSeconds": 5,
+                                   "maxLagSeconds": GATE_SECONDS}
         custom.create_namespaced_custom_object(G, V, namespace, P, view)
         v1 = handle.wait_serving_new(None, "v1 to serve, built by the operator's pod",
                                      timeout=900)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_operator import second_namespace
+from e2e_operator import GATE_SECONDS, second_namespace
 from e2e_views import G, P, V, ViewHandle, ledger_rows, sink_relations, view_body, wait_alias_equals
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -69,7 +69,7 @@ def test_deleting_the_namespace_of_a_healthy_delete_view_drops_its_alias_and_ind
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=20, seed=67).start()
     try:
         custom.create_namespaced_custom_object(G, V, doomed, P, view_body(
-            doomed, "orders", stack.kafka_bootstrap, topic, table))
+            doomed, "orders", stack.kafka_bootstrap, topic, table, max_lag_seconds=GATE_SECONDS))
         handle = ViewHandle(custom, doomed, "orders")
         revision = handle.wait_serving_new(None, "the view to serve", timeout=900)
         secret = core.read_namespaced_secret("views-db", doomed)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
@@ -48,7 +49,8 @@ def test_dropped_candidate_index_is_rebuilt_not_promoted(
     topic, table = f"integ-{uuid.uuid4().hex[:8]}", f"integ_{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 3)
     seeded = replay.make_orders(4_000, seed=21)
-    replay.produce(stack.kafka_bootstrap, topic, seeded)
+    # older than the gate: the first revision builds until it holds them all
+    replay.produce(stack.kafka_bootstrap, topic, seeded, age_seconds=3600)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=20, seed=22).start()
     try:
@@ -63,7 +65,7 @@ def test_dropped_candidate_index_is_rebuilt_not_promoted(
                      "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                               "primaryKey": ["customer_id"]},
                      # a gate long enough that the drop lands before it could be promoted
-                     "cutover": {"stableForSeconds": 30},
+                     "cutover": {"stableForSeconds": 30, "maxLagSeconds": GATE_SECONDS},
                      "deletionPolicy": "Delete"}})
         view = ViewHandle(custom, namespace, "integ")
         wait_for(lambda: view.status().get("revision"), timeout=60, interval=0.5,

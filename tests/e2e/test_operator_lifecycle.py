@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows, parse_time
 from kubernetes import client
 
@@ -91,7 +92,8 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
                           "primaryKey": ["customer_id"]},
                  # The previous job follows the log for a minute after each cutover: long
                  # enough for step 4's rollback, short enough not to crowd step 5's build.
-                 "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 900,
+                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS,
+                             "retainPreviousSeconds": 900,
                              "keepPreviousRunningSeconds": 60},
                  "spark": {"restartPolicy": {"type": "OnFailure", "onFailureRetries": 1,
                                              "onFailureRetryInterval": 1}},

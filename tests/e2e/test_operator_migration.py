@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from e2e_checkpoints import s3_keys
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
@@ -37,7 +38,8 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
     table = f"obc_{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 3)
     events = replay.make_orders(30_000, seed=11)
-    replay.produce(stack.kafka_bootstrap, topic, events)
+    # older than the gate: v1 builds until it holds them all
+    replay.produce(stack.kafka_bootstrap, topic, events, age_seconds=3600)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     view = {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
             "metadata": {"name": "orders", "namespace": namespace},
@@ -46,7 +48,8 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
                      "transform": {"sql": replay.ORDERS_BY_CUSTOMER_SQL},
                      "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                               "primaryKey": ["customer_id"]},
-                     "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 5},
+                     "cutover": {"stableForSeconds": 2, "retainPreviousSeconds": 5,
+                                 "maxLagSeconds": GATE_SECONDS},
                      "deletionPolicy": "Delete"}}
     custom.create_namespaced_custom_object(G, V, namespace, P, view)
     handle = ViewHandle(custom, namespace, "orders")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_operator import GATE_SECONDS
 from e2e_views import (
     G,
     P,
@@ -69,7 +70,8 @@ def test_executor_and_driver_pods_deleted_mid_replay_lose_and_duplicate_nothing(
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
     topic, events = orders_backlog(stack, core, namespace, EVENTS, seed=29)
     table = f"faults_{topic.split('-')[1]}"
-    view = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table)
+    view = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table,
+                     max_lag_seconds=GATE_SECONDS)
     view["spec"]["source"]["maxOffsetsPerTrigger"] = PER_BATCH
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=40, seed=331).start()
     reader: AliasReader | None = None

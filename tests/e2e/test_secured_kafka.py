@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
@@ -38,11 +39,15 @@ def sasl_producer(sasl: dict[str, str]) -> Producer:
                      "enable.idempotence": True, "log_level": 3})
 
 
-def produce(producer: Producer, topic: str, events: list[dict[str, Any]]) -> None:
+def produce(producer: Producer, topic: str, events: list[dict[str, Any]],
+            age_seconds: float = 0.0) -> None:
+    """`age_seconds` > 0 stamps the records that long ago: history older than the gate."""
     failures: list[str] = []
+    stamp = {"timestamp": int((time.time() - age_seconds) * 1000)} if age_seconds else {}
     for event in events:
         producer.produce(topic, key=event["customer_id"].encode(), value=json.dumps(event).encode(),
-                         on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
+                         on_delivery=lambda err, _msg: failures.append(str(err)) if err else None,
+                         **stamp)
         producer.poll(0)
     assert producer.flush(60) == 0 and not failures, failures[:3]
 
@@ -94,7 +99,8 @@ def test_view_over_sasl_scram_listener_reaches_ready_and_matches(
     topic, table = f"sec-{uuid.uuid4().hex[:8]}", f"sec_{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 3)
     events = replay.make_orders(20_000, seed=11)
-    produce(sasl_producer(sasl), topic, events)
+    # older than the gate: the first revision builds until it holds them all
+    produce(sasl_producer(sasl), topic, events, age_seconds=3600)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     core.create_namespaced_secret(namespace, {
         "metadata": {"name": "kafka-scram", "labels": {"derivedviews.io/view-secret": "true"}},
@@ -110,7 +116,7 @@ def test_view_over_sasl_scram_listener_reaches_ready_and_matches(
                  "transform": {"sql": SQL},
                  "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                           "primaryKey": ["customer_id"]},
-                 "cutover": {"stableForSeconds": 2},
+                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS},
                  "spark": {"sparkConf": {"spark.sql.shuffle.partitions": "4"}},
                  "deletionPolicy": "Delete"}})
     created = time.monotonic()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_operator import operator_env, watched
+from e2e_operator import GATE_SECONDS, operator_env, watched
 from e2e_views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
 from kubernetes import client
 
@@ -75,7 +75,8 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
     topic, backlog = orders_backlog(stack, core, namespace, 3_000, seed=43)
     table = f"settled_{uuid.uuid4().hex[:8]}"
     custom.create_namespaced_custom_object(
-        G, V, namespace, P, view_body(namespace, "quiet", stack.kafka_bootstrap, topic, table))
+        G, V, namespace, P, view_body(namespace, "quiet", stack.kafka_bootstrap, topic, table,
+                                      max_lag_seconds=GATE_SECONDS))
     handle = ViewHandle(custom, namespace, "quiet")
     revision = handle.wait_serving_new(None, "the view to serve its first revision", timeout=600)
     port = slow_settled_operator

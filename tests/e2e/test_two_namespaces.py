@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_operator import second_namespace
+from e2e_operator import GATE_SECONDS, second_namespace
 from e2e_views import (
     G,
     P,
@@ -69,7 +69,8 @@ def _delete(custom: Any, handle: ViewHandle) -> None:
 def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_drops_nothing(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic, backlog = orders_backlog(stack, core, namespace, 3_000, seed=83)
+    topic, backlog = orders_backlog(stack, core, namespace, 3_000, seed=83,
+                                   age_seconds=3600)  # older than the gate
     other_ns = second_namespace(namespace)
     replay.ensure_namespace_and_sink_secret(core, other_ns, "views-db", stack.pg)
     replay.ensure_checkpoint_secret(core, other_ns, stack.s3)
@@ -79,7 +80,7 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
     producer = LiveProducer(stack.kafka_bootstrap, topic, rate=20, seed=89).start()
     try:
         custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
-            namespace, "orders", stack.kafka_bootstrap, topic, table))
+            namespace, "orders", stack.kafka_bootstrap, topic, table, max_lag_seconds=GATE_SECONDS))
         wait_for(lambda: bool(first.status().get("revision")), timeout=120, interval=0.5,
                  what="the first view's revision")
         revision = str(first.status()["revision"])
@@ -92,7 +93,7 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
         assert _owner(stack.pg_dsn, index) == {"namespace": namespace, "name": "orders",
                                                "uid": first_uid}
         custom.create_namespaced_custom_object(G, V, other_ns, P, view_body(
-            other_ns, "orders", stack.kafka_bootstrap, topic, table))
+            other_ns, "orders", stack.kafka_bootstrap, topic, table, max_lag_seconds=GATE_SECONDS))
         wait_for(lambda: second.condition("Stalled").get("reason") in REFUSALS, timeout=120,
                  interval=0.5, what="the second view to be refused")
         refusal = second.condition("Stalled")
@@ -135,7 +136,8 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
 def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion_spares_the_other(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic, backlog = orders_backlog(stack, core, namespace, 2_000, seed=97)
+    topic, backlog = orders_backlog(stack, core, namespace, 2_000, seed=97,
+                                   age_seconds=3600)  # older than the gate
     other_ns = second_namespace(namespace)
     replay.ensure_namespace_and_sink_secret(core, other_ns, "views-db", stack.pg)
     replay.ensure_checkpoint_secret(core, other_ns, stack.s3)
@@ -146,9 +148,11 @@ def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion
     kept_revision = ""
     try:
         custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
-            namespace, "orders", stack.kafka_bootstrap, topic, kept_table))
+            namespace, "orders", stack.kafka_bootstrap, topic, kept_table,
+            max_lag_seconds=GATE_SECONDS))
         custom.create_namespaced_custom_object(G, V, other_ns, P, view_body(
-            other_ns, "orders", stack.kafka_bootstrap, topic, gone_table))
+            other_ns, "orders", stack.kafka_bootstrap, topic, gone_table,
+            max_lag_seconds=GATE_SECONDS))
         kept_revision = kept.wait_serving_new(None, "the first view to serve", timeout=900)
         gone_revision = gone.wait_serving_new(None, "the second view to serve", timeout=900)
         assert kept_revision != gone_revision  # the table is content: no shared index name
