@@ -8,6 +8,7 @@ I/O is `load_template`, which the shell calls once at start-up.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +97,20 @@ def restart_policy(spec: DerivedViewSpec) -> dict[str, Any]:
             "onFailureRetryInterval": policy.on_failure_retry_interval}
 
 
+@functools.lru_cache(maxsize=8)
+def _parsed(template: str) -> Any:
+    """The template's YAML, parsed once: an operator renders one manifest per revision from
+    the same few templates, and parsing was most of a render's time. Callers copy it."""
+    return yaml.safe_load(template)
+
+
 def render_spark_application(template: str, *, config: OperatorConfig, namespace: str,
                              view: str, uid: str, spec: DerivedViewSpec, revision: str,
                              checkpoint_location: str,
                              reader_schemas: ReaderSchemas = NONE_KNOWN) -> dict[str, Any]:
     """The SparkApplication of `revision`; `spec` must carry that revision's content (and
     `reader_schemas` the text of a reader schema it pins in the registry)."""
-    manifest = yaml.safe_load(template)
+    manifest = copy.deepcopy(_parsed(template))
     if (not isinstance(manifest, dict) or manifest.get("apiVersion") != SPARK_API_VERSION
             or manifest.get("kind") != SPARK_KIND):
         raise ValueError(f"the template must be a {SPARK_API_VERSION} {SPARK_KIND}")
