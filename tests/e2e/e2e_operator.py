@@ -28,23 +28,26 @@ def watched(namespace: str) -> list[str]:
     return ["--namespace", namespace, "--namespace", second_namespace(namespace)]
 
 
-TRIGGER_SECONDS = "5"
+TRIGGER_SECONDS = "10"
 """The micro-batch interval of the tests' jobs (DV_TRIGGER_SECONDS; the product's is 1 s).
 
-Measured on the local stack, one view serving under a 20 records/s producer: its job took
-1.25 cores at 1 s (the driver 0.71, the S3 checkpoint store 0.25, Kafka 0.12), 0.63 at 3 s
-and 28 % less again at 5 s; the suite runs up to six jobs at once on two cores and is
-CPU-bound. Day one keeps the product's interval (marker `product_defaults`), so its default
+A serving job's cost is mostly per batch, whatever the batch holds: one view under a
+20 records/s producer took 1.25 cores at 1 s (the driver 0.71, the S3 checkpoint store
+0.25, Kafka 0.12), 0.63 at 3 s; on an otherwise idle stack its driver took 0.127 cores at
+5 s and 0.075 at 10 s, the S3 store 0.014 and 0.007. The suite runs up to six jobs at once
+on two cores and is CPU-bound: each file took three to four times as long in the suite as
+alone. Day one keeps the product's interval (marker `product_defaults`), so its default
 path stays under test."""
 
-GATE_SECONDS = 30
+GATE_SECONDS = 45
 """`cutover.maxLagSeconds` of test views whose gate is not what the test is about. The
-oldest missing record is up to a trigger interval plus a batch old, and batches take
-seconds beside five other jobs: under the default 10 s a candidate waits for a quiet
-moment that a loaded machine seldom gives (a `skip` view never got one in 600 s). Day one
-and the cutover checks test the gate itself. The gate is staleness: a first revision whose
-missing records are all younger than it serves a partial index, so a test that must see
-one mid-replay writes its backlog older than the gate (`age_seconds`)."""
+oldest missing record is up to a trigger interval (10 s) plus a batch old, and batches take
+seconds to tens of seconds beside five other jobs: under the default 10 s a candidate waits
+for a quiet moment that a loaded machine seldom gives (a `skip` view never got one in
+600 s). Day one tests the gate itself, alone. The gate is staleness: a
+first revision whose missing records are all younger than it serves a partial index, so a
+test that must see one mid-replay writes its backlog older than it (`age_seconds`)."""
+
 
 def operator_env(stack: Any, checkpoint_prefix: str, *, product_trigger: bool = False,
                  node: bool = False, **extra: str) -> dict[str, str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import fastavro
 from confluent_kafka import Producer
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, alias_rows
 from kubernetes import client
 
@@ -152,7 +153,7 @@ def test_an_avro_view_replays_three_writer_versions_and_migrates_under_avro_traf
                      # `skip` each batch also reads its range again to count the bad records,
                      # and beside the parallel phase's other jobs on two cores v2's oldest
                      # missing record was still 21 s old after 600 s (the default gate: 10 s)
-                     "cutover": {"stableForSeconds": 2, "maxLagSeconds": 30,
+                     "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS,
                                  "retainPreviousSeconds": 5}}}
     custom.create_namespaced_custom_object(G, V, namespace, P, view)
     handle = ViewHandle(custom, namespace, "orders")

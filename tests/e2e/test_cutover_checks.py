@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, aggregate, alias_rows, parse_time
 from kubernetes import client
 
@@ -84,7 +85,7 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
                  "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
                           "primaryKey": ["customer_id"]},
                  # a wider gate than the default: see test_opensearch_lifecycle
-                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": 30,
+                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS,
                              "retainPreviousSeconds": 5, "checks": CHECKS}}})
     view = ViewHandle(custom, namespace, "balances")
     seen: dict[str, Any] = {}

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, expected_rows, parse_time
 from kubernetes import client
 from opensearchpy import NotFoundError, OpenSearch
@@ -65,9 +66,9 @@ def _view(namespace: str, name: str, topic: str, index: str, stack: Any, policy:
                  # a job that keeps following and a switch back at once).
                  # the gate's width is not under test here: on two loaded cores a batch
                  # (bulk, refresh) takes seconds, and the time since the last commit spans a
-                 # 3 s trigger plus that, so the default 10 s gate flapped and each flap
+                 # trigger interval plus that, so the default 10 s gate flapped and each flap
                  # asked for a new check run
-                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": 30,
+                 "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS,
                              "retainPreviousSeconds": 900, "keepPreviousRunningSeconds": 0,
                              "checks": {"rowCount": {"maxDifference": 0},
                                         "keySample": {"size": 200}}},
