@@ -68,7 +68,8 @@ def test_executor_and_driver_pods_deleted_mid_replay_lose_and_duplicate_nothing(
         stack: Any, real_node: None, kube_api_client: Any, namespace: str,
         operator_process: Path, checkpoint_secret: str) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
-    topic, events = orders_backlog(stack, core, namespace, EVENTS, seed=29)
+    # history older than the gate: the first revision must still be replaying at step 2
+    topic, events = orders_backlog(stack, core, namespace, EVENTS, seed=29, age_seconds=3600)
     table = f"faults_{topic.split('-')[1]}"
     view = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table,
                      max_lag_seconds=GATE_SECONDS)

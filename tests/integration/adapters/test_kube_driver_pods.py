@@ -45,7 +45,10 @@ def pod_body(name: str, labels: dict[str, str], owner: dict[str, Any] | None = N
         meta["ownerReferences"] = [owner]
     if finalizers:
         meta["finalizers"] = finalizers
+    # a scheduler nobody runs: beside the real node the kube-scheduler would bind these pods
+    # and the kubelet would write its own status (ContainerCreating) over the test's
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {
+        "schedulerName": "dv-test-unscheduled",
         "automountServiceAccountToken": False, "restartPolicy": "Never",
         "containers": [{"name": "spark-kubernetes-driver", "image": "dv-job:1"}]}}
 
