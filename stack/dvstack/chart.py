@@ -314,6 +314,19 @@ def matrix_table(target: MatrixTarget, results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def contained(values: dict[str, Any]) -> dict[str, Any]:
+    """A test release's values with its tenancy admission policy off when it would judge
+    every namespace (cluster mode) and the caller did not ask for it: tests run side by side,
+    and a cluster-wide policy installed by one refused another's views at admission (CI: the
+    tenancy e2e's hostile views, which the operator itself must refuse; a cluster-mode
+    upgrade, a Python view another release allowed)."""
+    cluster_wide = (values.get("watch") or {}).get("mode", "cluster") == "cluster"
+    if not cluster_wide or "admissionPolicy" in (values.get("tenancy") or {}):
+        return values
+    tenancy = {**(values.get("tenancy") or {}), "admissionPolicy": {"enabled": False}}
+    return {**values, "tenancy": tenancy}
+
+
 @contextmanager
 def matrix_release(helm: Helm, kubectl: Kubectl, mode: Mode) -> Iterator[MatrixTarget]:
     """Install the chart into fresh namespaces for the matrix; remove it all afterwards.
@@ -331,11 +344,9 @@ def matrix_release(helm: Helm, kubectl: Kubectl, mode: Mode) -> Iterator[MatrixT
             kubectl.create_namespace(ns)
             created.append(ns)
         values: dict[str, Any] = {"watch": {"mode": mode}}
-        if mode == "cluster":  # its tenancy policy would judge every test's views (RBAC only here)
-            values["tenancy"] = {"admissionPolicy": {"enabled": False}}
         if mode == "namespaces":
             values["watch"]["namespaces"] = [names["watched"], names["watched2"]]
-        helm.install(release, names["release"], values)
+        helm.install(release, names["release"], contained(values))  # RBAC only here
         installed = True
         yield MatrixTarget(
             mode=mode, release=release, release_namespace=names["release"],

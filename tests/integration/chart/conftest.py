@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dvstack import replay
-from dvstack.chart import Helm, Kubectl, Release, kubectl_binary, short_id
+from dvstack.chart import Helm, Kubectl, Release, contained, kubectl_binary, short_id
 from dvstack.helm import helm_binary
 from dvstack.settings import load
 
@@ -45,18 +45,6 @@ def make_namespace(kubectl: Kubectl) -> Iterator[Callable[[str], str]]:
     yield make
     for name in created:
         kubectl.delete_namespace(name)
-
-
-def contained(values: dict[str, Any]) -> dict[str, Any]:
-    """A release's values with its tenancy admission policy off when it would judge every
-    namespace (cluster mode) and the test did not ask for it: tests run side by side, and
-    a cluster-wide policy installed by one refused another's views at admission (CI: the
-    tenancy e2e's hostile views, which the operator itself must refuse)."""
-    cluster_wide = (values.get("watch") or {}).get("mode", "cluster") == "cluster"
-    if not cluster_wide or "admissionPolicy" in (values.get("tenancy") or {}):
-        return values
-    tenancy = {**(values.get("tenancy") or {}), "admissionPolicy": {"enabled": False}}
-    return {**values, "tenancy": tenancy}
 
 
 def with_stack_kafka(values: dict[str, Any], bootstrap: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dvstack.chart import Helm, Kubectl, Release
+from dvstack.chart import Helm, Kubectl, Release, contained
 from dvstack.waiting import wait_for
 
 TIMEOUT = 60
@@ -60,12 +60,10 @@ def test_install_upgrade_uninstall_cluster_mode(
 
     wait_for(pod_indexes, timeout=TIMEOUT, what="two operator pods labelled with pod-index 0 and 1")
 
-    # helm upgrade with changed values is applied to the live objects. The tenancy policy
-    # stays off, as `install` (conftest.contained) had it: in cluster mode it would judge the
-    # views of every test beside this one (it refused a Python view another release allowed)
-    helm_cli.upgrade(release.name, ns, {"watch": {"mode": "cluster"}, "replicaCount": 3,
-                                        "operator": {"lagPollSeconds": 7},
-                                        "tenancy": {"admissionPolicy": {"enabled": False}}})
+    # helm upgrade with changed values is applied to the live objects (`contained`, as
+    # `install` does: else the upgrade turns a cluster-wide tenancy policy back on)
+    helm_cli.upgrade(release.name, ns, contained({"watch": {"mode": "cluster"}, "replicaCount": 3,
+                                                  "operator": {"lagPollSeconds": 7}}))
     sts = kubectl.get_json("statefulset", release.fullname, "-n", ns)
     assert sts is not None
     assert sts["spec"]["replicas"] == 3
