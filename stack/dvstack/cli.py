@@ -37,17 +37,17 @@ from dvstack import (
     spark_operator,
     test_phases,
 )
-from dvstack.helm import helm_binary
+from dvstack.helm import cached_helm, helm_binary
 from dvstack.settings import AUTO, Settings, load
 from dvstack.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
               kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, schema_registry.NAME,
-              "spark-executor",
-              *node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER)
+              "spark-executor", *node.DAEMONS)
 SPARK_EXECUTOR = "spark-executor"
-# The components only the node's mode runs (the stand-in runs in both, for speed).
-_NODE_ONLY = frozenset((*node.DAEMONS, spark_operator.WEBHOOK, spark_operator.CONTROLLER))
+# The components only the node's mode runs (the stand-in runs in both, for speed); the
+# Spark Operator runs as pods on the node, installed by its chart.
+_NODE_ONLY = frozenset(node.DAEMONS)
 # Where the Spark job image keeps the project; the executor maps it to this checkout.
 IMAGE_APP_ROOT = "/opt/derived-views"
 
@@ -196,7 +196,8 @@ def up(settings: Settings) -> dict[str, Any]:
         node_builds.wait()
         node.start(settings)
         node_info = _node_images(settings)
-        spark_operator.start(settings, spark_submit, apply_crds,
+        spark_operator.start(settings, helm_binary(settings),
+                             node_info["images"][spark_operator.IMAGE], apply_crds,
                              namespace_selector=node_support.NAMESPACE_SELECTOR)
     elif os.environ.get("DV_NODE", "").strip().lower() == AUTO:
         reason = (node_support.auto_reason()
@@ -251,8 +252,8 @@ class _NodeBuilds:
 
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="node-build")
         self.futures: list[Future[Any]] = [
-            self.pool.submit(lambda: (node.binaries(settings),
-                                      spark_operator.operator_binary(settings))),
+            self.pool.submit(lambda: (node.binaries(settings), helm_binary(settings),
+                                      spark_operator.image(settings))),
             self.pool.submit(images.build_images, settings),
         ]
 
@@ -266,11 +267,13 @@ class _NodeBuilds:
 
 
 def _node_images(settings: Settings) -> dict[str, Any]:
-    """The project's two images, built from its Dockerfiles (cached by content) and imported
-    into the node; and the job template a two-core node can schedule."""
+    """The project's two images, built from its Dockerfiles (cached by content), and the
+    Spark Operator's, imported into the node; and the job template a two-core node can
+    schedule."""
     from dvstack import images
 
-    built = images.build_images(settings)
+    built = {**images.build_images(settings),
+             spark_operator.IMAGE: spark_operator.image(settings)}
     for tag, archive in built.values():
         node.import_image(settings, tag, archive)
     template = yaml.safe_load((settings.repo / "spark_templates" / "sparkapplication.yaml")
@@ -301,7 +304,8 @@ def _check_mode(settings: Settings) -> None:
 def down(settings: Settings) -> list[str]:
     """Stop every component; returns what the node left changed on the host (printed)."""
     processes.stop(settings, SPARK_EXECUTOR)
-    spark_operator.stop(settings)
+    if settings.node:
+        spark_operator.stop(settings, cached_helm(settings))
     host_changes = node.stop(settings)
     opensearch_server.stop(settings)
     schema_registry.stop(settings)

@@ -13,6 +13,20 @@ from dvstack.settings import Settings
 HELM_VERSION = "v3.22.0"
 
 
+def cached_helm(settings: Settings) -> Path | None:
+    """DV_HELM (a helm you already have) or the pinned build, when there is one: None
+    rather than a build (for `down`, which must not start one)."""
+    given = os.environ.get("DV_HELM")
+    if given:
+        return Path(given) if Path(given).is_file() else None
+    built = _built(settings)
+    return built if built.is_file() else None
+
+
+def _built(settings: Settings) -> Path:
+    return settings.cache_dir / f"helm-{HELM_VERSION}" / "bin" / "helm"
+
+
 def helm_binary(settings: Settings) -> Path:
     """Honour DV_HELM (a helm you already have), else build the pinned version once."""
     given = os.environ.get("DV_HELM")
@@ -20,7 +34,7 @@ def helm_binary(settings: Settings) -> Path:
         if not Path(given).is_file():
             raise SystemExit(f"DV_HELM={given!r} is not a file")
         return Path(given)
-    built = settings.cache_dir / f"helm-{HELM_VERSION}" / "bin" / "helm"
+    built = _built(settings)
     if built.is_file():
         return built
     if not shutil.which("go"):

@@ -100,6 +100,24 @@ class Project:
         return f"localhost/derived-views-{self.name}"
 
 
+@dataclass(frozen=True)
+class Component:
+    """An image of something the stack runs on its node that is not the project's (the
+    Spark Operator): `stack/images/<name>.Containerfile` on bases, its context files given
+    by the caller from the cache, not the checkout."""
+
+    name: str
+    bases: tuple[tuple[str, str], ...]
+
+    @property
+    def repository(self) -> str:
+        return f"localhost/dv-{self.name}"
+
+    @property
+    def containerfile(self) -> Path:
+        return RECIPES / f"{self.name}.Containerfile"
+
+
 _PYTHON = ("python3", "python3-venv", "python3-distutils", "passwd", "ca-certificates",
            "netbase", "tzdata")
 BASES: dict[str, Base] = {b.name: b for b in (
@@ -115,6 +133,9 @@ PROJECTS: dict[str, Project] = {p.name: p for p in (
             (("MAVEN_IMAGE", "maven"), ("SPARK_IMAGE", "spark"))),
 )}
 
+COMPONENTS: dict[str, Component] = {c.name: c for c in (
+    Component("spark-operator", (("SPARK_IMAGE", "spark"),)),
+)}
 
 # ---------------------------------------------------------------- pure logic
 
@@ -561,48 +582,69 @@ def _file_entry(path: Path, name: str) -> tuple[str, bool, str]:
     return name, os.access(path, os.X_OK), digest.hexdigest()
 
 
-def _stage_context(repo: Path, names: Sequence[str], dockerfile: str, into: Path) -> None:
+def _stage_context(files: Mapping[str, Path], dockerfile_name: str, dockerfile: str,
+                   into: Path) -> None:
     """The build context: exactly the hashed files, with the modes git would give them."""
-    for name in names:
+    for name, source in files.items():
         target = into / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(repo / name, target)
-        target.chmod(0o755 if os.access(repo / name, os.X_OK) else 0o644)
-    (into / dockerfile).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(repo / dockerfile, into / dockerfile)
-
-
-def _archive_path(where: Layout, project: Project, key: str) -> Path:
-    return where.archives / f"{project.repository.rsplit('/', 1)[1]}-{key}.oci.tar"
+        shutil.copyfile(source, target)
+        target.chmod(0o755 if os.access(source, os.X_OK) else 0o644)
+    (into / dockerfile_name).parent.mkdir(parents=True, exist_ok=True)
+    (into / dockerfile_name).write_text(dockerfile)
 
 
 def build_project(buildah: Buildah, repo: Path, project: Project,
                   bases: Mapping[str, tuple[str, str]]) -> tuple[str, Path]:
     """(tag, OCI archive) of the project image, built when its key has no archive yet."""
-    where = buildah.where
     dockerfile = (repo / project.dockerfile).read_text()
     names = context_files(repo, copied_sources(dockerfile))
-    files = [_file_entry(repo / n, n) for n in names]
-    key = content_key(dockerfile, {arg: bases[base][1] for arg, base in project.bases}, files)
-    tag = f"{project.repository}:{key}"
-    archive = _archive_path(where, project, key)
+    return _build(buildah, project.name, project.repository, project.dockerfile, dockerfile,
+                  {name: repo / name for name in names}, project.bases, bases,
+                  mounts=((buildah.where.maven_repository, "/root/.m2"),))
+
+
+def build_component(buildah: Buildah, component: Component, files: Mapping[str, Path],
+                    bases: Mapping[str, tuple[str, str]]) -> tuple[str, Path]:
+    """(tag, OCI archive) of a component's image: its Containerfile with `files` (context
+    name -> file) as the context, built when its key has no archive yet."""
+    missing = sorted(set(copied_sources(component.containerfile.read_text())) - set(files))
+    if missing:
+        raise ValueError(f"{component.containerfile.name} copies {missing}, not given")
+    name = component.containerfile.name
+    return _build(buildah, component.name, component.repository, name,
+                  component.containerfile.read_text(), files, component.bases, bases,
+                  mounts=())
+
+
+def _build(buildah: Buildah, name: str, repository: str, dockerfile_name: str,
+           dockerfile: str, files: Mapping[str, Path], base_args: Sequence[tuple[str, str]],
+           bases: Mapping[str, tuple[str, str]], *,
+           mounts: Sequence[tuple[Path, str]]) -> tuple[str, Path]:
+    """Build `dockerfile` on `files` (the context, exactly: name -> file) and archive it,
+    keyed by content; the archive alone when the key has one already."""
+    where = buildah.where
+    entries = [_file_entry(path, context_name) for context_name, path in files.items()]
+    key = content_key(dockerfile, {arg: bases[base][1] for arg, base in base_args}, entries)
+    tag = f"{repository}:{key}"
+    archive = where.archives / f"{repository.rsplit('/', 1)[1]}-{key}.oci.tar"
     if archive.is_file():
         return tag, archive
-    log = where.logs / f"{project.name}.log"
+    log = where.logs / f"{name}.log"
     log.unlink(missing_ok=True)
-    context = where.work / f"context-{project.name}-{key}"
+    context = where.work / f"context-{name}-{key}"
     shutil.rmtree(context, ignore_errors=True)
     context.mkdir(parents=True)
     began = time.monotonic()
-    _say(f"building {tag} ({len(names)} context files; log {log})")
+    _say(f"building {tag} ({len(files)} context files; log {log})")
     try:
-        _stage_context(repo, names, project.dockerfile, context)
-        build_args = [a for arg, base in project.bases
+        _stage_context(files, dockerfile_name, dockerfile, context)
+        build_args = [a for arg, base in base_args
                       for a in ("--build-arg", f"{arg}={bases[base][0]}")]
-        buildah.logged(log, f"buildah bud of {project.dockerfile}",
+        buildah.logged(log, f"buildah bud of {dockerfile_name}",
                        "bud", "--pull-never", "--network", "host", "--force-rm",
-                       "--layers=false", *_volumes((where.maven_repository, "/root/.m2")),
-                       *build_args, "-f", str(context / project.dockerfile), "-t", tag,
+                       "--layers=false", *_volumes(*mounts),
+                       *build_args, "-f", str(context / dockerfile_name), "-t", tag,
                        str(context))
     finally:
         shutil.rmtree(context, ignore_errors=True)
@@ -614,7 +656,7 @@ def build_project(buildah: Buildah, repo: Path, project: Project,
                    f"oci-archive:{partial}:{tag}")
     partial.replace(archive)
     _say(f"  {tag} built in {built - began:.0f}s, archived in {time.monotonic() - built:.0f}s")
-    _prune(buildah, project.repository, keep=tag)
+    _prune(buildah, repository, keep=tag)
     return tag, archive
 
 
@@ -658,6 +700,21 @@ def build_images(settings: Settings, names: Sequence[str] | None = None
             results[project.name] = build_project(buildah, settings.repo, project, bases)
     return results
 
+
+
+def component_image(settings: Settings, name: str, files: Mapping[str, Path]
+                    ) -> tuple[str, Path]:
+    """(tag, archive) of the component `name`'s image on `files`, built (with its bases)
+    unless the cache already holds it."""
+    component = COMPONENTS[name]
+    _preflight()
+    where = layout(settings)
+    buildah = Buildah(where)
+    for directory in (where.storage, where.runroot, where.archives, where.logs):
+        directory.mkdir(parents=True, exist_ok=True)
+    with _exclusive(where), released_mounts([where.top]):
+        bases = {base: ensure_base(buildah, BASES[base]) for _, base in component.bases}
+        return build_component(buildah, component, files, bases)
 
 # ---------------------------------------------------------------- smoke checks
 

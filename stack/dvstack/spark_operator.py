@@ -1,125 +1,67 @@
-"""The real Kubeflow Spark Operator v2.5.2, built from its Go module and run outside any pod.
+"""The real Kubeflow Spark Operator v2.5.2 on the node, installed by its own Helm chart.
 
-`operator_binary` builds `cmd/operator` once into `<cache>/spark-operator-v2.5.2/bin/`;
-the rest are the argv, environment and Kubernetes objects of its two processes. Read in
-github.com/kubeflow/spark-operator/v2@v2.5.2 (module-relative paths):
+On a real cluster a platform runs `helm install spark-operator` of the project's chart; the
+stack does the same with that chart at the pinned version, taken from the Go module (the
+chart is `charts/spark-operator-chart/` in github.com/kubeflow/spark-operator/v2@v2.5.2),
+so the controller and the webhook run as pods under the chart's own ServiceAccounts and
+RBAC, with leader election, spark-submit from inside the controller's pod, and the webhook
+reached through its Service. No registry serves the upstream image here, so the stack
+builds its equivalent (`stack/images/spark-operator.Containerfile`, as the module's
+Dockerfile builds its final stage): `operator_binary` builds `cmd/operator` once into
+`<cache>/spark-operator-v2.5.2/bin/`, and the image puts it with the module's
+`entrypoint.sh` on the stack's Spark base.
 
-Flags (`cmd/operator/{controller,webhook}/start.go`). Both: `--kubeconfig` (controller-runtime;
-without it $KUBECONFIG, in-cluster, ~/.kube/config), `--namespaces` (none = all),
-`--leader-election` (default off), `--health-probe-bind-address` (both default :8081),
-`--metrics-bind-address` (0 = off), `--zap-*`. Controller: `--controller-threads`,
-`--enable-ui-service` (default on: a ClusterIP Service per application),
-`--driver-pod-creation-grace-period` (10s), `--workqueue-ratelimiter-*`. Webhook:
-`--webhook-port` (9443; every interface, no host flag), `--webhook-cert-dir`,
-`--webhook-secret-name/-namespace`, `--webhook-svc-name/-namespace`,
-`--mutating-webhook-name`, `--validating-webhook-name`. Both exit at once unless the CRDs
-are installed (their caches map SparkApplication, ScheduledSparkApplication, SparkConnect).
-
-Controller environment (`internal/controller/sparkapplication/submission.go`,
-`pkg/util/util.go`): it runs `$SPARK_HOME/bin/spark-submit` (never PATH) with its own
-environment, `--master k8s://https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`
-(`GetMasterURL`: unset, every submission is SUBMISSION_FAILED), so spark-submit's fabric8
-client needs `KUBECONFIG` for credentials. Pod templates go to `/tmp/spark/<submissionID>/`.
-
-Webhook certificates (`pkg/certificate/`, `internal/controller/*webhookconfiguration/`): it
-creates or reuses the Secret `--webhook-secret-name` (keys ca-cert.pem, ca-key.pem,
-server-cert.pem, server-key.pem; its namespace must exist) holding a self-signed CA and a
-server certificate for DNS `localhost` and `<svc>.<svc-ns>.svc` only, writes tls.crt/tls.key
-into the cert dir, and sets `caBundle` on every webhook of the two configurations named by
-the flags, which it never creates (the chart does) and whose `clientConfig` it never reads:
-`url: https://localhost:<port>/<path>` therefore works outside a pod.
-
-Fields our SparkApplications use (type, mode, image, mainApplicationFile, arguments,
-sparkConf, hadoopConf, deps, driver/executor cores, memory, instances, labels,
-serviceAccount, secrets) all become spark-submit `--conf`s; the pod webhook
-(`internal/webhook/sparkpod_defaulter.go`) is needed only for env, envFrom, volumes,
-configMaps, affinity, tolerations, nodeSelector, securityContext, sidecars and the like.
-The application defaulter (`api/v1beta2/defaults.go`) sets `onSubmissionFailureRetryInterval`
-(5s), without which an `Always` application stays SUBMISSION_FAILED with a reconcile error.
-
-States and restart policy: as `dvstack.spark_app_states` models them (same sources). RBAC
-(chart `templates/{controller,webhook,spark}/rbac.yaml`): controller - pods, configmaps,
-services (create/update/delete; spark-submit creates the driver pod, its ConfigMap and
-Service with the controller's identity), events, ingresses, sparkapplications (+/status,
-/finalizers), scheduledsparkapplications, sparkconnects (read, /status); webhook - its
-Secret, list/watch pods and sparkapplications, get/update its two webhook configurations;
-driver service account - pods, services, configmaps, persistentvolumeclaims in its namespace.
+Read in the module (module-relative paths): `Dockerfile`, `entrypoint.sh`;
+`charts/spark-operator-chart/values.yaml` and `templates/{controller,webhook,spark}/`
+(deployment flags, RBAC, the webhook configurations, which the chart scopes by
+`spark.jobNamespaces` names only); `cmd/operator/{controller,webhook}/start.go` (both exit
+at once unless the CRDs are installed: their caches map SparkApplication,
+ScheduledSparkApplication and SparkConnect); `pkg/certificate/` (the webhook makes its own
+CA and a certificate for `<svc>.<ns>.svc`, and writes the CA into both configurations'
+`caBundle`); `api/v1beta2/defaults.go` (the defaults only the webhook applies).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 
-from dvstack import processes, spark_crd
-from dvstack.settings import Settings, env_port, load
-from dvstack.waiting import http_ok, wait_for
+from dvstack import spark_crd
+from dvstack.settings import Settings, load
+from dvstack.waiting import wait_for
 
 VERSION = spark_crd.VERSION
 COMMIT = "43afb8bbd32463037d8fb6e414e252c69081882b"
 """The commit the module proxy records for the v2.5.2 tag (`go mod download -json`'s Origin)."""
 BINARY = "spark-operator"
+IMAGE = "spark-operator"
+"""The stack's image of it (`dvstack.images.COMPONENTS`)."""
 
-CONTROLLER = "spark-operator-controller"
-"""Process name (pid and log files) of `spark-operator controller start`."""
-WEBHOOK = "spark-operator-webhook"
-"""Process name of `spark-operator webhook start`."""
-
+RELEASE = "spark-operator"
 NAMESPACE = "spark-operator"
-"""Where the webhook keeps its certificate Secret (the chart's release namespace)."""
+"""The release and its namespace, as the upstream chart's README installs it."""
 WEBHOOK_NAME = "spark-operator-webhook"
-"""Both webhook configurations' name: the chart's `<release>-webhook` for release spark-operator."""
-WEBHOOK_SECRET = "spark-operator-webhook-certs"
-WEBHOOK_SERVICE = "spark-operator-webhook-svc"
-"""Only names the certificate (`<svc>.<ns>.svc`); no Service exists, the API server uses a URL."""
-WEBHOOK_HOST = "localhost"
-"""The only host name in the webhook's certificate that reaches a process on this machine."""
-CA_CERT_KEY = "ca-cert.pem"
-WEBHOOK_SECRET_KEYS = ("ca-key.pem", CA_CERT_KEY, "server-key.pem", "server-cert.pem")
-LAUNCHED_BY_LABEL = "sparkoperator.k8s.io/launched-by-spark-operator"
+"""Both webhook configurations' name: the chart's `<release>-webhook`."""
+DEPLOYMENTS = ("spark-operator-controller", "spark-operator-webhook")
 CRD_FILES = ("sparkoperator.k8s.io_sparkapplications.yaml",
              "sparkoperator.k8s.io_scheduledsparkapplications.yaml",
              "sparkoperator.k8s.io_sparkconnects.yaml")
 """Both processes map these kinds when they start, and exit if a CRD is missing."""
-
-# What the chart's webhooks admit, in its order: (apiGroup, apiVersion, resource[, operations]).
-_POD_RULE = ("", "v1", "pods", ("CREATE",))
-_CR_RULES = (("sparkoperator.k8s.io", "v1beta2", "sparkapplications"),
-             ("sparkoperator.k8s.io", "v1beta2", "scheduledsparkapplications"),
-             ("sparkoperator.k8s.io", "v1alpha1", "sparkconnects"))
-
-
-@dataclass(frozen=True)
-class Ports:
-    """Loopback ports of the two processes (env DV_SPARK_*_PORT overrides, see `ports`)."""
-
-    webhook: int = 16451
-    webhook_health: int = 16452
-    controller_health: int = 16453
-    controller_metrics: int | None = None
-    """None: no metrics server (the binary's default)."""
-
-
-def ports() -> Ports:
-    """The defaults, each overridable as the stack's other ports are."""
-    defaults = Ports()
-    metrics = os.environ.get("DV_SPARK_CONTROLLER_METRICS_PORT")
-    return Ports(
-        webhook=env_port("DV_SPARK_WEBHOOK_PORT", defaults.webhook),
-        webhook_health=env_port("DV_SPARK_WEBHOOK_HEALTH_PORT", defaults.webhook_health),
-        controller_health=env_port("DV_SPARK_CONTROLLER_HEALTH_PORT", defaults.controller_health),
-        controller_metrics=(env_port("DV_SPARK_CONTROLLER_METRICS_PORT", 0)
-                            if metrics is not None else None),
-    )
+CHART = Path("charts") / "spark-operator-chart"
+ENTRYPOINT = "entrypoint.sh"
+INSTALL_TIMEOUT_SECONDS = 300
+_WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 
 # --- the binary -----------------------------------------------------------------------------
@@ -203,271 +145,186 @@ def operator_crds(settings: Settings) -> list[Path]:
     return [first, *(path for path in wanted if path != first)]
 
 
-def spark_home_for(spark_submit: Path) -> Path:
-    """The SPARK_HOME whose `bin/spark-submit` the controller runs, from a spark-submit path.
+# --- the chart, its values and the image -----------------------------------------------------
 
-    A Spark distribution's `bin/spark-submit` gives its parent; pip's copy in a virtualenv's
-    bin/ gives the pyspark package, as its own `find_spark_home.py` resolves it."""
-    bin_dir = spark_submit.parent
-    finder = bin_dir / "find_spark_home.py"
-    if finder.is_file():
-        python = bin_dir / "python"
-        env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
-        proc = subprocess.run([str(python if python.is_file() else sys.executable), str(finder)],
-                              capture_output=True, text=True, env=env, check=False)
-        found = Path(proc.stdout.strip()) if proc.returncode == 0 else None
+def _from_module(settings: Settings, relative: Path, target: Path) -> Path:
+    """A file or tree of the pinned module, copied once into the cache (later runs need no
+    `go`); renamed into place last, so a copy cut short is never taken for a whole one."""
+    if target.exists():
+        return target
+    source = spark_crd.module_dir(home(settings)) / relative
+    if not source.exists():
+        raise SystemExit(f"{spark_crd.MODULE}@{VERSION} has no {relative}: the pin is wrong")
+    partial = target.with_name(target.name + ".partial")
+    if partial.is_dir():
+        _make_writable(partial)
+        shutil.rmtree(partial)
+    if source.is_dir():
+        shutil.copytree(source, partial, copy_function=shutil.copyfile)
+        _make_writable(partial)
     else:
-        found = bin_dir.parent
-    if found is None or not (found / "bin" / "spark-submit").is_file():
-        raise SystemExit(f"no SPARK_HOME with bin/spark-submit found for {spark_submit}")
-    return found
+        shutil.copyfile(source, partial)
+    partial.replace(target)
+    return target
 
 
-# --- processes ------------------------------------------------------------------------------
-
-def webhook_cert_dir(settings: Settings) -> Path:
-    """Where `webhook start` writes tls.crt/tls.key (its default is under /etc)."""
-    return settings.state_dir / "spark-operator" / "webhook-certs"
+def chart_dir(settings: Settings) -> Path:
+    """The module's chart, as released with the operator at this version."""
+    return _from_module(settings, CHART, home(settings) / "chart")
 
 
-def _common_flags(settings: Settings, health_port: int,
-                  namespaces: Iterable[str]) -> list[str]:
-    flags = [f"--kubeconfig={settings.kubeconfig}", "--leader-election=false",
-             f"--health-probe-bind-address=127.0.0.1:{health_port}",
-             "--zap-log-level=info", "--zap-encoder=console"]
-    chosen = sorted(set(namespaces))
-    if chosen:
-        flags.append(f"--namespaces={','.join(chosen)}")
-    return flags
+def entrypoint(settings: Settings) -> Path:
+    """The module's `entrypoint.sh`, executable (module files are extracted read-only and
+    without their modes)."""
+    path = _from_module(settings, Path(ENTRYPOINT), home(settings) / ENTRYPOINT)
+    path.chmod(0o755)
+    return path
 
 
-def controller_argv(settings: Settings, binary: Path, port_set: Ports, *,
-                    namespaces: Iterable[str] = (), namespace_selector: str | None = None,
-                    ui_service: bool = False, threads: int = 10) -> list[str]:
-    """`spark-operator controller start` for the stack.
+def image(settings: Settings) -> tuple[str, Path]:
+    """(tag, OCI archive) of the stack's Spark Operator image, built once per content."""
+    from dvstack import images
 
-    `ui_service` is off by default: each application's `<app>-ui-svc` takes a ClusterIP, and
-    once the API server's service range (a /24 here) is spent the controller fails every
-    SUBMITTED reconcile before it records RUNNING."""
-    metrics = port_set.controller_metrics
-    return [str(binary), "controller", "start",
-            *_common_flags(settings, port_set.controller_health, namespaces),
-            *([f"--namespace-selector={namespace_selector}"] if namespace_selector else []),
-            f"--controller-threads={threads}",
-            f"--enable-ui-service={str(ui_service).lower()}",
-            # The chart's values (the binary's own are 10, 100 and no cap on the backoff).
-            "--workqueue-ratelimiter-bucket-qps=50", "--workqueue-ratelimiter-bucket-size=500",
-            "--workqueue-ratelimiter-max-delay=6h",
-            *([f"--metrics-bind-address=127.0.0.1:{metrics}", "--enable-metrics=true"]
-              if metrics else ["--metrics-bind-address=0"])]
+    return images.component_image(settings, IMAGE, {
+        BINARY: operator_binary(settings), ENTRYPOINT: entrypoint(settings)})
 
 
-def controller_env(settings: Settings, spark_home: Path) -> dict[str, str]:
-    """What the controller and the spark-submit it runs need on top of the stack's environment."""
+def chart_values(image_tag: str, *, namespace_selector: str | None = None) -> dict[str, Any]:
+    """The chart's values for the stack: its defaults but for the image (ours, never
+    pulled), the namespaces it serves and the UI Service.
+
+    `namespace_selector` (the chart's `spark.jobNamespaceSelector`, passed to the
+    controller as `--namespace-selector`) with no `jobNamespaces`; the chart's default
+    serves `default` only. The UI Service is off: each application's `<app>-ui-svc` takes a
+    ClusterIP, and once the API server's service range (a /24 here) is spent the controller
+    fails every SUBMITTED reconcile before it records RUNNING."""
+    repository, tag = image_tag.rsplit(":", 1)
+    registry, _, name = repository.partition("/")
     return {
-        "SPARK_HOME": str(spark_home),
-        # GetMasterURL: spark-submit --master k8s://https://HOST:PORT (a pod gets these
-        # from the kubelet); the API server's certificate names the stack's address.
-        "KUBERNETES_SERVICE_HOST": settings.host,
-        "KUBERNETES_SERVICE_PORT": str(settings.apiserver_port),
-        # spark-submit's fabric8 client reads credentials and CA from here, not from a flag.
-        "KUBECONFIG": str(settings.kubeconfig),
+        "image": {"registry": registry, "repository": name, "tag": tag,
+                  "pullPolicy": "Never"},
+        "controller": {"uiService": {"enable": False}},
+        "spark": {"jobNamespaces": [], "jobNamespaceSelector": namespace_selector or ""},
     }
 
 
-def webhook_argv(settings: Settings, binary: Path, port_set: Ports, *,
-                 namespaces: Iterable[str] = ()) -> list[str]:
-    """`spark-operator webhook start` for the stack (certificates in the state directory)."""
-    return [str(binary), "webhook", "start",
-            *_common_flags(settings, port_set.webhook_health, namespaces),
-            f"--webhook-port={port_set.webhook}",
-            f"--webhook-cert-dir={webhook_cert_dir(settings)}",
-            f"--webhook-secret-name={WEBHOOK_SECRET}", f"--webhook-secret-namespace={NAMESPACE}",
-            f"--webhook-svc-name={WEBHOOK_SERVICE}", f"--webhook-svc-namespace={NAMESPACE}",
-            f"--mutating-webhook-name={WEBHOOK_NAME}",
-            f"--validating-webhook-name={WEBHOOK_NAME}",
-            "--metrics-bind-address=0"]
-
-
-def webhook_env(settings: Settings) -> dict[str, str]:
-    return {"KUBECONFIG": str(settings.kubeconfig)}
-
-
-def readyz_url(health_port: int) -> str:
-    """controller-runtime's readiness endpoint (the webhook's: its TLS server is serving)."""
-    return f"http://127.0.0.1:{health_port}/readyz"
-
-
-# --- Kubernetes objects ---------------------------------------------------------------------
-
-def namespace_object() -> dict[str, Any]:
-    """The webhook's Secret lives here; it must exist before `webhook start`."""
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-
-
-def ca_bundle(secret: Mapping[str, Any]) -> str | None:
-    """The webhook CA as a `caBundle` value, once the webhook has filled its Secret.
-
-    The Secret's `data` values are base64 of PEM, which is what `caBundle` holds in JSON."""
-    data = secret.get("data") or {}
-    if not all(data.get(key) for key in WEBHOOK_SECRET_KEYS):
-        return None
-    return str(data[CA_CERT_KEY])
-
-
-def _webhook(path: str, group: str, version: str, resource: str,
-             operations: tuple[str, ...], port: int, bundle: str | None,
-             namespaces: Iterable[str], selector: str | None) -> dict[str, Any]:
-    client: dict[str, Any] = {"url": f"https://{WEBHOOK_HOST}:{port}{path}"}
-    if bundle:
-        client["caBundle"] = bundle
-    hook: dict[str, Any] = {
-        "name": f"{path.lstrip('/')}.sparkoperator.k8s.io",
-        "admissionReviewVersions": ["v1"],
-        "clientConfig": client,
-        "sideEffects": "None",
-        "failurePolicy": "Fail",
-        "rules": [{"apiGroups": [group], "apiVersions": [version], "resources": [resource],
-                   "operations": list(operations)}],
-        "timeoutSeconds": 10,
-    }
-    chosen = sorted(set(namespaces))
-    if chosen:
-        hook["namespaceSelector"] = {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": chosen}]}
-    elif selector:
-        hook["namespaceSelector"] = {"matchLabels": _labels(selector)}
-    if resource == "pods":  # Spark's pods only, by the label spark-submit gives them
-        hook["objectSelector"] = {"matchLabels": {LAUNCHED_BY_LABEL: "true"}}
-    return hook
-
-
-def _labels(selector: str) -> dict[str, str]:
+def selector_labels(selector: str) -> dict[str, str]:
     """`key=value,...` (the only selector form the stack passes) as `matchLabels`."""
     pairs = [item.split("=", 1) for item in selector.split(",") if item]
-    if any(len(pair) != 2 for pair in pairs):
+    if not pairs or any(len(pair) != 2 or not pair[0].strip() for pair in pairs):
         raise ValueError(f"namespace selector {selector!r}: use key=value[,key=value]")
     return {key.strip(): value.strip() for key, value in pairs}
 
 
-def _config(kind: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
-            "metadata": {"name": WEBHOOK_NAME,
-                         "labels": {"app.kubernetes.io/name": "spark-operator",
-                                    "app.kubernetes.io/component": "webhook"}},
-            "webhooks": webhooks}
+def scope_webhooks(manifests: str, selector: str) -> str:
+    """The chart's rendered manifests with both webhook configurations scoped to the
+    namespaces `selector` matches, as the controller is (`--namespace-selector`).
+
+    The chart scopes its webhooks by `spark.jobNamespaces` names only, so with a selector
+    alone they would admit every namespace's SparkApplications and Spark pods, the
+    stand-in's among them, which must never meet them. A webhook the chart already scoped
+    keeps its own selector. Helm runs this as its post-renderer (`main`)."""
+    labels = selector_labels(selector)
+    documents = [d for d in yaml.safe_load_all(manifests) if d]
+    for document in documents:
+        if document.get("kind") not in _WEBHOOK_KINDS:
+            continue
+        for hook in document.get("webhooks") or []:
+            hook.setdefault("namespaceSelector", {"matchLabels": dict(labels)})
+    return yaml.safe_dump_all(documents, sort_keys=False)
 
 
-def mutating_webhook_configuration(port: int, bundle: str | None = None, *,
-                                   namespaces: Iterable[str] = (),
-                                   selector: str | None = None) -> dict[str, Any]:
-    """The chart's MutatingWebhookConfiguration with a loopback URL in place of its Service.
-
-    The chart scopes it by `spark.jobNamespaces` only; with a `selector` (the controller's
-    `--namespace-selector`) the stack scopes it by the same labels, so the namespaces the
-    stand-in serves never meet the real webhook."""
-    group, version, resource, operations = _POD_RULE
-    names = list(namespaces)
-    hooks = [_webhook("/mutate--v1-pod", group, version, resource, operations, port,
-                      bundle, names, selector)]
-    for group, version, resource in _CR_RULES:
-        path = f"/mutate-{group.replace('.', '-')}-{version}-{resource[:-1]}"
-        hooks.append(_webhook(path, group, version, resource, ("CREATE", "UPDATE"),
-                              port, bundle, names, selector))
-    return _config("MutatingWebhookConfiguration", hooks)
+def helm_argv(helm: Path, kubeconfig: Path, chart: Path, values_file: Path,
+              namespace_selector: str | None) -> list[str]:
+    """`helm upgrade --install` of the release: the stack installs the CRDs itself (the
+    stand-in needs them too), and Helm waits for both Deployments to be ready."""
+    argv = [str(helm), "--kubeconfig", str(kubeconfig), "upgrade", "--install", RELEASE,
+            str(chart), "--namespace", NAMESPACE, "--create-namespace", "--skip-crds",
+            "--values", str(values_file), "--wait", "--timeout",
+            f"{INSTALL_TIMEOUT_SECONDS}s"]
+    return argv + post_renderer_flags(namespace_selector)
 
 
-def validating_webhook_configuration(port: int, bundle: str | None = None, *,
-                                     namespaces: Iterable[str] = (),
-                                     selector: str | None = None) -> dict[str, Any]:
-    """The chart's ValidatingWebhookConfiguration with a loopback URL in place of its Service
-    (scoped as `mutating_webhook_configuration` is)."""
-    names = list(namespaces)
-    hooks = []
-    for group, version, resource in _CR_RULES:
-        path = f"/validate-{group.replace('.', '-')}-{version}-{resource[:-1]}"
-        hooks.append(_webhook(path, group, version, resource, ("CREATE", "UPDATE"),
-                              port, bundle, names, selector))
-    return _config("ValidatingWebhookConfiguration", hooks)
+def post_renderer_flags(namespace_selector: str | None) -> list[str]:
+    """Helm's flags that run `scope_webhooks` on what the chart renders (none without a
+    selector: the chart's own scoping stands)."""
+    if not namespace_selector:
+        return []
+    return ["--post-renderer", sys.executable,
+            *(a for arg in ("-m", "dvstack.spark_operator", "post-render",
+                            f"--namespace-selector={namespace_selector}")
+              for a in ("--post-renderer-args", arg))]
+
+
+def ca_bundles_set(configurations: Iterable[Mapping[str, Any]]) -> bool:
+    """Every webhook of both configurations carries the CA the webhook made: until then the
+    API server cannot call it, and every SparkApplication write fails."""
+    found = list(configurations)
+    return len(found) == len(_WEBHOOK_KINDS) and all(
+        (hook.get("clientConfig") or {}).get("caBundle")
+        for configuration in found for hook in configuration.get("webhooks") or [])
 
 
 # --- start and stop -------------------------------------------------------------------------
 
-def start(settings: Settings, spark_submit: Path,
+def start(settings: Settings, helm: Path, image_tag: str,
           apply_crds: Callable[[Any, list[Path]], None], *,
           namespace_selector: str | None = None) -> None:
-    """The webhook first, its CA in both webhook configurations, then the controller: no
-    SparkApplication write meets a webhook the API server cannot call yet. With a
-    `namespace_selector`, both serve only the namespaces whose labels match it."""
+    """Install (or upgrade to) the release and wait until its webhook can be called. With a
+    `namespace_selector`, both controller and webhooks serve only the namespaces whose
+    labels match it."""
     from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
 
     api_client = config.new_client_from_config(config_file=str(settings.kubeconfig))
-    binary = operator_binary(settings)
     apply_crds(api_client, operator_crds(settings))
-    core = client.CoreV1Api(api_client)
-    try:
-        core.create_namespace(namespace_object())
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-    port_set = ports()
-    if not processes.running(settings, WEBHOOK):
-        processes.start(settings, WEBHOOK, webhook_argv(settings, binary, port_set),
-                        env=webhook_env(settings))
-    log = processes.log_file(settings, WEBHOOK)
-
-    def bundle() -> str | None:
-        if not http_ok(readyz_url(port_set.webhook_health)):
-            return None
-        try:
-            secret = core.read_namespaced_secret(WEBHOOK_SECRET, NAMESPACE)
-        except ApiException:
-            return None
-        return ca_bundle(api_client.sanitize_for_serialization(secret))
-
-    wait_for(lambda: bundle() is not None, timeout=120,
-             what="the Spark Operator's webhook to serve with its certificate",
-             on_timeout=lambda: processes.tail(log))
-    ca = bundle()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="spark-operator-") as values:
+        json.dump(chart_values(image_tag, namespace_selector=namespace_selector), values)
+        values.flush()
+        proc = subprocess.run(
+            helm_argv(helm, settings.kubeconfig, chart_dir(settings), Path(values.name),
+                      namespace_selector),
+            capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"helm could not install the Spark Operator {VERSION} "
+                         f"({proc.returncode}):\n{proc.stdout}{proc.stderr}\n"
+                         f"its pods: kubectl -n {NAMESPACE} get pods; their logs: "
+                         f"kubectl -n {NAMESPACE} logs deploy/{DEPLOYMENTS[0]}")
     admission = client.AdmissionregistrationV1Api(api_client)
-    for body, read, create, replace in (
-        (mutating_webhook_configuration(port_set.webhook, ca, selector=namespace_selector),
-         admission.read_mutating_webhook_configuration,
-         admission.create_mutating_webhook_configuration,
-         admission.replace_mutating_webhook_configuration),
-        (validating_webhook_configuration(port_set.webhook, ca, selector=namespace_selector),
-         admission.read_validating_webhook_configuration,
-         admission.create_validating_webhook_configuration,
-         admission.replace_validating_webhook_configuration),
-    ):
-        try:
-            current = read(WEBHOOK_NAME)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            create(body)
-        else:
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            replace(WEBHOOK_NAME, body)
-    if not processes.running(settings, CONTROLLER):
-        spark_home = spark_home_for(spark_submit)
-        processes.start(settings, CONTROLLER, controller_argv(
-            settings, binary, port_set, namespace_selector=namespace_selector),
-                        env=controller_env(settings, spark_home))
-    wait_for(lambda: http_ok(readyz_url(port_set.controller_health)), timeout=120,
-             what="the Spark Operator's controller to be ready",
-             on_timeout=lambda: processes.tail(processes.log_file(settings, CONTROLLER)))
+
+    def configurations() -> list[dict[str, Any]]:
+        found = []
+        for read in (admission.read_mutating_webhook_configuration,
+                     admission.read_validating_webhook_configuration):
+            try:
+                found.append(api_client.sanitize_for_serialization(read(WEBHOOK_NAME)))
+            except client.exceptions.ApiException as exc:
+                if exc.status != 404:
+                    raise
+        return found
+
+    wait_for(lambda: ca_bundles_set(configurations()), timeout=120, interval=0.5,
+             what="the Spark Operator's webhook to put its CA into both configurations")
+
+
+def stop(settings: Settings, helm: Path | None) -> None:
+    """Uninstall the release while the API server and the node still run: its webhook
+    configurations (`failurePolicy: Fail`) would otherwise outlive the webhook and refuse
+    every SparkApplication write of a later stack. Nothing to do without a kubeconfig or
+    once the API server is gone."""
+    if helm is None or not settings.kubeconfig.is_file():
+        return
+    subprocess.run([str(helm), "--kubeconfig", str(settings.kubeconfig), "uninstall", RELEASE,
+                    "--namespace", NAMESPACE, "--ignore-not-found", "--wait", "--timeout",
+                    "120s"], capture_output=True, text=True, check=False)
+    remove_webhooks(settings)
 
 
 def remove_webhooks(settings: Settings) -> None:
-    """Both webhook configurations go before the webhook does: with `failurePolicy: Fail`
-    they would refuse every SparkApplication write once nothing answers them."""
+    """Both webhook configurations gone, whatever Helm managed (it may have found the
+    release half installed)."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
-    if not settings.kubeconfig.is_file():
-        return
     admission = client.AdmissionregistrationV1Api(
         config.new_client_from_config(config_file=str(settings.kubeconfig)))
     for delete in (admission.delete_mutating_webhook_configuration,
@@ -481,18 +338,24 @@ def remove_webhooks(settings: Settings) -> None:
             return  # the API server is down already: nothing can reach them
 
 
-def stop(settings: Settings) -> None:
-    """Nothing to do for a stack that runs the stand-in (no webhook of ours is configured)."""
-    if not (processes.running(settings, WEBHOOK) or processes.running(settings, CONTROLLER)):
-        return
-    processes.stop(settings, CONTROLLER)
-    remove_webhooks(settings)
-    processes.stop(settings, WEBHOOK)
+def main(argv: list[str] | None = None) -> None:
+    """`python -m dvstack.spark_operator [binary|image]`: build (or find) the binary or the
+    image and print it; `post-render --namespace-selector=S`: Helm's post-renderer."""
+    import argparse
 
-
-def main() -> None:
-    """`python -m dvstack.spark_operator`: build (or find) the binary and print its path."""
-    print(operator_binary(load()))
+    parser = argparse.ArgumentParser(prog="python -m dvstack.spark_operator")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("binary", help="the spark-operator binary (the default)")
+    sub.add_parser("image", help="the stack's Spark Operator image and its archive")
+    post = sub.add_parser("post-render", help="scope the chart's webhooks (stdin to stdout)")
+    post.add_argument("--namespace-selector", required=True)
+    args = parser.parse_args(argv)
+    if args.command == "post-render":
+        sys.stdout.write(scope_webhooks(sys.stdin.read(), args.namespace_selector))
+    elif args.command == "image":
+        print("\t".join(str(part) for part in image(load())))
+    else:
+        print(operator_binary(load()))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""A SparkApplication replaying an orders topic, as test_first_replay (stand-in) and
-test_real_node (the real Spark Operator) both drive one: the test's own recomputation and
-the wait until the job's ledger reaches the topic's end."""
+"""A SparkApplication replaying an orders topic, as test_first_replay drives one on each
+runtime (the stand-in, the real Spark Operator): the test's own recomputation and the wait
+until the job's ledger reaches the topic's end."""
 
 from __future__ import annotations
 

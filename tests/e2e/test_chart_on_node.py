@@ -1,12 +1,27 @@
-"""The product as a platform installs it: `helm install` of the chart, the operator running as
-pods of its own image on the real node, its jobs as pods on the real Spark Operator.
+"""The product as a platform installs it, on the real node, and every pod it depends on lost
+in turn: `helm install` of the chart runs the operator as pods of its own image, its jobs
+run as pods on the real Spark Operator, under a live producer.
 
 Two replicas (Kopf peering: the highest ordinal works, the other stands by), the chart's
-security defaults (non-root, read-only root filesystem, no capabilities). A view is
-applied and serves; its v2 migrates under a live producer with a reader on the alias,
-and the working operator pod is deleted mid-migration: the standby takes over, the
-StatefulSet replaces the pod, and the migration completes with no reader error and the
-index equal to the test's recomputation of every event.
+security defaults (non-root, read-only root filesystem, no capabilities). One view serves
+every check:
+
+0. it is applied in a namespace that lacks the installation's checkpoint Secret, which its
+   jobs mount (the operator checks the view's own Secrets first, not this one): the kubelet
+   says so only in a FailedMount Event, and the view's status must carry the kubelet's
+   words (Degraded, SecretMissing) until the Secret is created;
+1. v1's executor pod is force-deleted with batches under way (the kubelet kills the
+   container at once): Spark's driver asks for a new executor and the batch runs again;
+2. v1's driver pod is force-deleted mid-replay: the Spark Operator reruns the application
+   (the view's restart policy) and the new driver resumes from its `s3a://` checkpoint,
+   the batch numbers carrying on; v1's index must then equal the test's recomputation;
+3. v2 migrates under a live producer with a reader on the alias, and the working operator
+   pod is deleted mid-migration: the standby takes over, the StatefulSet replaces the pod,
+   and the migration completes with no reader error and the index equal to the
+   recomputation of every event.
+
+(One scene for what were two files: each cost an operator, a first replay and a
+convergence on the node.)
 """
 
 from __future__ import annotations
@@ -19,10 +34,20 @@ from typing import Any
 import pytest
 import yaml
 from e2e_checkpoints import checkpoint_env
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
+from e2e_operator import GATE_SECONDS, TRIGGER_SECONDS
+from e2e_views import (
+    G,
+    P,
+    V,
+    ViewHandle,
+    ledger_batch_ids,
+    orders_backlog,
+    view_body,
+    wait_alias_equals,
+)
 from kubernetes import client
 
+from dvstack import replay
 from dvstack.chart import Helm, short_id
 from dvstack.helm import helm_binary
 from dvstack.settings import load
@@ -31,9 +56,13 @@ from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.real_node
 
+EVENTS = 120_000
+PER_BATCH = 8_000
+"""Fifteen batches of the backlog at least: the pod faults land mid-replay, not after it."""
+V2_PER_BATCH = 40_000
+"""v2 is not under fault: it replays in a few batches."""
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "
           "FROM events GROUP BY customer_id")
-
 
 
 def chart_values(stack: Any, namespace: str) -> dict[str, Any]:
@@ -46,7 +75,7 @@ def chart_values(stack: Any, namespace: str) -> dict[str, Any]:
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "watch": {"mode": "namespaces", "namespaces": [namespace]},
         "operator": {"lagPollSeconds": 1},
-        "spark": {"image": stack.images["spark"], "triggerSeconds": 3,
+        "spark": {"image": stack.images["spark"], "triggerSeconds": int(TRIGGER_SECONDS),
                   "checkpointBase": checkpoints["DV_CHECKPOINT_BASE"],
                   "checkpointSecretName": checkpoints["DV_CHECKPOINT_SECRET"],
                   "checkpointS3Endpoint": checkpoints["DV_CHECKPOINT_S3_ENDPOINT"],
@@ -66,7 +95,84 @@ def operator_pods(core: client.CoreV1Api, namespace: str, release: str) -> dict[
                     for c in p.status.conditions or [])}
 
 
-def test_the_chart_runs_the_operator_as_pods_and_a_deleted_working_pod_costs_nothing(
+def _pods(core: client.CoreV1Api, namespace: str, role: str) -> list[Any]:
+    return [p for p in core.list_namespaced_pod(
+        namespace, label_selector=f"spark-role={role}").items
+        if p.metadata.deletion_timestamp is None]
+
+
+def _running(core: client.CoreV1Api, namespace: str, role: str) -> list[Any]:
+    return [p for p in _pods(core, namespace, role) if p.status.phase == "Running"]
+
+
+def _force_delete(core: client.CoreV1Api, pod: Any) -> None:
+    core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
+                               grace_period_seconds=0)
+
+
+def _secret_missing_then_created(core: client.CoreV1Api, stack: Any, handle: ViewHandle,
+                                 namespace: str, secret: str, applied: float,
+                                 results: dict[str, Any]) -> None:
+    """Step 0: the kubelet's FailedMount in the view's status, then the driver once the
+    Secret exists."""
+    def blocked() -> bool:
+        degraded = handle.condition("Degraded")
+        return degraded.get("reason") == "SecretMissing" and (
+            f'FailedMount: MountVolume.SetUp failed for volume "{secret}-volume"'
+            f' : secret "{secret}" not found') in degraded.get("message", "")
+
+    wait_for(blocked, timeout=300, interval=0.5, on_timeout=handle.brief,
+             what="the view to show the kubelet's FailedMount for the missing Secret")
+    results["secret_missing_shown_s"] = round(time.monotonic() - applied, 1)
+    results["secret_missing_message"] = handle.condition("Degraded")["message"]
+    replay.ensure_checkpoint_secret(core, namespace, stack.s3)
+    restored = time.monotonic()
+    wait_for(lambda: _running(core, namespace, "driver"), timeout=300, interval=0.5,
+             what="the driver to run once its Secret exists", on_timeout=handle.brief)
+    results["driver_running_after_secret_s"] = round(time.monotonic() - restored, 1)
+
+
+def _executor_then_driver_deleted(core: client.CoreV1Api, stack: Any, handle: ViewHandle,
+                                  namespace: str, revision: str,
+                                  results: dict[str, Any]) -> None:
+    """Steps 1 and 2, mid-replay: the batch numbers must carry on from the checkpoint."""
+    wait_for(lambda: len(ledger_batch_ids(stack.pg_dsn, revision)) >= 2
+             and _running(core, namespace, "executor"), timeout=600, interval=0.5,
+             what="two committed batches and a running executor pod",
+             on_timeout=handle.brief)
+    victim = _running(core, namespace, "executor")[0]
+    before = ledger_batch_ids(stack.pg_dsn, revision)
+    _force_delete(core, victim)
+    deleted = time.monotonic()
+    wait_for(lambda: [p for p in _running(core, namespace, "executor")
+                      if p.metadata.uid != victim.metadata.uid],
+             timeout=180, interval=0.5, what="Spark's driver to start a new executor pod")
+    results["executor_replaced_s"] = round(time.monotonic() - deleted, 1)
+    wait_for(lambda: len(ledger_batch_ids(stack.pg_dsn, revision)) >= len(before) + 2,
+             timeout=300, interval=0.5, what="two more batches on the new executor",
+             on_timeout=handle.brief)
+    results["executor_to_next_batch_s"] = round(time.monotonic() - deleted, 1)
+
+    driver = _running(core, namespace, "driver")[0]
+    assert handle.active() is None, "the replay ended before the driver could be deleted"
+    before = ledger_batch_ids(stack.pg_dsn, revision)
+    _force_delete(core, driver)
+    deleted = time.monotonic()
+    wait_for(lambda: [p for p in _running(core, namespace, "driver")
+                      if p.metadata.uid != driver.metadata.uid],
+             timeout=300, interval=0.5, what="the Spark Operator to rerun the driver",
+             on_timeout=handle.brief)
+    results["driver_rerun_running_s"] = round(time.monotonic() - deleted, 1)
+    wait_for(lambda: len(ledger_batch_ids(stack.pg_dsn, revision)) > len(before),
+             timeout=300, interval=0.5, what="a batch from the rerun driver",
+             on_timeout=handle.brief)
+    results["driver_to_next_batch_s"] = round(time.monotonic() - deleted, 1)
+    after = ledger_batch_ids(stack.pg_dsn, revision)
+    # resumed from its checkpoint: the batch numbers carry on, none ran from offset 0
+    assert after[:len(before)] == before and min(after[len(before):]) > max(before)
+
+
+def test_the_charts_operator_pods_and_the_jobs_pods_each_deleted_cost_nothing(
         stack: Any, real_node: None, kube_api_client: Any, namespace: str,
         checkpoint_secret: str) -> None:  # the Secret the chart's values name
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
@@ -76,7 +182,12 @@ def test_the_chart_runs_the_operator_as_pods_and_a_deleted_working_pod_costs_not
     installed = time.monotonic()
     helm.install(release, namespace, chart_values(stack, namespace))
     handle = ViewHandle(custom, namespace, "orders")
+    reader: AliasReader | None = None
+    live: LiveProducer | None = None
     try:
+        # history older than the gate: v1 must still be replaying at step 2
+        topic, events = orders_backlog(stack, core, namespace, EVENTS, seed=29, age_seconds=3600)
+        table = f"chart_{topic.split('-')[1]}"
         wait_for(lambda: len(operator_pods(core, namespace, release)) == 2, timeout=300,
                  interval=0.5, what="both operator pods to be Ready")
         results["install_to_both_ready_s"] = round(time.monotonic() - installed, 1)
@@ -88,49 +199,69 @@ def test_the_chart_runs_the_operator_as_pods_and_a_deleted_working_pod_costs_not
             assert security.capabilities.drop == ["ALL"]
         working = max(pods, key=lambda n: int(n.rsplit("-", 1)[1]))  # the highest ordinal
 
-        topic, events = orders_backlog(stack, core, namespace, 30_000, seed=47)
-        table = f"chart_{topic.split('-')[1]}"
         view = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table)
+        view["spec"]["source"]["maxOffsetsPerTrigger"] = PER_BATCH
         view["spec"]["cutover"] = {"stableForSeconds": 2, "retainPreviousSeconds": 5,
                                    "maxLagSeconds": GATE_SECONDS}
+        live = LiveProducer(stack.kafka_bootstrap, topic, rate=40, seed=331).start()
+        core.delete_namespaced_secret(checkpoint_secret, namespace)  # step 0
         custom.create_namespaced_custom_object(G, V, namespace, P, view)
-        v1 = handle.wait_serving_new(None, "v1 to serve, built by the operator's pod",
-                                     timeout=900)
+        applied = time.monotonic()
+        wait_for(lambda: (handle.status().get("candidate") or {}).get("revision"),
+                 timeout=120, interval=0.5, what="the view's first revision")
+        v1 = handle.status()["candidate"]["revision"]
+        _secret_missing_then_created(core, stack, handle, namespace, checkpoint_secret,
+                                     applied, results)
+        _executor_then_driver_deleted(core, stack, handle, namespace, v1, results)
+        assert handle.wait_serving_new(None, "v1 to serve after its pods' deletions",
+                                       timeout=900) == v1
+        events += live.stop()
+        assert live.failures == []
+        live = None
         wait_alias_equals(stack.pg_dsn, table, events, ["orders", "revenue"],
-                          "v1's alias to hold every event")
+                          "v1's alias to equal the recomputation of every event", timeout=300)
+        batches = ledger_batch_ids(stack.pg_dsn, v1)
+        assert batches == sorted(set(batches))  # each batch once
+        results.update(v1_events=len(events), v1_batches=len(batches))
 
+        # 3. v2 under traffic, the working operator pod deleted mid-migration
         reader = AliasReader(stack.pg_dsn, table).start()
         live = LiveProducer(stack.kafka_bootstrap, topic, rate=40, seed=211).start()
-        try:
-            handle.patch({"spec": {"transform": {"sql": SQL_V2}}})
-            wait_for(lambda: (handle.status().get("candidate") or {}).get("phase")
-                     in ("Backfilling", "CaughtUp"), timeout=300, interval=0.5,
-                     what="v2 to start building", on_timeout=handle.brief)
-            victim = pods[working]
-            core.delete_namespaced_pod(working, namespace)  # as `kubectl delete pod` does
-            deleted = time.monotonic()
-            wait_for(lambda: working in operator_pods(core, namespace, release)
-                     and operator_pods(core, namespace, release)[working].metadata.uid
-                     != victim.metadata.uid, timeout=300, interval=0.5,
-                     what="the StatefulSet to replace the deleted operator pod")
-            results["deleted_to_replacement_ready_s"] = round(time.monotonic() - deleted, 1)
-            v2 = handle.wait_serving_new(v1, "v2 to take over after the operator pod's loss",
-                                         timeout=900)
-            results["deleted_to_v2_serving_s"] = round(time.monotonic() - deleted, 1)
-        finally:
-            reader.stop()
-            events += live.stop()
+        handle.patch({"spec": {"transform": {"sql": SQL_V2},
+                               "source": {"maxOffsetsPerTrigger": V2_PER_BATCH}}})
+        wait_for(lambda: (handle.status().get("candidate") or {}).get("phase")
+                 in ("Backfilling", "CaughtUp"), timeout=300, interval=0.5,
+                 what="v2 to start building", on_timeout=handle.brief)
+        victim = pods[working]
+        core.delete_namespaced_pod(working, namespace)  # as `kubectl delete pod` does
+        deleted = time.monotonic()
+        wait_for(lambda: working in operator_pods(core, namespace, release)
+                 and operator_pods(core, namespace, release)[working].metadata.uid
+                 != victim.metadata.uid, timeout=300, interval=0.5,
+                 what="the StatefulSet to replace the deleted operator pod")
+        results["deleted_to_replacement_ready_s"] = round(time.monotonic() - deleted, 1)
+        v2 = handle.wait_serving_new(v1, "v2 to take over after the operator pod's loss",
+                                     timeout=900)
+        results["deleted_to_v2_serving_s"] = round(time.monotonic() - deleted, 1)
+        reader.stop()
+        live_v2 = live.stop()
         assert live.failures == []
+        live = None
+        events += live_v2
         assert reader.errors == []
         assert v2 != v1
         wait_alias_equals(stack.pg_dsn, table, events, ["orders", "revenue", "biggest"],
                           "v2's alias to equal the recomputation of every event")
-        results.update(reader_queries=reader.queries,
-                       reader_worst_stall_ms=round(reader.worst_stall * 1000, 1),
-                       live_events=live.count())
+        results.update(events=len(events), v2_live_events=len(live_v2),
+                       reader_queries=reader.queries,
+                       reader_worst_stall_ms=round(reader.worst_stall * 1000, 1))
         jobs = core.list_namespaced_pod(namespace, label_selector="spark-role").items
         assert jobs and {p.spec.node_name for p in jobs} == {"dv-node"}
     finally:
+        if reader is not None:
+            reader.stop()
+        if live is not None:
+            live.stop()
         # the views go while the operator runs (its finalizer), then the operator
         try:
             custom.delete_namespaced_custom_object(G, V, namespace, P, "orders")

@@ -1,7 +1,7 @@
 """Day one on a real cluster: a migration under live traffic with the default cutover
 settings, a reader with only SELECT on the alias, a missing Secret and a missing topic.
 (A driver killed mid-replay: tests/faults/test_job_kills.py, and on the real node
-tests/e2e/test_real_node_faults.py.)
+tests/e2e/test_chart_on_node.py.)
 
 The operator runs as its own process against the local stack; a producer writes into the
 source topic at a fixed rate for the whole migration, and the index is compared with the

@@ -1,11 +1,11 @@
 """The operator as a user runs it: apply v1 -> serves; change SQL -> v2 replays, cuts over; delete.
 
 The operator runs as its own process (`derived-views-operator -A`) against the
-local API server, Kafka and PostgreSQL. Where the stack has the real node (marker
-`real_node`) the real Spark Operator runs both jobs as driver and executor pods of the
-project's image; elsewhere the stand-in runs them. A producer writes through the
-migration, a reader queries the alias in a loop through the cutover and must see no
-error, and the index must equal the test's recomputation of every event.
+local API server, Kafka and PostgreSQL, with the stand-in running its jobs (the same
+migration on the real node, with the chart's operator pods and the jobs' pods deleted on
+the way: test_chart_on_node). A producer writes through the migration, a reader queries
+the alias in a loop through the cutover and must see no error, and the index must equal
+the test's recomputation of every event.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from e2e_checkpoints import s3_keys
 from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
@@ -30,9 +29,8 @@ SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(a
           "FROM events GROUP BY customer_id")
 
 
-@pytest.mark.real_node
 def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, namespace: str,
-                                           operator_process: Path, jobs_on_node: bool) -> None:
+                                           operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
     topic = f"orders-{uuid.uuid4().hex[:8]}"
     table = f"obc_{uuid.uuid4().hex[:8]}"
@@ -65,9 +63,7 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=50, seed=113).start()
     try:
         handle.patch({"spec": {"transform": {"sql": SQL_V2}}})
-        # a node replays at about half the stand-in's rate, beside the whole suite
-        handle.wait_serving_new(v1, "v2 to replay and take over",
-                                timeout=1200 if jobs_on_node else 600)
+        handle.wait_serving_new(v1, "v2 to replay and take over")
     finally:
         reader.stop()
         events += live.stop()
@@ -85,13 +81,8 @@ def test_apply_migrate_cut_over_and_delete(stack: Any, kube_api_client: Any, nam
     results = Path(stack.state_dir) / "results"
     results.mkdir(exist_ok=True)
     (results / "operator_migration.json").write_text(json.dumps(
-        {"jobs_on": "real node" if jobs_on_node else "stand-in",
-         "reader_queries": reader.queries, "reader_worst_stall_ms":
+        {"reader_queries": reader.queries, "reader_worst_stall_ms":
          round(reader.worst_stall * 1000, 1), "live_events": live.count()}))
-    if jobs_on_node:  # the jobs ran as pods on the node, not as the stand-in's processes
-        pods = core.list_namespaced_pod(namespace, label_selector="spark-role").items
-        assert {p.spec.node_name for p in pods} == {"dv-node"}, [
-            (p.metadata.name, p.spec.node_name) for p in pods]
 
     custom.delete_namespaced_custom_object(G, V, namespace, P, "orders")
     wait_for(handle.gone, timeout=120, interval=1,

@@ -275,3 +275,15 @@ def test_other_commands_pass_through(tmp_path: Path) -> None:
     done, _ = _run_entrypoint(tmp_path, [], {})
     assert done.returncode == 64
     assert "usage:" in done.stderr
+
+
+def test_the_spark_operator_image_copies_exactly_what_the_stack_gives_it() -> None:
+    from dvstack import spark_operator
+    from dvstack.images import COMPONENTS
+
+    component = COMPONENTS[spark_operator.IMAGE]
+    recipe = component.containerfile.read_text()
+    assert sorted(copied_sources(recipe)) == sorted([spark_operator.BINARY,
+                                                     spark_operator.ENTRYPOINT])
+    assert dict(component.bases) == {"SPARK_IMAGE": "spark"}  # the Spark image's layout
+    assert "USER 185:185" in recipe  # the upstream image's user, as the chart expects

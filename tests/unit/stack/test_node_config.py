@@ -151,14 +151,14 @@ def test_the_host_check_names_each_thing_left_behind_and_each_changed_sysctl() -
     ]
 
 
-def test_the_node_mode_adds_the_node_and_the_spark_operator_beside_the_stand_in(
-        tmp_path: Path) -> None:
+def test_the_node_mode_adds_the_nodes_daemons_beside_the_stand_in(tmp_path: Path) -> None:
+    """The Spark Operator is no process of the stack's: its chart runs it as pods."""
     plain = components(settings_in(tmp_path, with_node=False))
     real = components(settings_in(tmp_path, with_node=True))
     assert "spark-executor" in plain and "kubelet" not in plain
     assert "spark-executor" in real  # for speed, in the namespaces not labelled for the node
-    assert {"containerd", "kubelet", "kube-proxy", "kube-scheduler", "coredns",
-            "spark-operator-webhook", "spark-operator-controller"} <= set(real)
+    assert {"containerd", "kubelet", "kube-proxy", "kube-scheduler", "coredns"} <= set(real)
+    assert not [c for c in real if "spark-operator" in c]
     assert set(plain) & set(real) >= {"postgres", "kube-apiserver", "kafka", "opensearch"}
 
 
