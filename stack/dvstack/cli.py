@@ -337,6 +337,12 @@ def status(settings: Settings) -> int:
         state = "running" if pid else "stopped"
         missing += state != "running"
         print(f"{name:26} {state:8} {pid or ''}")
+    if settings.node and processes.running(settings, "kube-apiserver"):
+        for name, replicas in spark_operator.deployment_states(settings).items():
+            ready = replicas is not None and replicas[0] >= max(replicas[1], 1)
+            missing += not ready
+            shown = "missing" if replicas is None else f"{replicas[0]}/{replicas[1]} pods ready"
+            print(f"{name:26} {'running' if ready else 'stopped':8} {shown}")
     return 1 if missing else 0
 
 

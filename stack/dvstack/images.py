@@ -67,14 +67,10 @@ STEP_TIMEOUT_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
-class Base:
-    """A base image made here: debootstrap of `packages`, then `<name>.Containerfile`."""
+class _Recipe:
+    """An image of the stack's own: `localhost/dv-<name>`, from stack/images/."""
 
     name: str
-    packages: tuple[str, ...]
-    extra_files: tuple[str, ...] = ()
-    """Files of stack/images/ the Containerfile copies."""
-    build_args: tuple[tuple[str, str], ...] = ()
 
     @property
     def repository(self) -> str:
@@ -83,6 +79,16 @@ class Base:
     @property
     def containerfile(self) -> Path:
         return RECIPES / f"{self.name}.Containerfile"
+
+
+@dataclass(frozen=True)
+class Base(_Recipe):
+    """A base image made here: debootstrap of `packages`, then `<name>.Containerfile`."""
+
+    packages: tuple[str, ...]
+    extra_files: tuple[str, ...] = ()
+    """Files of stack/images/ the Containerfile copies."""
+    build_args: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,21 +107,12 @@ class Project:
 
 
 @dataclass(frozen=True)
-class Component:
+class Component(_Recipe):
     """An image of something the stack runs on its node that is not the project's (the
     Spark Operator): `stack/images/<name>.Containerfile` on bases, its context files given
     by the caller from the cache, not the checkout."""
 
-    name: str
     bases: tuple[tuple[str, str], ...]
-
-    @property
-    def repository(self) -> str:
-        return f"localhost/dv-{self.name}"
-
-    @property
-    def containerfile(self) -> Path:
-        return RECIPES / f"{self.name}.Containerfile"
 
 
 _PYTHON = ("python3", "python3-venv", "python3-distutils", "passwd", "ca-certificates",

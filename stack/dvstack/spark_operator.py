@@ -306,6 +306,26 @@ def start(settings: Settings, helm: Path, image_tag: str,
              what="the Spark Operator's webhook to put its CA into both configurations")
 
 
+def deployment_states(settings: Settings) -> dict[str, tuple[int, int] | None]:
+    """(ready, wanted) replicas of each of the release's Deployments, None for one not
+    there, for `dvstack status` (they are pods, not processes of the stack)."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    apps = client.AppsV1Api(config.new_client_from_config(config_file=str(settings.kubeconfig)))
+    states: dict[str, tuple[int, int] | None] = {}
+    for name in DEPLOYMENTS:
+        try:
+            deployment = apps.read_namespaced_deployment(name, NAMESPACE)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            states[name] = None
+            continue
+        states[name] = (deployment.status.ready_replicas or 0, deployment.spec.replicas or 0)
+    return states
+
+
 def stop(settings: Settings, helm: Path | None) -> None:
     """Uninstall the release while the API server and the node still run: its webhook
     configurations (`failurePolicy: Fail`) would otherwise outlive the webhook and refuse

@@ -68,6 +68,22 @@ def ledger_batch_ids(dsn: str, revision: str) -> list[int]:
                             "ORDER BY batch_id", (revision,)).fetchall()
     return [int(r[0]) for r in rows]
 
+def running_batch(dsn: str, revision: str) -> tuple[int, int] | None:
+    """(batch id, records its tasks have read) of the batch the revision's job has begun and
+    not committed, from the job's own report (`dv_ledger_progress`: at the batch's start,
+    then every few seconds while it runs); None between batches."""
+    with psycopg.connect(dsn) as conn:
+        try:
+            row = conn.execute(
+                "SELECT p.batch_id, p.records_read FROM dv_ledger_progress p "
+                "WHERE p.revision = %s AND NOT EXISTS (SELECT 1 FROM dv_ledger l "
+                "WHERE l.revision = p.revision AND l.batch_id = p.batch_id)",
+                (revision,)).fetchone()
+        except psycopg.errors.UndefinedTable:  # no job has reported yet
+            return None
+    return (int(row[0]), int(row[1])) if row is not None else None
+
+
 def parse_time(value: str) -> dt.datetime:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 

@@ -10,8 +10,9 @@ every check:
    jobs mount (the operator checks the view's own Secrets first, not this one): the kubelet
    says so only in a FailedMount Event, and the view's status must carry the kubelet's
    words (Degraded, SecretMissing) until the Secret is created;
-1. v1's executor pod is force-deleted with batches under way (the kubelet kills the
-   container at once): Spark's driver asks for a new executor and the batch runs again;
+1. v1's executor pod is force-deleted mid-batch: while its driver counts tasks running on
+   it, of a batch the job has begun and not committed (the kubelet kills the container at
+   once); Spark's driver asks for a new executor and the lost tasks run again there;
 2. v1's driver pod is force-deleted mid-replay: the Spark Operator reruns the application
    (the view's restart policy) and the new driver resumes from its `s3a://` checkpoint,
    the batch numbers carrying on; v1's index must then equal the test's recomputation;
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from e2e_views import (
     ViewHandle,
     ledger_batch_ids,
     orders_backlog,
+    running_batch,
     view_body,
     wait_alias_equals,
 )
@@ -61,6 +64,8 @@ PER_BATCH = 8_000
 """Fifteen batches of the backlog at least: the pod faults land mid-replay, not after it."""
 V2_PER_BATCH = 40_000
 """v2 is not under fault: it replays in a few batches."""
+SPARK_UI_PORT = 4040
+"""Spark's default UI port: the job template leaves the UI on in the driver pod."""
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "
           "FROM events GROUP BY customer_id")
 
@@ -105,6 +110,24 @@ def _running(core: client.CoreV1Api, namespace: str, role: str) -> list[Any]:
     return [p for p in _pods(core, namespace, role) if p.status.phase == "Running"]
 
 
+def active_tasks(driver: Any, executor: Any) -> int:
+    """Tasks `executor` runs now, as its driver counts them (Spark's monitoring REST API on
+    the driver pod's UI port, which pods and this host reach); 0 when the driver does not
+    answer yet."""
+    base = f"http://{driver.status.pod_ip}:{SPARK_UI_PORT}/api/v1/applications"
+    try:
+        with urllib.request.urlopen(base, timeout=2) as answer:
+            (application,) = json.load(answer)
+        with urllib.request.urlopen(f"{base}/{application['id']}/executors",
+                                    timeout=2) as answer:
+            executors = json.load(answer)
+    except (OSError, ValueError):
+        return 0
+    return sum(int(e.get("activeTasks", 0)) for e in executors
+               if e.get("id") != "driver"
+               and str(e.get("hostPort", "")).split(":")[0] == executor.status.pod_ip)
+
+
 def _force_delete(core: client.CoreV1Api, pod: Any) -> None:
     core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
                                grace_period_seconds=0)
@@ -135,15 +158,29 @@ def _secret_missing_then_created(core: client.CoreV1Api, stack: Any, handle: Vie
 def _executor_then_driver_deleted(core: client.CoreV1Api, stack: Any, handle: ViewHandle,
                                   namespace: str, revision: str,
                                   results: dict[str, Any]) -> None:
-    """Steps 1 and 2, mid-replay: the batch numbers must carry on from the checkpoint."""
-    wait_for(lambda: len(ledger_batch_ids(stack.pg_dsn, revision)) >= 2
-             and _running(core, namespace, "executor"), timeout=600, interval=0.5,
-             what="two committed batches and a running executor pod",
-             on_timeout=handle.brief)
-    victim = _running(core, namespace, "executor")[0]
+    """Steps 1 and 2, mid-replay: the executor while it runs tasks of a batch not yet
+    committed (its driver's own count of the executor's active tasks, and the job's report
+    of the batch it has begun), then the driver; the batch numbers must carry on from the
+    checkpoint, the interrupted batch committed once."""
+    def mid_batch() -> tuple[Any, int, tuple[int, int]] | None:
+        if len(ledger_batch_ids(stack.pg_dsn, revision)) < 2:
+            return None
+        executors, drivers = (_running(core, namespace, r) for r in ("executor", "driver"))
+        batch = running_batch(stack.pg_dsn, revision)
+        if not (executors and drivers and batch):
+            return None
+        tasks = active_tasks(drivers[0], executors[0])
+        return (executors[0], tasks, batch) if tasks else None
+
+    victim, tasks, interrupted = wait_for(
+        mid_batch, timeout=600, interval=0.2, on_timeout=handle.brief,
+        what="two committed batches and the executor running tasks of a third")
     before = ledger_batch_ids(stack.pg_dsn, revision)
     _force_delete(core, victim)
     deleted = time.monotonic()
+    results["executor_deleted_in_batch"] = {"batch": interrupted[0],
+                                            "records_read": interrupted[1],
+                                            "active_tasks": tasks}
     wait_for(lambda: [p for p in _running(core, namespace, "executor")
                       if p.metadata.uid != victim.metadata.uid],
              timeout=180, interval=0.5, what="Spark's driver to start a new executor pod")
@@ -152,6 +189,8 @@ def _executor_then_driver_deleted(core: client.CoreV1Api, stack: Any, handle: Vi
              timeout=300, interval=0.5, what="two more batches on the new executor",
              on_timeout=handle.brief)
     results["executor_to_next_batch_s"] = round(time.monotonic() - deleted, 1)
+    # the batch the executor was reading was written again on the new one, once
+    assert ledger_batch_ids(stack.pg_dsn, revision).count(interrupted[0]) == 1
 
     driver = _running(core, namespace, "driver")[0]
     assert handle.active() is None, "the replay ended before the driver could be deleted"
