@@ -96,12 +96,14 @@ class Helm:
                 values: Mapping[str, Any]) -> subprocess.CompletedProcess[str]:
         return self._with_values("install", release, namespace, values)
 
-    def upgrade(self, release: str, namespace: str,
-                values: Mapping[str, Any]) -> subprocess.CompletedProcess[str]:
-        # --no-hooks: the CRD upgrade hook is a Job of the chart's image, which no node
-        # can pull here, and Helm would wait for it forever; its command is tested on its
-        # own (test_crd_upgrade_hook.py).
-        return self._with_values("upgrade", release, namespace, values, "--no-hooks")
+    def upgrade(self, release: str, namespace: str, values: Mapping[str, Any], *,
+                hooks: bool = False) -> subprocess.CompletedProcess[str]:
+        """Without `hooks` (--no-hooks): the CRD upgrade hook is a Job of the chart's image,
+        which only the real node has (imported, never pulled), and Helm would wait for it
+        forever elsewhere; its command is tested on its own (test_crd_upgrade_hook.py).
+        With `hooks`, Helm runs the hook Job and fails unless it succeeds."""
+        return self._with_values("upgrade", release, namespace, values,
+                                 *(() if hooks else ("--no-hooks",)))
 
     def uninstall(self, release: str, namespace: str) -> None:
         self.run("uninstall", release, "--namespace", namespace, "--ignore-not-found")

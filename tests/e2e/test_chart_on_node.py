@@ -19,7 +19,9 @@ every check:
 3. v2 migrates under a live producer with a reader on the alias, and the working operator
    pod is deleted mid-migration: the standby takes over, the StatefulSet replaces the pod,
    and the migration completes with no reader error and the index equal to the
-   recomputation of every event.
+   recomputation of every event;
+4. `helm upgrade` runs the chart's CRD upgrade hook, a Job of the operator's image, on the
+   node, and Helm succeeds only if it did; the view goes on serving v2.
 
 (One scene for what were two files: each cost an operator, a first replay and a
 convergence on the node.)
@@ -51,7 +53,7 @@ from e2e_views import (
 from kubernetes import client
 
 from dvstack import replay
-from dvstack.chart import Helm, short_id
+from dvstack.chart import Helm, short_id, unique_name
 from dvstack.helm import helm_binary
 from dvstack.settings import load
 from dvstack.traffic import AliasReader, LiveProducer
@@ -126,6 +128,14 @@ def active_tasks(driver: Any, executor: Any) -> int:
     return sum(int(e.get("activeTasks", 0)) for e in executors
                if e.get("id") != "driver"
                and str(e.get("hostPort", "")).split(":")[0] == executor.status.pod_ip)
+
+
+def _hook_pods_scheduled(core: client.CoreV1Api, namespace: str, job: str) -> dict[str, str]:
+    """The hook Job's pods and the node the scheduler gave each, from their Scheduled Events
+    (the Job and its pods are deleted once it succeeds: `hook-succeeded`)."""
+    events = core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
+    return {e.involved_object.name: e.message.rsplit(" to ", 1)[-1] for e in events
+            if e.involved_object.kind == "Pod" and e.involved_object.name.startswith(f"{job}-")}
 
 
 def _force_delete(core: client.CoreV1Api, pod: Any) -> None:
@@ -296,6 +306,16 @@ def test_the_charts_operator_pods_and_the_jobs_pods_each_deleted_cost_nothing(
                        reader_worst_stall_ms=round(reader.worst_stall * 1000, 1))
         jobs = core.list_namespaced_pod(namespace, label_selector="spark-role").items
         assert jobs and {p.spec.node_name for p in jobs} == {"dv-node"}
+
+        # 4. `helm upgrade` as a platform runs it: the chart's pre-upgrade hook, a Job of
+        # the operator's image under its own short-lived RBAC, applies the CRD on the node
+        upgraded = time.monotonic()
+        helm.upgrade(release, namespace, chart_values(stack, namespace), hooks=True)
+        results["upgrade_with_crd_hook_s"] = round(time.monotonic() - upgraded, 1)
+        hook_job = f"{unique_name(namespace, release)}-crds"[:63].rstrip("-")  # the template's
+        hook_pods = _hook_pods_scheduled(core, namespace, hook_job)
+        assert hook_pods and set(hook_pods.values()) == {"dv-node"}, hook_pods
+        assert handle.active() == v2 and handle.ready()  # the upgrade changed nothing served
     finally:
         if reader is not None:
             reader.stop()
