@@ -4,19 +4,16 @@ kube-proxy, kube-scheduler and CoreDNS, started and stopped like the other daemo
 Everything it adds to the host is the stack's own and goes again at `down`: the
 bridge (and the node address on it), containerd's root and state, pod network
 namespaces and mounts, the cgroup root, kube-proxy's iptables chains, and the
-sysctls kubelet or the CNI bridge changed (read before `up`, written back after).
-`host_changes` compares the host with the snapshot `up` took, for tests and
-`python -m dvstack node check`.
+sysctls kubelet or the CNI bridge changed (read before `up`, written back after);
+`dvstack.node_host` does that part, and keeps the machine's one node claimed.
+`python -m dvstack.node check` compares the host with the snapshot `up` took.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ipaddress
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -26,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from dvstack import kube_api, node_config, oci_archive, processes
+from dvstack import kube_api, node_config, node_host, oci_archive, processes
 from dvstack.node_config import NodeLayout
 from dvstack.node_support import cni_bin_dir, unsupported_reason
 from dvstack.settings import KUBE_VERSION, Settings, load
@@ -49,126 +46,6 @@ def binaries(settings: Settings) -> Path:
     if proc.returncode != 0:
         raise SystemExit(f"building the node's binaries failed:\n{proc.stderr[-3000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
-
-
-# ---------------------------------------------------------------- host snapshot
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
-def _sysctls() -> dict[str, str]:
-    return {name: _read(Path("/proc/sys") / name) for name in node_config.SYSCTLS}
-
-
-def _mounts() -> list[str]:
-    return sorted({line.split()[1] for line in _read(Path("/proc/mounts")).splitlines()})
-
-
-def _cgroups() -> list[str]:
-    root = Path("/sys/fs/cgroup")
-    found = []
-    for controller in sorted(root.iterdir()):
-        if controller.is_dir():
-            found += [str(p.relative_to(root)) for p in controller.iterdir() if p.is_dir()]
-    return sorted(found)
-
-
-def _iptables() -> list[str]:
-    """Every rule and chain of the tables kube-proxy writes, without packet counters."""
-    out = []
-    for table in ("filter", "nat", "mangle"):
-        proc = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True,
-                              check=False)
-        out += [f"{table} {line.split(' [')[0]}" for line in proc.stdout.splitlines()
-                if line and not line.startswith(("#", "*", "COMMIT"))]
-    return out
-
-
-def _links() -> list[str]:
-    proc = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
-                          check=False)
-    return sorted(line.split(":")[1].strip().split("@")[0] for line in proc.stdout.splitlines())
-
-
-def _netns() -> list[str]:
-    d = Path("/var/run/netns")
-    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
-
-
-def host_state() -> dict[str, Any]:
-    """What `down` must leave as it found: mounts, cgroups, iptables, links, sysctls."""
-    return {"mounts": _mounts(), "cgroups": _cgroups(), "iptables": _iptables(),
-            "links": _links(), "netns": _netns(), "sysctls": _sysctls(),
-            "run_containerd": Path("/run/containerd").exists()}
-
-
-def host_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Each difference between two snapshots, as a line a person can act on."""
-    changes = []
-    for key in ("mounts", "cgroups", "iptables", "links", "netns"):
-        added = sorted(set(after[key]) - set(before[key]))
-        removed = sorted(set(before[key]) - set(after[key]))
-        changes += [f"{key}: left behind {item}" for item in added]
-        changes += [f"{key}: missing {item}" for item in removed]
-    for name, value in before["sysctls"].items():
-        if after["sysctls"].get(name) != value:
-            changes.append(f"sysctl {name} is {after['sysctls'].get(name)!r}, was {value!r}")
-    if after["run_containerd"] and not before["run_containerd"]:
-        changes.append("left behind /run/containerd")
-    return changes
-
-
-def _snapshot_file(node: NodeLayout) -> Path:
-    return node.root / "host-before.json"
-
-
-# ---------------------------------------------------------------- network
-
-
-def _subnet_taken() -> str | None:
-    ours = ipaddress.ip_network(node_config.SUBNET)
-    proc = subprocess.run(["ip", "-o", "-4", "route", "show"], capture_output=True, text=True,
-                          check=False)
-    for line in proc.stdout.splitlines():
-        dst = line.split()[0]
-        if dst == "default" or f"dev {node_config.BRIDGE}" in line:
-            continue
-        try:
-            if ipaddress.ip_network(dst, strict=False).overlaps(ours):
-                return line
-        except ValueError:
-            continue
-    return None
-
-
-def _ip(*args: str) -> None:
-    processes.run(["ip", *args], what=f"ip {' '.join(args)}")
-
-
-def network_up() -> None:
-    """The stack's bridge, holding the node address every pod routes through."""
-    taken = _subnet_taken()
-    if taken:
-        raise SystemExit(f"the node's range {node_config.SUBNET} is already routed on this "
-                         f"host ({taken}); the node cannot take it")
-    if node_config.BRIDGE not in _links():
-        _ip("link", "add", node_config.BRIDGE, "type", "bridge")
-    proc = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", node_config.BRIDGE],
-                          capture_output=True, text=True, check=False)
-    if f"{node_config.NODE_ADDRESS}/" not in proc.stdout:
-        prefix = ipaddress.ip_network(node_config.SUBNET).prefixlen
-        _ip("addr", "add", f"{node_config.NODE_ADDRESS}/{prefix}", "dev", node_config.BRIDGE)
-    _ip("link", "set", node_config.BRIDGE, "up")
-
-
-def network_down() -> None:
-    if node_config.BRIDGE in _links():
-        _ip("link", "del", node_config.BRIDGE)
 
 
 # ---------------------------------------------------------------- certificates
@@ -276,9 +153,28 @@ def prepare_host(settings: Settings) -> None:
                          "DV_NODE=0 runs the stack with the SparkApplication stand-in only.")
     node = layout(settings)
     node.root.mkdir(parents=True, exist_ok=True)
-    if not _snapshot_file(node).is_file():
-        _snapshot_file(node).write_text(json.dumps(host_state(), indent=1))
-    network_up()
+    claim = node_host.read_claim()
+    alive = claim is not None and node_host.daemon_alive(node_host.cmdlines(), claim.root)
+    found = node_host.verdict(claim, settings.state_dir, alive=alive)
+    if found == "busy":
+        assert claim is not None
+        raise SystemExit(f"the real node of the stack in {claim.state_dir} runs on this "
+                         "machine, and a machine runs one node: stop that stack first "
+                         "(`make stack-down` there), or run this one with DV_NODE=0")
+    if found == "stale":
+        assert claim is not None
+        print(f"dvstack: the node of the stack in {claim.state_dir} was not stopped and its "
+              "daemons are gone; taking back what it left on the host", flush=True)
+        left = _give_back(settings, Path(claim.root), Path(claim.run), claim.before)
+        if left:
+            raise SystemExit("what that node left could not all be taken back:\n  "
+                             + "\n  ".join(left) + "\n(its claim stays in "
+                             f"{node_host.claim_path()}; see docs/real-node.md)")
+    if found != "ours":
+        node_host.write_claim(node_host.Claim(
+            state_dir=str(settings.state_dir), root=str(node.root), run=str(node.run),
+            before=node_host.host_state()))
+    node_host.network_up()
 
 
 def start(settings: Settings) -> None:
@@ -304,7 +200,7 @@ def start(settings: Settings) -> None:
              on_timeout=lambda: processes.tail(processes.log_file(settings, CONTAINERD)))
     _ctr(node, "images", "import", str(_pause_archive(settings, bin_dir)))
 
-    _make_cgroup_root()
+    node_host.make_cgroup_root()
     kubelet_yaml = _write(node.root / "kubelet.yaml", yaml.safe_dump(node_config.kubelet_config(node)))
     if not processes.running(settings, KUBELET):
         processes.start(settings, KUBELET, [
@@ -355,9 +251,10 @@ def _ctr_ok(node: NodeLayout) -> bool:
 def stop(settings: Settings) -> list[str]:
     """Stop the node and take back from the host all it added; the changes that remain."""
     node = layout(settings)
-    before_file = _snapshot_file(node)
-    if not before_file.is_file() and not any(processes.running(settings, d) for d in DAEMONS):
-        # This state directory never started a node; the bridge, if any, is another's.
+    claim = node_host.read_claim()
+    ours = claim if claim is not None and claim.state_dir == str(settings.state_dir) else None
+    if ours is None and not any(processes.running(settings, d) for d in DAEMONS):
+        # This state directory runs no node; the bridge, if any, is another's.
         return []
     processes.stop(settings, KUBELET)
     if processes.running(settings, CONTAINERD):
@@ -369,119 +266,20 @@ def stop(settings: Settings) -> list[str]:
                             "rmp", "--all", "--force"], capture_output=True, check=False)
     for name in (COREDNS, KUBE_PROXY, SCHEDULER):
         processes.stop(settings, name)
-    proxy_bin = settings.cache_dir / f"node-{KUBE_VERSION}" / "bin" / "kube-proxy"
-    if proxy_bin.exists():
-        subprocess.run([str(proxy_bin), "--cleanup"], capture_output=True, check=False)
     processes.stop(settings, CONTAINERD)
-    _kill_shims(node)
-    _unmount_under([node.root, node.containerd_state, Path("/run/containerd")])
-    before = json.loads(before_file.read_text()) if before_file.is_file() else None
-    if before is not None:
-        _remove_netns(before["netns"])
-    _remove_cgroups()
-    network_down()
-    if before is not None:
-        _remove_iptables(before["iptables"])
-        _restore_sysctls(before["sysctls"])
-        if not before["run_containerd"]:
-            shutil.rmtree("/run/containerd", ignore_errors=True)
-    shutil.rmtree(node.run, ignore_errors=True)
-    if before is None:
-        return []
-    changes = host_changes(before, host_state())
-    if not changes:
-        before_file.unlink()
+    changes = _give_back(settings, node.root, node.run, None if ours is None else ours.before)
+    if ours is not None and not changes:
+        node_host.release_claim()
     return changes
 
 
-def _kill_shims(node: NodeLayout) -> None:
-    """containerd's shims outlive it by design; the node's own go with it."""
-    marker = str(node.containerd_state)
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "containerd-shim" in cmdline and marker in cmdline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(proc.name), 9)
-
-
-def _unmount_under(roots: list[Path]) -> None:
-    prefixes = [str(r.resolve()) + "/" for r in roots] + [str(r.resolve()) for r in roots]
-    for _ in range(3):
-        mounts = [m for m in _mounts() if any(m.startswith(p) for p in prefixes)]
-        if not mounts:
-            return
-        for mount in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
-
-
-def _remove_netns(before: list[str]) -> None:
-    d = Path("/var/run/netns")
-    for name in set(_netns()) - set(before):
-        if name.startswith("cni-"):
-            subprocess.run(["umount", "-l", str(d / name)], capture_output=True, check=False)
-            (d / name).unlink(missing_ok=True)
-
-
-def _make_cgroup_root() -> None:
-    """kubelet wants its cgroup root to exist in every hierarchy; a new cpuset must be
-    given its parent's CPUs and memory nodes before a task may join it; the cpu weight
-    makes the node count as a machine beside the host's threads (`cpu_shares`)."""
-    name = node_config.CGROUP_ROOT.strip("/")
-    for controller in Path("/sys/fs/cgroup").iterdir():
-        if not controller.is_dir() or controller.is_symlink() or controller.name == "unified":
-            continue
-        top = controller / name
-        top.mkdir(exist_ok=True)
-        for knob in ("cpuset.cpus", "cpuset.mems"):
-            if (top / knob).is_file() and not _read(top / knob):
-                (top / knob).write_text(_read(controller / knob))
-        if (top / "cpu.shares").is_file():
-            (top / "cpu.shares").write_text(str(node_config.cpu_shares(os.cpu_count() or 1)))
-
-
-def _remove_cgroups() -> None:
-    name = node_config.CGROUP_ROOT.strip("/")
-    for controller in Path("/sys/fs/cgroup").iterdir():
-        top = controller / name
-        if not top.is_dir():
-            continue
-        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                d.rmdir()
-        with contextlib.suppress(OSError):
-            top.rmdir()
-
-
-def _remove_iptables(before: list[str]) -> None:
-    """The rules and chains that appeared since the snapshot (kubelet's KUBE-FIREWALL and
-    canaries; kube-proxy's are gone already with --cleanup): rules first, then chains."""
-    added = [line for line in _iptables() if line not in set(before)]
-    for line in added:
-        table, rule = line.split(" ", 1)
-        if rule.startswith("-A "):
-            subprocess.run(["iptables", "-t", table, "-D", *shlex.split(rule[3:])],
-                           capture_output=True, check=False)
-    for line in added:
-        table, rule = line.split(" ", 1)
-        if rule.startswith(":"):
-            chain = rule[1:].split()[0]
-            subprocess.run(["iptables", "-t", table, "-F", chain], capture_output=True,
-                           check=False)
-            subprocess.run(["iptables", "-t", table, "-X", chain], capture_output=True,
-                           check=False)
-
-
-def _restore_sysctls(values: dict[str, str]) -> None:
-    for name, value in values.items():
-        path = Path("/proc/sys") / name
-        if value and _read(path) != value:
-            with contextlib.suppress(OSError):
-                path.write_text(value)
+def _give_back(settings: Settings, root: Path, run: Path,
+               before: dict[str, Any] | None) -> list[str]:
+    """kube-proxy's own cleanup of its chains, then the rest of what the node added."""
+    proxy_bin = settings.cache_dir / f"node-{KUBE_VERSION}" / "bin" / "kube-proxy"
+    if proxy_bin.exists():
+        subprocess.run([str(proxy_bin), "--cleanup"], capture_output=True, check=False)
+    return node_host.give_back(root, run, before)
 
 
 # ---------------------------------------------------------------- CLI
@@ -506,11 +304,11 @@ def main(argv: list[str] | None = None) -> None:
                                 "; the host is as it was"))
         sys.exit(1 if changes else 0)
     elif args.command == "check":
-        before_file = _snapshot_file(layout(settings))
-        if not before_file.is_file():
-            print("no snapshot: the node was not started from this state directory")
+        claim = node_host.read_claim()
+        if claim is None or claim.state_dir != str(settings.state_dir):
+            print("no snapshot: no node of this state directory runs on this machine")
             return
-        changes = host_changes(json.loads(before_file.read_text()), host_state())
+        changes = node_host.host_changes(claim.before, node_host.host_state())
         print("\n".join(changes) or "the host is as it was before the node started")
 
 

@@ -1,5 +1,5 @@
 """The real node's configuration: one address for every service, the stack's own bridge and
-range, an image archive containerd can import, and a host check that names what is left."""
+range, an image archive containerd can import."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dvstack import kafka_broker, node, node_config, node_support, oci_archive, postgres_server
+from dvstack import kafka_broker, node_config, node_support, oci_archive, postgres_server
 from dvstack.cli import components
 from dvstack.settings import Settings, load
 
@@ -132,23 +132,6 @@ def test_the_pause_archive_is_an_oci_layout_whose_blobs_match_their_digests() ->
         (member,) = tar.getmembers()
         assert member.name == "pause" and member.mode == 0o755
         assert tar.extractfile(member).read() == b"\x7fELF binary"  # type: ignore[union-attr]
-
-
-def test_the_host_check_names_each_thing_left_behind_and_each_changed_sysctl() -> None:
-    before = {"mounts": ["/"], "cgroups": ["memory/a"], "iptables": ["filter :INPUT ACCEPT"],
-              "links": ["eth0", "lo"], "netns": [], "run_containerd": False,
-              "sysctls": {"net/ipv4/ip_forward": "0"}}
-    assert node.host_changes(before, before) == []
-    after = {**before, "mounts": ["/", "/run/x/shm"], "links": ["eth0", "lo", "dvnode0"],
-             "iptables": ["filter :INPUT ACCEPT", "filter :KUBE-FIREWALL -"],
-             "run_containerd": True, "sysctls": {"net/ipv4/ip_forward": "1"}}
-    assert node.host_changes(before, after) == [
-        "mounts: left behind /run/x/shm",
-        "iptables: left behind filter :KUBE-FIREWALL -",
-        "links: left behind dvnode0",
-        "sysctl net/ipv4/ip_forward is '1', was '0'",
-        "left behind /run/containerd",
-    ]
 
 
 def test_the_node_mode_adds_the_nodes_daemons_beside_the_stand_in(tmp_path: Path) -> None:
