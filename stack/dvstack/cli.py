@@ -24,6 +24,7 @@ from dvstack import (
     kafka_connect,
     kube_api,
     node,
+    node_host,
     node_support,
     opensearch_server,
     postgres_server,
@@ -343,6 +344,11 @@ def status(settings: Settings) -> int:
             missing += not ready
             shown = "missing" if replicas is None else f"{replicas[0]}/{replicas[1]} pods ready"
             print(f"{name:26} {'running' if ready else 'stopped':8} {shown}")
+    if settings.node:  # whose node this machine runs, if any: one per machine
+        claim = node_host.read_claim()
+        owner = ("none" if claim is None else "this stack"
+                 if claim.state_dir == str(settings.state_dir) else claim.state_dir)
+        print(f"{'node claimed by':26} {owner}")
     return 1 if missing else 0
 
 
