@@ -245,13 +245,15 @@ def give_back(root: Path, run: Path, before: dict[str, Any] | None) -> list[str]
     return [] if before is None else host_changes(before, host_state())
 
 
+def _node_cgroups() -> list[Path]:
+    """The node's cgroup root in each hierarchy that has it."""
+    name = node_config.CGROUP_ROOT.strip("/")
+    return [c / name for c in Path("/sys/fs/cgroup").iterdir() if (c / name).is_dir()]
+
+
 def _kill_cgroup_tasks() -> None:
     """The pods' processes, when their shims died before their sandboxes were removed."""
-    name = node_config.CGROUP_ROOT.strip("/")
-    for controller in Path("/sys/fs/cgroup").iterdir():
-        top = controller / name
-        if not top.is_dir():
-            continue
+    for top in _node_cgroups():
         for procs in top.rglob("cgroup.procs"):
             for pid in _read(procs).split():
                 with contextlib.suppress(ProcessLookupError, ValueError):
@@ -294,11 +296,7 @@ def make_cgroup_root() -> None:
 
 
 def _remove_cgroups() -> None:
-    name = node_config.CGROUP_ROOT.strip("/")
-    for controller in Path("/sys/fs/cgroup").iterdir():
-        top = controller / name
-        if not top.is_dir():
-            continue
+    for top in _node_cgroups():
         for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
             with contextlib.suppress(OSError):
                 d.rmdir()
