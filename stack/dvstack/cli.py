@@ -347,7 +347,7 @@ def status(settings: Settings) -> int:
     if settings.node:  # whose node this machine runs, if any: one per machine
         claim = node_host.read_claim()
         owner = ("none" if claim is None else "this stack"
-                 if claim.state_dir == str(settings.state_dir) else claim.state_dir)
+                 if claim.held_by(settings.state_dir) else claim.state_dir)
         print(f"{'node claimed by':26} {owner}")
     return 1 if missing else 0
 

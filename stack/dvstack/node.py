@@ -252,7 +252,7 @@ def stop(settings: Settings) -> list[str]:
     """Stop the node and take back from the host all it added; the changes that remain."""
     node = layout(settings)
     claim = node_host.read_claim()
-    ours = claim if claim is not None and claim.state_dir == str(settings.state_dir) else None
+    ours = claim if claim is not None and claim.held_by(settings.state_dir) else None
     if ours is None and not any(processes.running(settings, d) for d in DAEMONS):
         # This state directory runs no node; the bridge, if any, is another's.
         return []
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1 if changes else 0)
     elif args.command == "check":
         claim = node_host.read_claim()
-        if claim is None or claim.state_dir != str(settings.state_dir):
+        if claim is None or not claim.held_by(settings.state_dir):
             print("no snapshot: no node of this state directory runs on this machine")
             return
         changes = node_host.host_changes(claim.before, node_host.host_state())

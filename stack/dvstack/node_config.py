@@ -65,7 +65,7 @@ class NodeLayout:
 
     @property
     def containerd_state(self) -> Path:
-        return self.run / "containerd"
+        return containerd_state_of(self.run)
 
     @property
     def containerd_socket(self) -> Path:
@@ -86,6 +86,12 @@ class NodeLayout:
     @property
     def resolv_conf(self) -> Path:
         return self.root / "resolv.conf"
+
+
+def containerd_state_of(run: Path) -> Path:
+    """containerd's state under a node's run directory (its shims name it), also for a
+    node known only by its claim."""
+    return run / "containerd"
 
 
 def layout(settings: Settings) -> NodeLayout:

@@ -111,6 +111,9 @@ class Claim:
     run: str  # the node's run directory: containerd's state and sockets
     before: dict[str, Any]
 
+    def held_by(self, state_dir: Path) -> bool:
+        return self.state_dir == str(state_dir)
+
 
 Verdict = Literal["free", "ours", "busy", "stale"]
 
@@ -149,7 +152,7 @@ def verdict(claim: Claim | None, state_dir: Path, *, alive: bool) -> Verdict:
     a node whose daemons are gone left behind (stale)."""
     if claim is None:
         return "free"
-    if claim.state_dir == str(state_dir):
+    if claim.held_by(state_dir):
         return "ours"
     return "busy" if alive else "stale"
 
@@ -225,7 +228,7 @@ def network_down() -> None:
 def give_back(root: Path, run: Path, before: dict[str, Any] | None) -> list[str]:
     """After the node's daemons stopped, or died: take back what the node added, then the
     differences from `before` that remain (none without a snapshot to compare with)."""
-    containerd_state = run / "containerd"
+    containerd_state = node_config.containerd_state_of(run)
     for pid, line in cmdlines().items():
         if "containerd-shim" in line and str(containerd_state) in line:
             with contextlib.suppress(ProcessLookupError):
