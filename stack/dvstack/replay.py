@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from derived_views.adapters.kafka_offsets import fetch_end_offsets
@@ -36,10 +36,59 @@ CHECKPOINT_SECRET = "dv-checkpoints"
 """Name of the checkpoint Secret the local stack's tools create (operator: DV_CHECKPOINT_SECRET)."""
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, *,
+                 config: Mapping[str, str] | None = None) -> None:
+    """Create `topic`; `config` sets topic settings (e.g. `cleanup.policy`, `retention.ms`)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
+                                            config=dict(config or {}))])
     futures[topic].result(timeout=30)
+
+
+def delete_records_before(bootstrap: str, topic: str, offsets_by_partition: Mapping[int, int]
+                          ) -> dict[int, int]:
+    """Delete the records of `topic` below the given offset of each partition, as retention
+    would: the log's new start per partition (the broker's answer). -1 deletes up to the end."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    futures = admin.delete_records(
+        [TopicPartition(topic, p, o) for p, o in sorted(offsets_by_partition.items())],
+        request_timeout=30, operation_timeout=30)
+    return {tp.partition: int(f.result(timeout=60).low_watermark) for tp, f in futures.items()}
+
+
+def read_topic(bootstrap: str, topic: str, *, timeout: float = 120.0
+               ) -> list[dict[str, Any]]:
+    """Every JSON value the log of `topic` holds now, from each partition's log start to its
+    end: a test's own reading of what a replay can see (after retention took its part)."""
+    ends = fetch_end_offsets(bootstrap, [topic])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True, **QUIET})
+    wanted = {tp: end for tp, end in ends.items() if end > 0}
+    consumer.assign([TopicPartition(t, p, -2) for (t, p) in wanted])  # OFFSET_BEGINNING
+    values: list[dict[str, Any]] = []
+    done: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < len(wanted):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: read {len(values)} records in {timeout:.0f} s, "
+                                   f"partitions {sorted(set(wanted) - done)} unfinished")
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            tp = (msg.topic(), msg.partition())
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= wanted[tp]:
+                    done.add(tp)
+                continue
+            if msg.offset() < wanted[tp] and msg.value() is not None:
+                values.append(json.loads(msg.value()))
+            if msg.offset() + 1 >= wanted[tp]:
+                done.add(tp)
+    finally:
+        consumer.close()
+    return values
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:

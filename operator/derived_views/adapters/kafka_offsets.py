@@ -1,7 +1,10 @@
-"""Topic end offsets (high watermarks), one batched request per Kafka connection.
+"""Topic end offsets (high watermarks) and log start offsets (low watermarks), one batched
+request each per Kafka connection.
 
 Every view of a cluster is served by the same fetch: the operator asks for the
 union of all views' topics once per poll interval instead of once per view.
+The log starts come with the ends because retention deletes a topic's first
+records: an index replayed from a log that lost its beginning lacks them.
 A topic the cluster lacks is reported as missing without failing the others;
 a cluster that cannot be reached (or refuses the credentials) is retried with
 capped exponential backoff, and meanwhile answers at once with its last error.
@@ -15,7 +18,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from derived_views.core.kafka_connection import KafkaCluster
 
@@ -29,10 +39,12 @@ class OffsetsUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Fetched:
-    """One batched answer: ends of the topics that resolved, and those the cluster lacks."""
+    """One batched answer: ends of the topics that resolved, and those the cluster lacks;
+    `starts` the log starts of the partitions of `ends` (None: the fetch did not read them)."""
 
     ends: Mapping[tuple[str, int], int]
     missing: frozenset[str] = frozenset()
+    starts: Mapping[tuple[str, int], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,21 +56,40 @@ class OffsetsReading:
     missing: frozenset[str]
     fetched_at: float
     topics: frozenset[str] = frozenset()  # what was asked for
+    starts: Mapping[tuple[str, int], int] | None = None
+    """Log starts of the partitions of `ends` (None: the fetch did not read them)."""
 
     @functools.cached_property
     def _by_topic(self) -> Mapping[str, TopicEnds]:
-        by_topic: dict[str, TopicEnds] = {}
-        for tp, offset in self.ends.items():
-            by_topic.setdefault(tp[0], {})[tp] = offset
-        return by_topic
+        return _by_topic(self.ends)
+
+    @functools.cached_property
+    def _starts_by_topic(self) -> Mapping[str, TopicEnds] | None:
+        return None if self.starts is None else _by_topic(self.starts)
 
     def of(self, topics: Collection[str]) -> tuple[TopicEnds, frozenset[str]]:
         """The ends and the missing topics among `topics`: looked up by topic, because the
         settled watch asks once per view of the cluster (a scan each was views x partitions)."""
-        ends: TopicEnds = {}
-        for topic in topics:
-            ends.update(self._by_topic.get(topic, {}))
-        return ends, self.missing & frozenset(topics)
+        return _of(self._by_topic, topics), self.missing & frozenset(topics)
+
+    def starts_of(self, topics: Collection[str]) -> TopicEnds | None:
+        """The log starts of `topics`' partitions, as `of` gives their ends (None: not read)."""
+        by_topic = self._starts_by_topic
+        return None if by_topic is None else _of(by_topic, topics)
+
+
+def _by_topic(offsets: Mapping[tuple[str, int], int]) -> dict[str, TopicEnds]:
+    by_topic: dict[str, TopicEnds] = {}
+    for tp, offset in offsets.items():
+        by_topic.setdefault(tp[0], {})[tp] = offset
+    return by_topic
+
+
+def _of(by_topic: Mapping[str, TopicEnds], topics: Collection[str]) -> TopicEnds:
+    offsets: TopicEnds = {}
+    for topic in topics:
+        offsets.update(by_topic.get(topic, {}))
+    return offsets
 
 
 def _first_error(errors: list[KafkaError]) -> KafkaError | None:
@@ -93,7 +124,7 @@ class _Connection:
 
 
 class OffsetsReader:
-    """High watermarks through one long-lived consumer per cluster.
+    """High and low watermarks through one long-lived consumer per cluster.
 
     Creating a consumer and listing every topic of the cluster on each poll
     was the largest single cost of an idle operator at 1,000 views; a reader keeps the
@@ -112,11 +143,11 @@ class OffsetsReader:
         self._lock = threading.Lock()
 
     def __call__(self, cluster: KafkaCluster, topics: Iterable[str]) -> Fetched:
-        """High watermarks of `topics` (see read_end_offsets).  One caller per cluster at a
-        time (EndOffsetsCache ensures it)."""
+        """High and low watermarks of `topics` (see read_end_offsets).  One caller per cluster
+        at a time (EndOffsetsCache ensures it)."""
         wanted = sorted(set(topics))
         if not wanted:
-            return Fetched({})
+            return Fetched({}, starts={})
         conn = self._connection(cluster)
         try:
             return self._read(conn, wanted)
@@ -175,32 +206,45 @@ class OffsetsReader:
             self._list(conn)
         # Listed without error: read; listed with an error: left out; not listed: missing.
         missing = {t for t in wanted if t not in conn.layout and t not in conn.errored}
-        partitions = [TopicPartition(t, p, -1) for t in wanted if t in conn.layout
-                      for p in conn.layout[t]]
+        partitions = [(t, p) for t in wanted if t in conn.layout for p in conn.layout[t]]
         if not partitions:
-            return Fetched({}, frozenset(missing))
-        # OFFSET_END (-1) resolves to the high watermark of every partition in one request.
-        resolved = conn.consumer.offsets_for_times(partitions, timeout=self.timeout)
-        ends: TopicEnds = {}
+            return Fetched({}, frozenset(missing), {})
         failed: set[str] = set()
+        # Starts first: both only grow, so a start read before its end never exceeds it.
+        starts = self._resolve(conn, partitions, OFFSET_BEGINNING, failed)
+        ends = self._resolve(conn, partitions, OFFSET_END, failed)
+        if failed:
+            conn.listed_at = None  # deleted or re-partitioned: list again next time
+        # A topic that erred in either request is left out of both (a partial topic would
+        # understate its lag).
+        return Fetched({tp: o for tp, o in ends.items() if tp[0] not in failed},
+                       frozenset(missing),
+                       {tp: o for tp, o in starts.items() if tp[0] not in failed})
+
+    def _resolve(self, conn: _Connection, partitions: list[tuple[str, int]], which: int,
+                 failed: set[str]) -> TopicEnds:
+        """One ListOffsets request for every partition: OFFSET_END (-1) resolves to the high
+        watermark, OFFSET_BEGINNING (-2) to the log start; adds the topics that erred to
+        `failed`."""
+        resolved = conn.consumer.offsets_for_times(
+            [TopicPartition(t, p, which) for t, p in partitions], timeout=self.timeout)
+        offsets: TopicEnds = {}
         for tp in resolved:
             if tp.error is not None:
                 failed.add(tp.topic)
             elif tp.offset >= 0:
-                ends[(tp.topic, tp.partition)] = int(tp.offset)
+                offsets[(tp.topic, tp.partition)] = int(tp.offset)
             else:  # no answer for this partition: ask for its watermarks directly
-                _low, high = conn.consumer.get_watermark_offsets(tp, timeout=self.timeout)
-                ends[(tp.topic, tp.partition)] = int(high)
-        if failed:
-            conn.listed_at = None  # deleted or re-partitioned: list again next time
-        return Fetched({tp: o for tp, o in ends.items() if tp[0] not in failed},
-                       frozenset(missing))
+                low, high = conn.consumer.get_watermark_offsets(tp, timeout=self.timeout)
+                offsets[(tp.topic, tp.partition)] = int(low if which == OFFSET_BEGINNING
+                                                        else high)
+        return offsets
 
 
 def read_end_offsets(cluster: KafkaCluster, topics: Iterable[str], *,
                      timeout: float = TIMEOUT_SECONDS) -> Fetched:
-    """High watermarks of `topics` in one metadata + one offsets request, by a client made
-    for this call alone.
+    """High and low watermarks of `topics` in one metadata and two offsets requests, by a
+    client made for this call alone.
 
     Topics the cluster does not have are returned as missing; a topic whose
     metadata or any partition errs is left out entirely (a partial topic would
@@ -213,15 +257,28 @@ def read_end_offsets(cluster: KafkaCluster, topics: Iterable[str], *,
         reader.close()
 
 
-def fetch_end_offsets(bootstrap: str | KafkaCluster, topics: Iterable[str], *,
-                      timeout: float = TIMEOUT_SECONDS) -> TopicEnds:
-    """High watermarks of `topics`, all of which must exist (tools and tests)."""
+def _read_present(bootstrap: str | KafkaCluster, topics: Iterable[str],
+                  timeout: float) -> Fetched:
+    """read_end_offsets for tools and tests, which name topics that must exist."""
     cluster = bootstrap if isinstance(bootstrap, KafkaCluster) else KafkaCluster.of(bootstrap)
     fetched = read_end_offsets(cluster, topics, timeout=timeout)
     if fetched.missing:
         raise OffsetsUnavailable(f"topics not found on {cluster.describe()}: "
                                  f"{', '.join(sorted(fetched.missing))}")
-    return dict(fetched.ends)
+    return fetched
+
+
+def fetch_end_offsets(bootstrap: str | KafkaCluster, topics: Iterable[str], *,
+                      timeout: float = TIMEOUT_SECONDS) -> TopicEnds:
+    """High watermarks of `topics`, all of which must exist (tools and tests)."""
+    return dict(_read_present(bootstrap, topics, timeout).ends)
+
+
+def fetch_log_starts(bootstrap: str | KafkaCluster, topics: Iterable[str], *,
+                     timeout: float = TIMEOUT_SECONDS) -> TopicEnds:
+    """Log start offsets (low watermarks) of `topics`, all of which must exist (tools and
+    tests): where a reader from `earliest` begins once retention has deleted records."""
+    return dict(_read_present(bootstrap, topics, timeout).starts or {})
 
 
 @dataclass
@@ -238,7 +295,8 @@ class _Cluster:
 
 @dataclass
 class EndOffsetsCache:
-    """End offsets per cluster connection, fetched at most once per `interval` in the normal case.
+    """End offsets (and the log starts read with them) per cluster connection, fetched at most
+    once per `interval` in the normal case.
 
     Views `register` their topics on every pass; a registration older than
     `expire_after` (3 intervals unless given) is forgotten, and with it a
@@ -318,7 +376,8 @@ class EndOffsetsCache:
         return None
 
     def get(self, cluster: KafkaCluster, *, not_before: float | None = None) -> OffsetsReading:
-        """The registered topics' end offsets, fetched no earlier than `not_before` (cache clock)."""
+        """The registered topics' end offsets and log starts, fetched no earlier than
+        `not_before` (cache clock)."""
         gone: list[KafkaCluster] = []
         try:
             with self._lock:
@@ -326,7 +385,7 @@ class EndOffsetsCache:
                 gone = self._expire(now)
                 state = self._clusters.get(cluster)
                 if state is None:
-                    return OffsetsReading({}, frozenset(), now)
+                    return OffsetsReading({}, frozenset(), now, starts={})
                 answer = self._answer(state, now, not_before)  # raises while backing off
         finally:
             self._forget(gone)
@@ -351,7 +410,9 @@ class EndOffsetsCache:
                     state.retry_at = self.clock() + delay
                     state.last_error = str(exc)
                 raise
-            reading = OffsetsReading(dict(fetched.ends), fetched.missing, started, topics)
+            reading = OffsetsReading(
+                dict(fetched.ends), fetched.missing, started, topics,
+                None if fetched.starts is None else dict(fetched.starts))
             with self._lock:
                 state.reading, state.failures, state.retry_at = reading, 0, 0.0
             return reading

@@ -108,6 +108,8 @@ class SourceOffsets:
 
     ends: Mapping[tuple[str, int], int] | None
     missing: frozenset[str] = frozenset()
+    starts: Mapping[tuple[str, int], int] | None = None
+    """Log start offsets (low watermarks) of the partitions of `ends`, from the same fetch."""
     reason: str | None = None
     message: str | None = None
     cluster: KafkaCluster | None = None

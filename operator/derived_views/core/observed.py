@@ -137,6 +137,36 @@ class LedgerPosition:
     index_oid: int | str | None = None
     """Identity of the index that batch was written to: PostgreSQL's table OID, OpenSearch's
     index.uuid (None: not recorded by that job)."""
+    history_start: Mapping[TopicPartition, int] | None = None
+    """Where the revision's replay began reading, per partition: the offsets Spark resolved
+    `earliest` to when the job first started (its checkpoint's initial offsets), which the job
+    writes with every ledger row. None: not recorded (a job from before it was)."""
+
+
+@dataclass(frozen=True)
+class TopicRetention:
+    """What a topic's configuration says about how much of its history the log keeps
+    (describe configs; read every few minutes, not every pass)."""
+
+    cleanup_policy: str = "delete"
+    """`delete`, `compact` or `compact,delete`."""
+    retention_ms: int | None = None
+    """`retention.ms`: -1 keeps records forever; None: not reported."""
+    retention_bytes: int | None = None
+    """`retention.bytes`: -1 is no size limit; None: not reported."""
+    remote_storage: bool = False
+    """`remote.storage.enable`: tiered storage keeps old segments beyond the local log."""
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def deletes(self) -> bool:
+        """Whether records leave the log's start (by age or size); compaction alone keeps it."""
+        return "delete" in self.cleanup_policy and (
+            (self.retention_ms is not None and self.retention_ms >= 0)
+            or (self.retention_bytes is not None and self.retention_bytes >= 0))
 
 
 @dataclass(frozen=True)
@@ -236,6 +266,11 @@ class Observed:
     sink: SinkObserved | None = None
     end_offsets: Mapping[TopicPartition, int] | None = None
     """High watermark of every partition of `topics_to_observe`, read after the ledger."""
+    log_starts: Mapping[TopicPartition, int] | None = None
+    """Log start offset (low watermark) of the partitions of `end_offsets`, read in the same
+    fetch: records below it are gone (retention, delete-records). None: not read."""
+    topic_configs: Mapping[str, TopicRetention] = field(default_factory=dict)
+    """Retention settings of the topics of `topics_to_observe` (absent: not read yet)."""
     record_times: Mapping[tuple[TopicPartition, int], dt.datetime | None] = field(
         default_factory=dict)
     """Kafka timestamps of the records at the ledger's committed offsets, for staleness

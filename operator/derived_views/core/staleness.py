@@ -40,14 +40,18 @@ FUTURE_ALLOWANCE_SECONDS = 5
 
 
 def wanted_offsets(end_offsets: Mapping[TopicPartition, int],
-                   positions: Iterable[LedgerPosition | None]) -> frozenset[tuple[TopicPartition, int]]:
+                   positions: Iterable[LedgerPosition | None],
+                   log_starts: Mapping[TopicPartition, int] | None = None
+                   ) -> frozenset[tuple[TopicPartition, int]]:
     """The (partition, offset) pairs whose record times the lag of these ledger positions needs:
-    each position's committed offset (0 without a batch) on every partition still behind."""
+    each position's committed offset (0 without a batch), or the log start when that is
+    further (core.lag), on every partition still behind."""
     wanted: set[tuple[TopicPartition, int]] = set()
+    starts = log_starts or {}
     for position in positions:
         committed = position.end_offsets if position is not None else {}
         for tp, end in end_offsets.items():
-            offset = committed.get(tp, 0)
+            offset = max(committed.get(tp, 0), starts.get(tp, 0))
             if offset < end:
                 wanted.add((tp, offset))
     return frozenset(wanted)

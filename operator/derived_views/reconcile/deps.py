@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from derived_views.adapters.kafka_offsets import EndOffsetsCache
 from derived_views.adapters.kafka_record_times import RecordTimesReader
+from derived_views.adapters.kafka_topic_configs import TopicConfigsCache
 from derived_views.adapters.kube import Kube
 from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.adapters.sink_contract import SinkPools
@@ -36,6 +37,8 @@ class Deps:
     """Kafka timestamps at the indexes' committed offsets, for staleness (cached)."""
     registries: RegistryCache = field(default_factory=RegistryCache)
     """Schema registries' subjects and pinned reader schemas, for views that read Avro."""
+    topic_configs: TopicConfigsCache = field(default_factory=TopicConfigsCache)
+    """Topics' retention settings, read every few minutes per cluster (kafka_topic_configs)."""
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Observe: everything the planner needs, read and nothing written (the view's jobs, its sink
-through a session left open for the actions, its Secrets' labels, its topics' end
-offsets, its schema registry's answers, what the check runner holds for it)."""
+through a session left open for the actions, its Secrets' labels, its topics' end and log
+start offsets and retention settings, its schema registry's answers, what the check runner
+holds for it)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +33,7 @@ from derived_views.core.observed import (
     Observed,
     SinkObserved,
     SparkApplicationObserved,
+    TopicRetention,
     awaits_volumes,
     drivers_by_revision,
     mount_failure_of,
@@ -110,8 +113,8 @@ def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecret
 def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
                  deps: Deps, secrets: PassSecrets | None = None, *,
                  not_before: float | None = None) -> SourceOffsets:
-    """End offsets of the topics the view needs, fetched no earlier than `not_before`
-    (the offsets cache's clock, `deps.offsets.now()`) when given."""
+    """End offsets (and log starts) of the topics the view needs, fetched no earlier than
+    `not_before` (the offsets cache's clock, `deps.offsets.now()`) when given."""
     ns = key[0]
     where = "/".join(key)
     topics = frozenset(topics_to_observe(spec, status))
@@ -138,12 +141,29 @@ def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
         return SourceOffsets(None, reason=reasons.KAFKA_UNAVAILABLE, message=str(exc), cluster=cluster,
                              topics=topics)
     ends, missing = reading.of(topics)
+    starts = reading.starts_of(topics)
     if missing:
         message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
         log.warning("%s: %s", where, message)
-        return SourceOffsets(ends, missing, reason=reasons.TOPIC_MISSING, message=message,
-                             cluster=cluster, topics=topics)
-    return SourceOffsets(ends, cluster=cluster, topics=topics)
+        return SourceOffsets(ends, missing, starts=starts, reason=reasons.TOPIC_MISSING,
+                             message=message, cluster=cluster, topics=topics)
+    return SourceOffsets(ends, starts=starts, cluster=cluster, topics=topics)
+
+
+def topic_configs(key: ViewKey, deps: Deps, offsets: SourceOffsets
+                  ) -> Mapping[str, TopicRetention]:
+    """Retention settings of the view's topics whose offsets resolved (the cluster answered
+    for them), from the cache that reads them every few minutes; empty when it has none. A
+    failed read is logged by the one pass that tried it, not by every pass of its backoff."""
+    if offsets.ends is None or offsets.cluster is None:
+        return {}
+    topics = {topic for topic, _partition in offsets.ends}
+    if not topics:
+        return {}
+    answer = deps.topic_configs.get(offsets.cluster, topics)
+    if answer.failure is not None:
+        log.warning("%s: topic retention settings unread: %s", "/".join(key), answer.failure)
+    return answer.configs
 
 
 def record_times(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
@@ -155,7 +175,7 @@ def record_times(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     positions: list[LedgerPosition | None] = list(sink.ledger.values())
     if any(revision not in sink.ledger for revision in revisions_to_observe(spec, status)):
         positions.append(None)  # a revision without a batch lacks the whole log
-    wanted = wanted_offsets(offsets.ends, positions)
+    wanted = wanted_offsets(offsets.ends, positions, offsets.starts)
     if not wanted:
         return {}
     try:
@@ -245,6 +265,7 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
         if not fresh and committed_beyond(sink.observed, offsets.ends):
             offsets = end_offsets(spec, status, key, deps, secrets, not_before=ledger_read)
         times = record_times(spec, status, key, deps, offsets, sink.observed)
+        configs = topic_configs(key, deps, offsets)
         registry = (None if meta.get("deletionTimestamp")
                     else registry_reading(spec, status, key, deps, secrets))
         observed = Observed(view=view_from_object(body), status=status,
@@ -253,7 +274,8 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
                             secret_labels=secrets.labels(secrets_of(spec)),
                             config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,
-                            end_offsets=offsets.ends, record_times=times,
+                            end_offsets=offsets.ends, log_starts=offsets.starts,
+                            topic_configs=configs, record_times=times,
                             missing_topics=offsets.missing,
                             source_problem=offsets.problem(), registry=registry)
     except BaseException:

@@ -1,5 +1,6 @@
-"""End offsets from the real broker: both listeners, bad credentials, missing and recreated
-topics, an unreachable cluster, and a view's Secret read from the real API server."""
+"""End offsets and log starts from the real broker: both listeners, bad credentials, missing
+and recreated topics, records deleted from a log's beginning, an unreachable cluster, and a
+view's Secret read from the real API server."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from derived_views.adapters.kafka_offsets import (
     OffsetsReader,
     OffsetsUnavailable,
     fetch_end_offsets,
+    fetch_log_starts,
     read_end_offsets,
 )
 from derived_views.adapters.kube import Kube
@@ -63,11 +65,72 @@ def test_end_offsets_of_several_topics_in_one_call(stack: Any) -> None:
     assert ends == {(a, 0): 5, (a, 1): 0, (a, 2): 2, (b, 0): 7}
 
 
+class _Counting:
+    """A reader's consumer, counting the offsets requests made through it."""
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer, self.batches, self.single = consumer, 0, 0
+
+    def offsets_for_times(self, *args: Any, **kwargs: Any) -> Any:
+        self.batches += 1
+        return self.consumer.offsets_for_times(*args, **kwargs)
+
+    def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> Any:
+        self.single += 1
+        return self.consumer.get_watermark_offsets(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.consumer, name)
+
+
+def test_log_starts_come_with_the_ends_one_batched_request_each(stack: Any) -> None:
+    a = _topic(stack.kafka_bootstrap, 3, [5, 0, 8])
+    b = _topic(stack.kafka_bootstrap, 1, [7])
+    low = replay.delete_records_before(stack.kafka_bootstrap, a, {0: 2, 2: 8})
+    assert low == {0: 2, 2: 8}
+    reader, cluster = OffsetsReader(), KafkaCluster.of(stack.kafka_bootstrap)
+    try:
+        reader(cluster, [a])  # connects and lists the layout
+        counting = _Counting(reader._connections[cluster].consumer)
+        reader._connections[cluster].consumer = counting
+        fetched = reader(cluster, [a, b, "no-such-topic-xyz"])
+    finally:
+        reader.close()
+    assert fetched.ends == {(a, 0): 5, (a, 1): 0, (a, 2): 8, (b, 0): 7}
+    assert fetched.starts == {(a, 0): 2, (a, 1): 0, (a, 2): 8, (b, 0): 0}
+    assert fetched.missing == {"no-such-topic-xyz"}
+    # OFFSET_BEGINNING (-2) resolves in the batched ListOffsets as OFFSET_END (-1) does:
+    # one request for each, no partition left to ask alone.
+    assert (counting.batches, counting.single) == (2, 0)
+    assert fetch_log_starts(stack.kafka_bootstrap, [b]) == {(b, 0): 0}
+    with pytest.raises(OffsetsUnavailable, match="no-such-topic-xyz"):
+        fetch_log_starts(stack.kafka_bootstrap, [b, "no-such-topic-xyz"])
+
+
+def test_deleted_records_move_the_cached_log_start_for_a_fetch_after_them(stack: Any) -> None:
+    name = _topic(stack.kafka_bootstrap, 2, [6, 4])
+    cluster = KafkaCluster.of(stack.kafka_bootstrap)
+    reader = OffsetsReader()
+    cache = EndOffsetsCache(interval=60, fetch=reader)
+    try:
+        cache.register(cluster, [name])
+        assert cache.get(cluster).starts_of([name]) == {(name, 0): 0, (name, 1): 0}
+        replay.delete_records_before(stack.kafka_bootstrap, name, {0: 4, 1: -1})
+        deleted_at = cache.now()
+        assert cache.get(cluster).starts_of([name]) == {(name, 0): 0, (name, 1): 0}  # cached
+        reading = cache.get(cluster, not_before=deleted_at)
+    finally:
+        reader.close()
+    assert reading.starts_of([name]) == {(name, 0): 4, (name, 1): 4}  # -1: up to the end
+    assert reading.of([name]) == ({(name, 0): 6, (name, 1): 4}, frozenset())
+
+
 def test_the_sasl_listener_answers_with_the_stacks_scram_user(stack: Any) -> None:
     assert stack.kafka_sasl["mechanism"] == "SCRAM-SHA-512"
     assert stack.kafka_sasl["security_protocol"] == "SASL_PLAINTEXT"
     a = _topic(stack.kafka_bootstrap, 2, [3, 4])
-    assert read_end_offsets(_sasl(stack), [a]).ends == {(a, 0): 3, (a, 1): 4}
+    fetched = read_end_offsets(_sasl(stack), [a])
+    assert (fetched.ends, fetched.starts) == ({(a, 0): 3, (a, 1): 4}, {(a, 0): 0, (a, 1): 0})
 
 
 def test_a_wrong_password_is_a_clear_error_without_the_password(stack: Any) -> None:
@@ -214,6 +277,7 @@ def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
     got = end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), view,
                        deps)
     assert (got.ends, got.reason) == ({(a, 0): 1, (a, 1): 2, (a, 2): 3}, None)
+    assert got.starts == {(a, 0): 0, (a, 1): 0, (a, 2): 0}
     got = end_offsets(_view_spec(s["bootstrap"], a, "absent"), DerivedViewStatus(), view, deps)
     assert (got.ends, got.reason) == (None, "KafkaSecretMissing")
     assert got.message == f"Kafka secret {namespace}/absent not found"

@@ -226,3 +226,26 @@ def test_views_passing_a_minute_apart_share_one_fetch_per_interval() -> None:
             assert cache.get(PLAIN).of({f"t{i}"})[0] == {(f"t{i}", 0): i}
     assert len(fake.calls) - first_round == 5 * 60 // 5  # one fetch per 5 s interval
     assert fake.calls[-1] == (PLAIN, frozenset(fake.topics))
+
+
+def test_log_starts_travel_with_the_ends_of_the_same_fetch() -> None:
+    clock = Clock()
+
+    def fetch(cluster: KafkaCluster, topics: Iterable[str]) -> Fetched:
+        return Fetched({("a", 0): 9, ("a", 1): 4, ("b", 0): 7}, frozenset({"gone"}),
+                       starts={("a", 0): 3, ("a", 1): 0, ("b", 0): 7})
+
+    cache = EndOffsetsCache(interval=5, fetch=fetch, clock=clock)
+    cache.register(PLAIN, ["a", "b", "gone"])
+    reading = cache.get(PLAIN)
+    assert reading.of({"a", "gone"}) == ({("a", 0): 9, ("a", 1): 4}, frozenset({"gone"}))
+    assert reading.starts_of({"a", "gone"}) == {("a", 0): 3, ("a", 1): 0}
+    assert reading.starts_of({"b"}) == {("b", 0): 7}  # all deleted: the start is the end
+
+
+def test_a_fetch_that_reads_no_starts_says_so_instead_of_none_deleted() -> None:
+    fake, clock = FakeCluster({"a": [5]}), Clock()
+    cache = make(fake, clock)
+    cache.register(PLAIN, ["a"])
+    assert cache.get(PLAIN).starts_of({"a"}) is None
+    assert make(fake, clock).get(PLAIN).starts_of({"a"}) == {}  # nothing asked: nothing lacks
