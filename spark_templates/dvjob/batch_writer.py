@@ -16,12 +16,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dvjob.batch_progress import ProgressReporter
-from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets, start_offsets
+from dvjob.offsets import (
+    EARLIEST,
+    EndOffsets,
+    read_end_offsets,
+    read_history_start,
+    start_offsets,
+)
 from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows, Sink
 from dvjob.sink_schema import TableLayout, sink_projection
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 PROGRESS_PREFIX = "dvjob progress "
 TIMING_PREFIX = "dvjob timing "
@@ -68,6 +74,9 @@ class BatchWriter:
         self.report = report or (lambda line: print(line, flush=True))
         self.failure: Exception | None = None
         self._ends: dict[int, EndOffsets] = {}  # the last batch's, read from the offset log
+        # Where the replay began: read once, as Spark never changes it for a checkpoint.
+        self._history_start: EndOffsets | None = None
+        self._history_read = False
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
@@ -79,6 +88,18 @@ class BatchWriter:
         if outcome.seconds:
             print(TIMING_PREFIX + json.dumps({"batch": batch_id, **outcome.seconds}), flush=True)
 
+    def history_start(self, spark: SparkSession) -> EndOffsets | None:
+        """The checkpoint's initial offsets, read at the first batch of this process (Spark
+        writes them when the query first starts, before that batch) and kept: every ledger
+        entry carries them, so the newest one says where the index's history begins."""
+        if not self._history_read:
+            found = read_history_start(spark, self.checkpoint_location)
+            print(f"dvjob: history start {json.dumps(found, sort_keys=True)}" if found is not None
+                  else f"dvjob: history start not recorded: the checkpoint "
+                  f"{self.checkpoint_location} has no initial offsets", flush=True)
+            self._history_start, self._history_read = found, True
+        return self._history_start
+
     def write(self, batch: DataFrame, batch_id: int) -> BatchOutcome:
         end_offsets = read_end_offsets(batch.sparkSession, self.checkpoint_location, batch_id)
         rows = sink_projection(batch, self.layout)
@@ -87,13 +108,14 @@ class BatchWriter:
             previous = read_end_offsets(batch.sparkSession, self.checkpoint_location,
                                         batch_id - 1)
         self._ends = {batch_id: end_offsets}
+        history_start = self.history_start(batch.sparkSession)
         records = batch_records(previous, end_offsets)
         parallel = records is None or records >= PARALLEL_MIN_RECORDS
         if self.progress is not None:
             self.progress.begin(batch_id, end_offsets, records)
         try:
             outcome = self.sink.write_batch(batch_id, FrameRows(rows, parallel=parallel),
-                                            end_offsets, self.bad)
+                                            end_offsets, self.bad, history_start=history_start)
         finally:
             if self.progress is not None:
                 self.progress.end()

@@ -12,6 +12,10 @@ the authoritative end of the batch we are writing.  Its format (Spark 3.x/4.x):
 
 Kafka offsets there are exclusive ends (the next offset to read), directly
 comparable with a partition's high watermark.
+
+The checkpoint also keeps where the replay began (`read_history_start`): the
+offsets Spark resolved `startingOffsets=earliest` to when the query first
+started, which retention may have moved past offset 0.
 """
 
 from __future__ import annotations
@@ -39,12 +43,12 @@ def offset_log_path(checkpoint_location: str, batch_id: int) -> str:
     return f"{checkpoint_location.rstrip('/')}/offsets/{batch_id}"
 
 
-def _kafka_offsets(line: str, where: str) -> EndOffsets:
+def _kafka_offsets(line: str, where: str, *, allow_empty: bool = False) -> EndOffsets:
     try:
         value = json.loads(line)
     except json.JSONDecodeError:
         raise OffsetLogError(f"{where}: source line {line[:200]!r} is not JSON") from None
-    if not isinstance(value, dict) or not value:
+    if not isinstance(value, dict) or not (value or allow_empty):
         raise OffsetLogError(f"{where}: source line {line[:200]!r} is not Kafka offsets "
                              '({"topic": {"partition": offset}}); is the source Kafka?')
     result: EndOffsets = {}
@@ -120,3 +124,51 @@ def read_end_offsets(spark: SparkSession, checkpoint_location: str, batch_id: in
         first_line = (detail.strip().splitlines() or [type(exc).__name__])[0]
         raise OffsetLogError(f"cannot read offset log {path}: {first_line[:300]}") from None
     return parse_offset_log(text, where=f"offset log {path}")
+
+
+def initial_offsets_path(checkpoint_location: str) -> str:
+    """Where Spark keeps the offsets the query's Kafka source (the query's only source, so
+    source 0) resolved `startingOffsets` to on its first start."""
+    return f"{checkpoint_location.rstrip('/')}/sources/0/0"
+
+
+def parse_initial_offsets(text: str, *, where: str = "initial offsets") -> EndOffsets:
+    """The offsets a checkpoint's Kafka source started from (its history start).
+
+    Spark's KafkaSourceInitialOffsetWriter writes a zero byte ("to support Spark 2.1.0",
+    SPARK-19517), the version line `v1`, then the offsets as one JSON object with no newline
+    after it: `\\x00v1\\n{"orders":{"0":100,"1":0}}`.  An empty object is valid: none of
+    the topics existed when the query first started.
+    """
+    body = text[1:] if text.startswith("\x00") else text
+    version, _, offsets = body.partition("\n")
+    if version.strip() != SUPPORTED_VERSION:
+        raise OffsetLogError(f"{where}: expected version line {SUPPORTED_VERSION!r}, found "
+                             f"{version[:40]!r} (written by an unsupported Spark version?)")
+    if not offsets.strip():
+        raise OffsetLogError(f"{where}: no offsets after the version line")
+    return _kafka_offsets(offsets.strip(), where, allow_empty=True)
+
+
+def read_history_start(spark: SparkSession, checkpoint_location: str) -> EndOffsets | None:
+    """The offsets the revision's replay began at, per partition: what `earliest` resolved to
+    when the query first started on this checkpoint (records below them were already gone).
+
+    Spark writes them once, before the first batch of a new checkpoint, and keeps them across
+    restarts (the first batch's re-plan included), so they are exact and never change.  A
+    partition added to a topic later is not in them: Spark reads it from its earliest offset
+    and fails the batch when that is not 0 (unless failOnDataLoss is false).  None when the
+    file does not exist (a checkpoint the job did not start), so nothing is claimed;
+    an unreadable or malformed file fails the batch, as an offset log does.
+    """
+    path = initial_offsets_path(checkpoint_location)
+    try:
+        text = HadoopPaths(spark).read_text(path)
+    except Exception as exc:  # Py4JJavaError (FileNotFoundException, ...)
+        cause = getattr(exc, "java_exception", None)
+        detail = str(cause.toString()) if cause is not None else str(exc)
+        if "java.io.FileNotFoundException" in detail:
+            return None
+        first_line = (detail.strip().splitlines() or [type(exc).__name__])[0]
+        raise OffsetLogError(f"cannot read initial offsets {path}: {first_line[:300]}") from None
+    return parse_initial_offsets(text, where=f"initial offsets {path}")

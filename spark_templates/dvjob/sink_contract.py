@@ -93,7 +93,7 @@ class Sink(Protocol):
     """One revision's index in one sink, written exactly once per batch id.
 
     Exactly-once rests on the sink's ledger: a batch's rows and its ledger
-    entry (batch id, exclusive end offsets, counts) become visible together,
+    entry (batch id, exclusive end offsets, counts, history start) become visible together,
     and a batch id already in the ledger is skipped.  The operator reads lag
     from the same ledger.
     """
@@ -113,8 +113,12 @@ class Sink(Protocol):
         (dvjob.batch_progress): outside any batch, overwriting the last report."""
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
-                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY
-                    ) -> BatchOutcome:
+                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY, *,
+                    history_start: EndOffsets | None = None) -> BatchOutcome:
         """Apply one batch atomically with its ledger entry, or skip it if the ledger has
         it.  `rows` are the layout's columns followed by the delete flag; consumed only
-        when the batch is not skipped."""
+        when the batch is not skipped.
+
+        `history_start` (the offsets the revision's replay began at, dvjob.offsets.
+        read_history_start; None: not known) goes into the batch's ledger entry, so the
+        newest entry always says from where the index holds the log, whatever was pruned."""

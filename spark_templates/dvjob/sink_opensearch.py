@@ -154,13 +154,14 @@ class OpenSearchSink:
         return int(found["count"])
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
-                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY
-                    ) -> BatchOutcome:
+                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY, *,
+                    history_start: EndOffsets | None = None) -> BatchOutcome:
         """Apply one batch, or skip it if the ledger already has it.
 
         `rows` are the layout's columns followed by the delete flag; consumed only when
         the batch is not skipped.  A failure leaves no ledger document: the re-run sends
-        the batch again, rewriting the same versions.
+        the batch again, rewriting the same versions.  The ledger document records
+        `history_start` (None: null).
         """
         doc_id = ledger_id(self.revision, batch_id)
         with self._failing(f"checking batch {batch_id} against the ledger"):
@@ -187,7 +188,7 @@ class OpenSearchSink:
             entry = {"revision": self.revision, "batch_id": batch_id, "end_offsets": end_offsets,
                      "rows_upserted": upserted, "rows_deleted": deleted, "bad_records": left_out,
                      "committed_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-                     "index_uuid": live.uuid}
+                     "index_uuid": live.uuid, "history_start": history_start}
             try:
                 self._client.create(index=self.ledger_index, id=doc_id, body=entry,
                                     params={"refresh": "wait_for"})

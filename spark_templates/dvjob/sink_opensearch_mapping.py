@@ -86,6 +86,9 @@ LEDGER_PROPERTIES: dict[str, Any] = {
     "rows_upserted": {"type": "long"}, "rows_deleted": {"type": "long"},
     "bad_records": {"type": "long"}, "committed_at": {"type": "date"},
     "index_uuid": {"type": "keyword"},
+    # Where the replay began (dvjob.offsets.read_history_start), in every batch document; like
+    # end_offsets kept in the source only: indexed, each topic and partition would be a field.
+    "history_start": {"type": "object", "enabled": False},
 }
 
 

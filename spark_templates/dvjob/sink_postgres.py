@@ -5,7 +5,8 @@ uncommitted batch with the same id and range.  The ledger row, keyed by
 (revision, batch_id) and committed atomically with the batch's effects, turns
 that into exactly-once effects: a batch whose row exists is skipped.  The row
 also records the batch's exclusive end offsets, which is where the operator
-reads lag from (committed in the index, not merely read by Spark).
+reads lag from (committed in the index, not merely read by Spark), and where
+the revision's replay began (`history_start`, the same in every row).
 
 Per batch: check that the index table is the one the ledger's batches went to
 (see dvjob.integrity; each ledger row records its OID), claim the ledger row
@@ -116,7 +117,7 @@ def ledger_ddl(schema: str, ledger_table: str) -> sql.Composed:
         "revision text NOT NULL, batch_id bigint NOT NULL, end_offsets jsonb NOT NULL, "
         "rows_upserted bigint NOT NULL, rows_deleted bigint NOT NULL, "
         "committed_at timestamptz NOT NULL DEFAULT now(), index_oid bigint, "
-        "PRIMARY KEY (revision, batch_id))"
+        "history_start jsonb, PRIMARY KEY (revision, batch_id))"
     ).format(_qualified(schema, ledger_table))
 
 
@@ -157,6 +158,14 @@ def record_bad_statement(schema: str, ledger_table: str) -> sql.Composed:
     return sql.SQL("UPDATE {} SET bad_records = %s WHERE revision = %s AND batch_id = %s").format(
         _qualified(schema, ledger_table))
 
+
+
+def history_start_column_ddl(schema: str, ledger_table: str) -> sql.Composed:
+    """Where the revision's replay began (dvjob.offsets.read_history_start), in every batch's
+    row: the operator reads the newest row, and pruning keeps it.  Ledgers that predate it
+    gain it (NULL: not recorded by the job that wrote the row)."""
+    return sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS history_start jsonb").format(
+        _qualified(schema, ledger_table))
 
 
 def ledger_upgrade_ddl(schema: str, ledger_table: str) -> sql.Composed:
@@ -318,7 +327,7 @@ found by sorting the batch, and PostgreSQL's default 4MB sorts a 250k-row batch 
 
 def claim_statement(schema: str, ledger_table: str) -> sql.Composed:
     return sql.SQL("INSERT INTO {} (revision, batch_id, end_offsets, rows_upserted, rows_deleted, "
-                   "index_oid) VALUES (%s, %s, %s, 0, 0, %s) "
+                   "index_oid, history_start) VALUES (%s, %s, %s, 0, 0, %s, %s) "
                    "ON CONFLICT (revision, batch_id) DO NOTHING"
                    ).format(_qualified(schema, ledger_table))
 
@@ -456,6 +465,8 @@ class PostgresSink:
                         cur.execute(bad_records_column_ddl(self.schema, self.ledger_table))
                     if "index_oid" not in columns:
                         cur.execute(ledger_upgrade_ddl(self.schema, self.ledger_table))
+                    if "history_start" not in columns:
+                        cur.execute(history_start_column_ddl(self.schema, self.ledger_table))
                     if _table_oid(cur, self.schema, progress_table(self.ledger_table)) is None:
                         cur.execute(progress_ddl(self.schema, self.ledger_table))
                     cur.execute("SELECT to_regprocedure(%s)", (
@@ -500,8 +511,8 @@ class PostgresSink:
                 Jsonb(progress.end_offsets), progress.started_at, progress.reported_at))
 
     def write_batch(self, batch_id: int, rows: Iterable[Sequence[Any]],
-                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY
-                    ) -> BatchOutcome:
+                    end_offsets: EndOffsets, bad: BadRecordHandler = FAIL_ON_NULL_KEY, *,
+                    history_start: EndOffsets | None = None) -> BatchOutcome:
         """Apply one batch, or skip it if the ledger already has it.
 
         `rows` are the layout's columns in order followed by the delete flag;
@@ -510,10 +521,11 @@ class PostgresSink:
         decides about rows with a NULL key and settles the batch's left-out
         records before the commit; without it a NULL key fails the batch.
         A large batch's rows (`FrameRows.parallel`) are staged by the executors
-        first (dvjob.pg_stage) and merged by the same transaction.
+        first (dvjob.pg_stage) and merged by the same transaction.  The ledger row records
+        `history_start` (None: NULL).
         """
         if not (isinstance(rows, FrameRows) and rows.parallel) or self._has_batch(batch_id):
-            return self._apply(batch_id, rows, None, end_offsets, bad)
+            return self._apply(batch_id, rows, None, end_offsets, bad, history_start)
         stage = f"{stage_prefix(self.revision)}{uuid.uuid4().hex[:8]}"
         with self._connect() as conn:
             conn.execute(stage_table_ddl(self.schema, stage, self.layout))
@@ -531,7 +543,7 @@ class PostgresSink:
             written = lines.rdd.mapPartitionsWithIndex(copier).collect()
             staged_s = time.monotonic() - started
             outcome = self._apply(batch_id, (), (stage, sum(n for _, n in written)),
-                                  end_offsets, bad)
+                                  end_offsets, bad, history_start)
             return replace(outcome, seconds={"stage_seconds": round(staged_s, 3),
                                              **outcome.seconds})
         finally:
@@ -546,7 +558,8 @@ class PostgresSink:
         return found is not None
 
     def _apply(self, batch_id: int, rows: Iterable[Sequence[Any]], staged: tuple[str, int] | None,
-               end_offsets: EndOffsets, bad: BadRecordHandler) -> BatchOutcome:
+               end_offsets: EndOffsets, bad: BadRecordHandler,
+               history_start: EndOffsets | None = None) -> BatchOutcome:
         """The batch's transaction: rows from `rows`, or from the staging table `staged`
         (name, rows the executors wrote)."""
         started = time.monotonic()
@@ -555,7 +568,8 @@ class PostgresSink:
             check_index(f"{self.schema}.{self.table}", self.revision,
                         _ledger_head(cur, self.schema, self.ledger_table, self.revision), live_oid)
             cur.execute(claim_statement(self.schema, self.ledger_table),
-                        (self.revision, batch_id, Jsonb(end_offsets), live_oid))
+                        (self.revision, batch_id, Jsonb(end_offsets), live_oid,
+                         None if history_start is None else Jsonb(history_start)))
             if cur.rowcount == 0:
                 cur.execute(recorded_offsets_statement(self.schema, self.ledger_table),
                             (self.revision, batch_id))

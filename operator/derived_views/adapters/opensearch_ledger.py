@@ -106,6 +106,8 @@ def read_heads(client: OpenSearch, ledger: str, revisions: Iterable[str]) -> Hea
         positions[revision] = LedgerPosition(
             end_offsets=_offsets(doc.get("end_offsets")), committed_at=_time(doc.get("committed_at")),
             batch_id=int(doc["batch_id"]), index_oid=doc.get("index_uuid"),
+            history_start=(None if doc.get("history_start") is None
+                           else _offsets(doc["history_start"])),
             earlier=None if before is None else LedgerPosition(
                 end_offsets=_offsets(before.get("end_offsets")),
                 committed_at=_time(before.get("committed_at")), batch_id=int(before["batch_id"])))

@@ -90,7 +90,8 @@ RATE_WINDOW_SECONDS = 30
 
 def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
                      ledger: str = LEDGER_TABLE) -> dict[str, LedgerPosition]:
-    """Newest ledger row per revision, with an earlier row for the commit rate.
+    """Newest ledger row per revision (with where the revision's replay began, which the job
+    writes in every row), with an earlier row for the commit rate.
 
     The earlier row is the newest one committed at least RATE_WINDOW_SECONDS before the
     newest, or the revision's first row when it is younger than that. Revisions with no
@@ -100,33 +101,39 @@ def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iter
     if not wanted or not _relation_exists(conn, schema, ledger):
         return {}
     table = sql.Identifier(schema, ledger)
-    # Ledgers written by jobs from before index identities were recorded lack the column.
-    oid = sql.SQL("index_oid" if _has_column(conn, schema, ledger, "index_oid")
-                  else "NULL::bigint AS index_oid")
+    # Ledgers written by jobs from before index identities (or history starts) were recorded
+    # lack the column.
+    present = _columns(conn, schema, ledger, ("index_oid", "history_start"))
+    oid = sql.SQL("index_oid" if "index_oid" in present else "NULL::bigint AS index_oid")
+    history = sql.SQL("history_start" if "history_start" in present
+                      else "NULL::jsonb AS history_start")
     query = sql.SQL(
         "WITH newest AS (SELECT DISTINCT ON (revision) revision, batch_id, end_offsets, "
-        "committed_at, {oid} FROM {table} WHERE revision = ANY(%(wanted)s) "
+        "committed_at, {oid}, {history} FROM {table} WHERE revision = ANY(%(wanted)s) "
         "ORDER BY revision, batch_id DESC) "
         "SELECT n.revision, n.batch_id, n.end_offsets, n.committed_at, "
-        "e.batch_id, e.end_offsets, e.committed_at, n.index_oid FROM newest n LEFT JOIN LATERAL ("
+        "e.batch_id, e.end_offsets, e.committed_at, n.index_oid, n.history_start "
+        "FROM newest n LEFT JOIN LATERAL ("
         "  SELECT l.batch_id, l.end_offsets, l.committed_at FROM {table} l"
         "  WHERE l.revision = n.revision AND l.batch_id < n.batch_id"
         "  ORDER BY (l.committed_at <= n.committed_at - %(window)s * interval '1 second') DESC,"
         "   CASE WHEN l.committed_at <= n.committed_at - %(window)s * interval '1 second'"
         "   THEN -l.batch_id ELSE l.batch_id END"
         "  LIMIT 1) e ON true"
-    ).format(table=table, oid=oid)
+    ).format(table=table, oid=oid, history=history)
     out: dict[str, LedgerPosition] = {}
     for (revision, batch_id, offsets, committed_at, earlier_id, earlier_offsets,
-         earlier_at, index_oid) in conn.execute(query, {"wanted": wanted,
-                                                        "window": RATE_WINDOW_SECONDS}):
+         earlier_at, index_oid, history_start) in conn.execute(
+             query, {"wanted": wanted, "window": RATE_WINDOW_SECONDS}):
         earlier = None if earlier_id is None else LedgerPosition(
             end_offsets=_flat_offsets(earlier_offsets), committed_at=earlier_at,
             batch_id=int(earlier_id))
         out[revision] = LedgerPosition(end_offsets=_flat_offsets(offsets),
                                        committed_at=committed_at, batch_id=int(batch_id),
                                        earlier=earlier,
-                                       index_oid=None if index_oid is None else int(index_oid))
+                                       index_oid=None if index_oid is None else int(index_oid),
+                                       history_start=None if history_start is None
+                                       else _flat_offsets(history_start))
     return out
 
 
@@ -194,6 +201,16 @@ def _has_column(conn: psycopg.Connection[Any], schema: str, table: str, column: 
         "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = %s "
         "AND NOT attisdropped", (sql.Identifier(schema, table).as_string(conn), column)).fetchone()
     return row is not None
+
+
+def _columns(conn: psycopg.Connection[Any], schema: str, table: str, columns: Iterable[str]
+             ) -> set[str]:
+    """Which of `columns` the table has, in one query."""
+    rows = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = ANY(%s) "
+        "AND NOT attisdropped", (sql.Identifier(schema, table).as_string(conn), list(columns))
+    ).fetchall()
+    return {str(r[0]) for r in rows}
 
 
 def table_oids(conn: psycopg.Connection[Any], schema: str, names: Iterable[str]) -> dict[str, int]:

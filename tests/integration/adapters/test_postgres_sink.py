@@ -44,6 +44,32 @@ def test_ledger_positions_take_the_newest_batch_per_revision(conn: Any, schema: 
     assert got["a"].earlier is not None and got["a"].earlier.batch_id == 0  # young: the first
 
 
+def test_the_history_start_is_read_from_the_newest_row_with_or_without_the_column(
+        conn: Any, schema: str) -> None:
+    """A ledger from before jobs recorded where their replay began has no such column: read
+    as not recorded. Once a job adds it (its own DDL), rows written before stay NULL, and a
+    revision's history start is its newest row's."""
+    from dvjob.sink_postgres import history_start_column_ddl
+
+    _ledger(conn, schema)
+    conn.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets) VALUES '
+                 """('a', 0, '{"t": {"0": 5}}'), ('b', 0, '{"t": {"0": 3}}')""")
+    before = pg.ledger_positions(conn, schema, ["a", "b"])
+    assert before["a"].history_start is None and before["b"].history_start is None
+    assert before["a"].end_offsets == {("t", 0): 5}
+
+    conn.execute(history_start_column_ddl(schema, "dv_ledger"))
+    conn.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets, '
+                 "history_start) VALUES (%s, 1, %s, %s)",
+                 ("a", json.dumps({"t": {"0": 9, "1": 4}}),
+                  json.dumps({"t": {"0": 2, "1": 0}})))
+    after = pg.ledger_positions(conn, schema, ["a", "b"])
+    assert after["a"].batch_id == 1
+    assert after["a"].history_start == {("t", 0): 2, ("t", 1): 0}
+    assert after["a"].earlier is not None and after["a"].earlier.history_start is None
+    assert after["b"].history_start is None  # written by a job from before: NULL
+
+
 def test_the_earlier_batch_is_the_newest_one_a_rate_window_before(conn: Any, schema: str) -> None:
     _ledger(conn, schema)
     rows = [(0, "00:00", 10), (1, "00:20", 30), (2, "00:29", 40), (3, "00:31", 45),

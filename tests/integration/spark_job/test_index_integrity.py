@@ -105,7 +105,7 @@ def test_truncate_of_an_index_table_is_refused(connect: Connect, schema: str) ->
     assert [r[0] for r in index_rows(connect, schema)] == ["o1", "o2"]
 
 
-def test_a_ledger_from_before_identities_gains_the_column(connect: Connect, schema: str) -> None:
+def test_a_ledger_from_before_identities_gains_the_columns(connect: Connect, schema: str) -> None:
     with connect() as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         conn.execute(sql.SQL(
@@ -116,10 +116,10 @@ def test_a_ledger_from_before_identities_gains_the_column(connect: Connect, sche
         conn.execute(sql.SQL("INSERT INTO {} VALUES ('old', 0, '{{}}', 0, 0, now())").format(
             sql.Identifier(schema, "dv_ledger")))
     sink = make_sink(connect, schema)
-    sink.write_batch(0, [order("o1", "c1", "5.00")], OFFSETS_0)
-    got = query(connect, sql.SQL("SELECT revision, index_oid IS NULL FROM {} ORDER BY 1").format(
-        sql.Identifier(schema, "dv_ledger")))
-    assert got == [(REVISION, False), ("old", True)]
+    sink.write_batch(0, [order("o1", "c1", "5.00")], OFFSETS_0, history_start={"orders": {"0": 0}})
+    got = query(connect, sql.SQL("SELECT revision, index_oid IS NULL, history_start FROM {} "
+                                 "ORDER BY 1").format(sql.Identifier(schema, "dv_ledger")))
+    assert got == [(REVISION, False, {"orders": {"0": 0}}), ("old", True, None)]
     assert ORDERS.column_names == ("order_id", "customer_id", "amount")
 
 

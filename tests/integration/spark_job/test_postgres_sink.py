@@ -98,7 +98,7 @@ def test_tables_are_created_with_mapped_types_and_key(connect: Connect, schema: 
         ("revision", "text", "NO"), ("batch_id", "bigint", "NO"), ("end_offsets", "jsonb", "NO"),
         ("rows_upserted", "bigint", "NO"), ("rows_deleted", "bigint", "NO"),
         ("committed_at", "timestamp with time zone", "NO"), ("index_oid", "bigint", "YES"),
-        ("bad_records", "bigint", "NO")]
+        ("history_start", "jsonb", "YES"), ("bad_records", "bigint", "NO")]
 
 
 def test_start_up_is_idempotent_but_refuses_a_foreign_index_table(

@@ -2,8 +2,9 @@
 
 Covers what only a whole run shows: Debezium change events mirrored into an
 index (upserts, deletes by `before`, tombstones by key), an unmappable event
-failing the run with a line naming the record, and a checkpoint that outlived
-its index being moved aside so the revision replays from offset 0.
+failing the run with a line naming the record, a checkpoint that outlived
+its index being moved aside so the revision replays from offset 0, and where a
+replay began when retention had deleted the topic's first records.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from job_submit import job_config, produce, rows, run_job, start
 from psycopg import sql
 
 from derived_views.adapters.postgres_progress import running_batches
+from derived_views.adapters.postgres_sink import ledger_positions
 from dvjob.batch_progress import PROGRESS_CONF
 from dvjob.first_batch import FIRST_BATCH_CONF
 from dvstack import replay
@@ -115,15 +119,43 @@ def ledger_batches(stack: Any, schema: str, revision: str) -> list[dict[str, int
     return [{p: int(o) for parts in r[0].values() for p, o in parts.items()} for r in found]
 
 
+def delete_before(bootstrap: str, topic: str, starts: dict[int, int]) -> dict[int, int]:
+    """Delete each partition's records below the given offset, as retention does; return the
+    log start offsets Kafka reports afterwards."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records(
+            [TopicPartition(topic, p, o) for p, o in starts.items()]).values():
+        future.result(timeout=30)
+    listed = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.earliest() for p in starts})
+    return {tp.partition: future.result(timeout=30).offset for tp, future in listed.items()}
+
+
+def ledger_history_starts(stack: Any, schema: str, revision: str) -> list[Any]:
+    with psycopg.connect(stack.pg_dsn) as conn:
+        return [r[0] for r in conn.execute(sql.SQL(
+            "SELECT history_start FROM {} WHERE revision = %s ORDER BY batch_id").format(
+                sql.Identifier(schema, "dv_ledger")), (revision,))]
+
+
 def test_a_first_replay_commits_a_bounded_first_batch_then_the_rest(
         stack: Any, schema: str, tmp_path: Path) -> None:
     """With nothing committed, the first batch reads at most the first-batch bound (set low
     here by its Spark configuration); the query then restarts with the view's own bound (none:
-    everything left in one batch). Exactly once across the restart."""
+    everything left in one batch). Exactly once across the restart.
+
+    The topic's first records are gone before the job starts (delete-records, as retention
+    does): every ledger row records where the replay began, Kafka's log start offsets then,
+    unchanged by the restart, and the operator's adapter reads it back."""
     topic = f"json-{uuid.uuid4().hex[:8]}"
-    replay.create_topic(stack.kafka_bootstrap, topic, 1)
+    replay.create_topic(stack.kafka_bootstrap, topic, 2)
     produce(stack.kafka_bootstrap, topic, [(f"k{i % 50}", json.dumps({"id": i % 50, "n": 1}))
                                            for i in range(3000)])
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+    for i in range(20):  # n = 0: partition 1 changes no total
+        producer.produce(topic, key=f"k{i}", value=json.dumps({"id": i, "n": 0}), partition=1)
+    assert producer.flush(30) == 0
+    log_starts = delete_before(stack.kafka_bootstrap, topic, {0: 100, 1: 5})
+    assert log_starts == {0: 100, 1: 5}
     config = job_config(stack, topic=topic, schema=schema, fmt="json", row_ddl="id INT, n INT",
                         sql_text="SELECT id, sum(n) AS total FROM events GROUP BY id",
                         key=["id"], checkpoint=tmp_path / "ckpt")
@@ -132,16 +164,23 @@ def test_a_first_replay_commits_a_bounded_first_batch_then_the_rest(
     job = start(stack, config, {FIRST_BATCH_CONF: "500"}, log)
     try:
         wait_for(lambda: job.poll() is not None or sum(
-            (ledger_batches(stack, schema, "r1") or [{}])[-1].values()) == 3000,
-            timeout=300, interval=1, what="the job to commit all 3,000 records")
+            (ledger_batches(stack, schema, "r1") or [{}])[-1].values()) == 3000 + 20,
+            timeout=300, interval=1, what="the job to commit all 3,020 records")
         assert job.poll() is None, log.read_text()[-3000:]
     finally:
         os.killpg(job.pid, signal.SIGTERM)
         job.wait(timeout=60)
     batches = ledger_batches(stack, schema, "r1")
-    assert [b["0"] for b in batches] == [500, 3000], batches
+    assert len(batches) == 2 and batches[-1] == {"0": 3000, "1": 20}, batches
+    assert sum(batches[0][str(p)] - start for p, start in log_starts.items()) <= 500, batches
     assert "first batch of at most 500 offsets done" in log.read_text()
-    assert rows(stack, schema, "mirror__r1") == [(i, 60) for i in range(50)]
+    assert rows(stack, schema, "mirror__r1") == [(i, 58) for i in range(50)]  # 2,900 left
+    history = {topic: {str(p): start for p, start in log_starts.items()}}
+    assert ledger_history_starts(stack, schema, "r1") == [history, history]
+    assert log.read_text().count("dvjob: history start {") == 1  # read once per process
+    with psycopg.connect(stack.pg_dsn) as conn:
+        head = ledger_positions(conn, schema, ["r1"])["r1"]
+    assert head.history_start == {(topic, p): start for p, start in log_starts.items()}
 
 
 def test_a_running_batch_reports_how_far_it_has_read(stack: Any, schema: str,

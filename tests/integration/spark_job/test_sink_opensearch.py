@@ -46,7 +46,7 @@ from dvjob.sink_opensearch import (
     LedgerMismatchError,
     OpenSearchSink,
 )
-from dvjob.sink_opensearch_mapping import index_body
+from dvjob.sink_opensearch_mapping import index_body, ledger_body
 from dvjob.sink_schema import SinkColumn, TableLayout, table_layout
 from dvstack.waiting import wait_for
 
@@ -167,8 +167,33 @@ def test_index_and_ledger_are_created_with_mapping_and_identity(
     assert {k: v.get("type", "object") for k, v in ledger_mapping["properties"].items()} == {
         "revision": "keyword", "batch_id": "long", "end_offsets": "object",
         "rows_upserted": "long", "rows_deleted": "long", "bad_records": "long",
-        "committed_at": "date", "index_uuid": "keyword"}
+        "committed_at": "date", "index_uuid": "keyword", "history_start": "object"}
     assert ledger_mapping["properties"]["end_offsets"]["enabled"] is False
+    assert ledger_mapping["properties"]["history_start"]["enabled"] is False
+
+
+def test_a_ledger_from_before_the_history_start_gains_its_field(
+        client: OpenSearch, names: Names) -> None:
+    """A ledger index created by an older job lacks the field: the start-up adds it, unindexed
+    like end_offsets, and the older documents stay readable (no history start recorded)."""
+    older = {k: v for k, v in ledger_body()["mappings"]["properties"].items()
+             if k != "history_start"}
+    client.indices.create(index=names.ledger, body={"mappings": {"dynamic": "false",
+                                                                 "properties": older}})
+    client.index(index=names.ledger, id=f"{REVISION}:0", params={"refresh": "true"}, body={
+        "revision": REVISION, "batch_id": 0, "end_offsets": {"orders": {"0": 1}},
+        "rows_upserted": 1, "rows_deleted": 0, "bad_records": 0,
+        "committed_at": "2026-03-01T12:00:00+00:00"})
+    assert opensearch_ledger.read_heads(client, names.ledger, [REVISION]).positions[
+        REVISION].history_start is None
+    sink = make_sink(client, names, index=f"{names.prefix}__other", revision="other")
+    mapping = client.indices.get_mapping(index=names.ledger)[names.ledger]["mappings"]
+    assert mapping["properties"]["history_start"] == {"type": "object", "enabled": False}
+    sink.write_batch(0, [order("o1", "c1", "1.00")], {"orders": {"0": 9}},
+                     history_start={"orders": {"0": 4}})
+    heads = opensearch_ledger.read_heads(client, names.ledger, [REVISION, "other"]).positions
+    assert heads[REVISION].history_start is None
+    assert heads["other"].history_start == {("orders", 0): 4}
 
 
 def test_start_up_is_idempotent_but_refuses_another_revision_s_index(
@@ -580,6 +605,9 @@ def test_foreach_batch_writer_end_to_end_on_spark(
         ("o2", Decimal("20.00"), None, [], None, None),
     ], OUTPUT_SCHEMA)
     write_offset_log(tmp_path, 0, '{"orders":{"0":2,"1":0}}')
+    # Where the replay began, as Spark keeps it in the checkpoint (orders/0 started at 1).
+    (tmp_path / "sources" / "0").mkdir(parents=True)
+    (tmp_path / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"orders":{"0":1,"1":0}}')
     previous = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")  # the zone must not matter
     try:
@@ -603,6 +631,10 @@ def test_foreach_batch_writer_end_to_end_on_spark(
     assert list(documents(client, names.index)) == ["o2"]
     assert [e[2:] for e in ledger_summary(client, names)] == [
         (0, {"orders": {"0": 2, "1": 0}}, 2, 0, 0), (1, {"orders": {"0": 3, "1": 0}}, 0, 1, 0)]
+    assert [e["history_start"] for e in ledger(client, names)] == [
+        {"orders": {"0": 1, "1": 0}}] * 2  # in every batch's document
+    head = opensearch_ledger.read_heads(client, names.ledger, [REVISION]).positions[REVISION]
+    assert head.history_start == {("orders", 0): 1, ("orders", 1): 0}
 
 
 def test_progress_reports_are_read_by_the_operator_and_are_no_batch(

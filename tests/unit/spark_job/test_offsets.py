@@ -1,4 +1,5 @@
-"""Reading a batch's end offsets from Spark's offset log."""
+"""Reading a batch's end offsets from Spark's offset log, and where the replay began from
+the Kafka source's initial offsets."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from dvjob.offsets import OffsetLogError, offset_log_path, parse_offset_log, read_end_offsets
+from dvjob.offsets import (
+    OffsetLogError,
+    initial_offsets_path,
+    offset_log_path,
+    parse_initial_offsets,
+    parse_offset_log,
+    read_end_offsets,
+    read_history_start,
+)
 
 METADATA = ('{"batchWatermarkMs":0,"batchTimestampMs":1714564800000,'
             '"conf":{"spark.sql.shuffle.partitions":"4"}}')
@@ -91,3 +100,59 @@ def test_the_header_spark_writes_is_understood(spark: SparkSession, tmp_path: Pa
     query.awaitTermination()
     with pytest.raises(OffsetLogError, match="is not Kafka offsets"):
         read_end_offsets(spark, str(checkpoint), 0)
+
+
+SPARK_INITIAL_OFFSETS = b'\x00v1\n{"orders":{"0":7,"1":2,"2":0},"refunds":{"0":3}}'
+"""`<checkpoint>/sources/0/0` as PySpark 4.0.0 (spark-sql-kafka-0-10 4.0.0) wrote it for a
+query subscribed to `orders` (3 partitions) and `refunds` (1), started with
+startingOffsets=earliest after AdminClient.delete_records had moved the log start of orders/0
+to 7, orders/1 to 2 and refunds/0 to 3: a zero byte, `v1`, the JSON, no newline at the end."""
+
+
+def test_the_initial_offsets_spark_writes_are_the_history_start() -> None:
+    assert parse_initial_offsets(SPARK_INITIAL_OFFSETS.decode("utf-8")) == {
+        "orders": {"0": 7, "1": 2, "2": 0}, "refunds": {"0": 3}}
+
+
+def test_initial_offsets_without_the_zero_byte_or_with_a_newline_are_read_alike() -> None:
+    text = SPARK_INITIAL_OFFSETS.decode("utf-8")
+    assert parse_initial_offsets(text[1:] + "\n") == parse_initial_offsets(text)
+
+
+def test_initial_offsets_of_topics_that_did_not_exist_yet_are_empty() -> None:
+    """A query started before any of its topics existed resolves `earliest` to nothing."""
+    assert parse_initial_offsets("\x00v1\n{}") == {}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", "expected version line 'v1', found ''"),
+    ("\x00v1", "no offsets after the version line"),
+    ("\x00v1\n", "no offsets after the version line"),
+    ('\x00v2\n{"orders":{"0":1}}', "expected version line 'v1', found 'v2'"),
+    ('\x00{"orders":{"0":1}}', "expected version line 'v1'"),  # Spark 2.1.0's, unversioned
+    ("\x00v1\n{orders", "is not JSON"),
+    ("\x00v1\n[1]", "is not Kafka offsets"),
+    ('\x00v1\n{"orders":{"0":-2}}', "offset -2 is not a non-negative integer"),
+    ('\x00v1\n{"orders":{}}', "topic 'orders' has no partition offsets"),
+])
+def test_malformed_initial_offsets_fail_clearly(text: str, expected: str) -> None:
+    with pytest.raises(OffsetLogError) as raised:
+        parse_initial_offsets(text, where="sources/0/0")
+    assert str(raised.value).startswith("sources/0/0: ")
+    assert expected in str(raised.value)
+
+
+def test_initial_offsets_are_read_through_spark_from_a_path_or_a_uri(
+        spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "sources" / "0").mkdir(parents=True)
+    (tmp_path / "sources" / "0" / "0").write_bytes(SPARK_INITIAL_OFFSETS)
+    expected = {"orders": {"0": 7, "1": 2, "2": 0}, "refunds": {"0": 3}}
+    assert read_history_start(spark, str(tmp_path)) == expected
+    assert read_history_start(spark, tmp_path.as_uri() + "/") == expected
+    assert initial_offsets_path("s3a://bucket/ck/") == "s3a://bucket/ck/sources/0/0"
+
+
+def test_a_checkpoint_without_initial_offsets_has_no_history_start(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Nothing is claimed for a checkpoint whose query never started (or another source's)."""
+    assert read_history_start(spark, str(tmp_path)) is None

@@ -152,7 +152,8 @@ def test_the_ledger_s_fields_are_the_contract() -> None:
         "end_offsets": {"type": "object", "enabled": False},
         "rows_upserted": {"type": "long"}, "rows_deleted": {"type": "long"},
         "bad_records": {"type": "long"}, "committed_at": {"type": "date"},
-        "index_uuid": {"type": "keyword"}}
+        "index_uuid": {"type": "keyword"},
+        "history_start": {"type": "object", "enabled": False}}
     assert ledger_id("3f9c", 12) == "3f9c:12"
 
 

@@ -34,7 +34,7 @@ def test_ledger_table() -> None:
         'CREATE TABLE IF NOT EXISTS "public"."dv_ledger" (revision text NOT NULL, '
         "batch_id bigint NOT NULL, end_offsets jsonb NOT NULL, rows_upserted bigint NOT NULL, "
         "rows_deleted bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), "
-        "index_oid bigint, PRIMARY KEY (revision, batch_id))")
+        "index_oid bigint, history_start jsonb, PRIMARY KEY (revision, batch_id))")
 
 
 def test_index_table() -> None:
@@ -90,7 +90,7 @@ def test_delete_uses_each_key_s_last_row() -> None:
 def test_ledger_statements() -> None:
     assert text(claim_statement("public", "dv_ledger")) == (
         'INSERT INTO "public"."dv_ledger" (revision, batch_id, end_offsets, rows_upserted, '
-        "rows_deleted, index_oid) VALUES (%s, %s, %s, 0, 0, %s) "
+        "rows_deleted, index_oid, history_start) VALUES (%s, %s, %s, 0, 0, %s, %s) "
         "ON CONFLICT (revision, batch_id) DO NOTHING")
     assert text(recorded_offsets_statement("public", "dv_ledger")) == (
         'SELECT end_offsets FROM "public"."dv_ledger" WHERE revision = %s AND batch_id = %s')
