@@ -289,7 +289,17 @@ class Source(ApiModel):
         description="What to do with records that cannot become index rows: fail (default), "
                     "skip or deadLetter. Changing it restarts the running jobs from their "
                     "checkpoints. Not part of the revision.")] = BadRecords()
-
+    history: Annotated[Literal["complete", "fromLogStart"], Field(
+        description="What history an index must hold before readers see it. `complete` "
+                    "(default): only an index built from offset 0 of every partition (or from "
+                    "where the serving index's history starts, if the view accepted less "
+                    "before); a revision whose replay starts later, because retention or "
+                    "delete-records removed the log's first records, is built but not "
+                    "promoted (HistoryIncomplete, naming the partitions and how many records "
+                    "are gone). `fromLogStart`: the replay reads what the log holds and may "
+                    "serve with less history; the status says from which offset each "
+                    "partition's history starts. Not part of the revision: changing it never "
+                    "replays, it only changes what may serve (docs/history.md).")] = "complete"
 
     @model_validator(mode="after")
     def _avro_or_schema(self) -> Source:

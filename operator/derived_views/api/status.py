@@ -230,6 +230,21 @@ class RevisionStatus(StatusModel):
     source_partitions: Annotated[dict[str, int] | None, Field(
         description="Partitions of each source topic when the current build started: a topic "
                     "that grows under a revision ordering by _kafka_offset is reported.")] = None
+    history_start: Annotated[dict[str, Annotated[int, Field(ge=0)]] | None, Field(
+        description="Per `topic/partition`, the first offset this revision's replay read "
+                    "(where Spark resolved `earliest`; a partition not listed starts at 0), "
+                    "as its job recorded with its first batch: kept here so a rollback or a "
+                    "comparison never needs the log again. Absent before its first batch.")
+                             ] = None
+    history_gaps: Annotated[dict[str, Annotated[int, Field(ge=0)]] | None, Field(
+        description="Per `topic/partition`, records the log deleted (retention, "
+                    "delete-records) before this revision's replay read them.")] = None
+    hydration_target: Annotated[dict[str, Annotated[int, Field(ge=0)]] | None, Field(
+        description="The end offsets per `topic/partition` when the current build started: "
+                    "its index is hydrated once it holds every record below them, and no "
+                    "gate opens before.")] = None
+    hydrated_at: Annotated[AwareDatetime | None, Field(
+        description="When its index first held every record of `hydrationTarget`.")] = None
 
     @field_validator("message", mode="before")
     @classmethod
@@ -361,6 +376,22 @@ class Intent(StatusModel):
     recorded_at: Annotated[AwareDatetime, Field(description="When the intent was recorded.")]
 
 
+class TopicLog(StatusModel):
+    """What a source topic's configuration says about the history its log keeps."""
+
+    topic: Annotated[str, Field(description="The topic.")]
+    cleanup_policy: Annotated[str, Field(
+        description="`cleanup.policy`: delete, compact or compact,delete. A compacted topic "
+                    "keeps the latest record per key: a replay reads that, not every "
+                    "event.")]
+    retention_ms: Annotated[int | None, Field(
+        description="`retention.ms` (-1: forever).")] = None
+    retention_bytes: Annotated[int | None, Field(
+        description="`retention.bytes` (-1: no limit).")] = None
+    remote_storage: Annotated[bool, Field(
+        description="`remote.storage.enable`: tiered storage keeps old segments.")] = False
+
+
 class DerivedViewStatus(StatusModel):
     """Observed state, written by the operator only."""
 
@@ -409,6 +440,10 @@ class DerivedViewStatus(StatusModel):
         description="The actions being carried out, recorded before acting.")] = None
     last_cutover: Annotated[CutoverRecord | None, Field(
         description="The last alias switch.")] = None
+    source_logs: Annotated[list[TopicLog], Field(
+        max_length=100,
+        description="Retention and cleanup of each source topic, as last read (every few "
+                    "minutes): what a replay of it can hold (docs/history.md).")] = []
     lag_history: Annotated[list[LagSample], Field(
         description="Bounded history of the active's and the candidate's lag, oldest first "
                     "(sampled when it changed, at most every DV_LAG_HISTORY_SECONDS per revision; a "

@@ -175,6 +175,8 @@ def header_lines(view: dict[str, Any], status: DerivedViewStatus) -> list[tuple[
         ("Bad records", _bad_records_line(view, status)),
         ("Generation", f"{generation} (observed {observed if observed is not None else NONE})"),
     ]
+    after = [name for name, _ in lines].index("Bad records") + 1
+    lines[after:after] = history_lines(view, status)
     if status.checks is not None:
         lines.insert(-1, ("Checks", _checks_line(status)))
     if is_paused(annotations):
@@ -207,3 +209,38 @@ def _bad_records_line(view: dict[str, Any], status: DerivedViewStatus) -> str:
         name += f" to {policy['deadLetterTopic']}"
     count = status.bad_records
     return f"{name}; {'none counted yet' if count is None else f'{count} left out'}"
+
+
+def history_lines(view: dict[str, Any], status: DerivedViewStatus) -> list[tuple[str, str]]:
+    """What history the served and the building index hold (docs/history.md): the policy,
+    where each one's history starts, whether the candidate is hydrated, compacted topics."""
+    policy = str(((view.get("spec") or {}).get("source") or {}).get("history", "complete"))
+    lines = [("History", policy)]
+    for role, revision in (("active", status.active.revision if status.active else None),
+                           ("candidate", status.candidate.revision if status.candidate
+                            else None)):
+        record = status.record(revision) if revision else None
+        if record is None:
+            continue
+        said = history_of(record.history_start, record.history_gaps)
+        if role == "candidate" and record.hydrated_at is None:
+            said += "; hydrating (not every record of its start is in its index yet)"
+        lines.append((f"History ({role})", said))
+    for log in status.source_logs:
+        if "compact" in log.cleanup_policy:
+            lines.append((f"Topic {log.topic}",
+                          f"cleanup.policy={log.cleanup_policy}: a replay reads the latest "
+                          "record per key (what a mirror of current state needs, not what a "
+                          "count of events needs)"))
+    return lines
+
+
+def history_of(start: dict[str, int] | None, gaps: dict[str, int] | None) -> str:
+    """`orders/0 from offset 1000 (1000 records deleted by retention), ...`."""
+    if start is None and not gaps:
+        return "not recorded yet (before its first batch)"
+    said = [f"{p} from offset {o} ({o} records deleted by retention)"
+            for p, o in sorted((start or {}).items()) if o > 0]
+    said += [f"{p}: {n} records deleted before its replay read them"
+             for p, n in sorted((gaps or {}).items())]
+    return "; ".join(said) if said else "from offset 0 of every partition"

@@ -61,7 +61,12 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
             "format": spec.source.format,
             "schema": events_ddl(spec.source, reader_schemas),
             "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
-            "kafkaOptions": {},
+            # Spark stops the job on records deleted before it read them (failOnDataLoss):
+            # under `complete` that is the history rule's own verdict; `fromLogStart`
+            # accepts the loss, so a job created under it reads on from where the log
+            # starts (a running job keeps its setting: core.revision.job_settings_of).
+            "kafkaOptions": ({"failOnDataLoss": "false"}
+                             if spec.source.history == "fromLogStart" else {}),
             "badRecords": spec.source.bad_records.model_dump(mode="json", by_alias=True,
                                                              exclude_none=True),
         },

@@ -2,7 +2,9 @@
 
 Per partition, the topic's end offset minus the offset whose effects are
 committed in the index (the ledger's exclusive end; 0 when the revision has
-no batch yet, so an unread partition counts whole).
+no batch yet, so an unread partition counts whole), or minus the log start
+when that is further: records retention deleted are not behind, they are gone
+(core.history says what an index lacks for it).
 
 The end offsets must be read AFTER the ledger (the shell does so): read the
 other way round, records that arrive between the two readings are committed
@@ -104,8 +106,8 @@ def reset_partitions(end_offsets: Mapping[TopicPartition, int], topics: Collecti
 
 def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[str],
                 position: LedgerPosition | None, now: dt.datetime,
-                times: RecordTimes | None = None, running: RunningBatch | None = None
-                ) -> Lag | None:
+                times: RecordTimes | None = None, running: RunningBatch | None = None,
+                log_starts: Mapping[TopicPartition, int] | None = None) -> Lag | None:
     """Lag of one revision reading `topics`, given the log's ends and its ledger head.
 
     None (unknown) when a topic has no partition among `end_offsets`: a topic
@@ -122,14 +124,16 @@ def compute_lag(end_offsets: Mapping[TopicPartition, int], topics: Collection[st
     if any(topic not in known_topics for topic in topics):
         return None
     committed = position.end_offsets if position is not None else {}
+    starts = log_starts or {}
     partitions: dict[str, int] = {}
     ends: dict[str, int] = {}
     behind: dict[TopicPartition, int] = {}
     for tp in sorted(tp for tp in end_offsets if tp[0] in topics):
-        partitions[partition_key(tp)] = max(end_offsets[tp] - committed.get(tp, 0), 0)
+        next_offset = max(committed.get(tp, 0), starts.get(tp, 0))
+        partitions[partition_key(tp)] = max(end_offsets[tp] - next_offset, 0)
         ends[partition_key(tp)] = end_offsets[tp]
         if partitions[partition_key(tp)]:
-            behind[tp] = committed.get(tp, 0)
+            behind[tp] = next_offset
     messages = sum(partitions.values())
     if messages == 0:
         return Lag(messages=0, seconds=0, partitions=partitions, end_offsets=ends)

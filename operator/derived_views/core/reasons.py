@@ -73,6 +73,16 @@ READER_SCHEMA_NOT_FOUND: Final = "ReaderSchemaNotFound"
 SUBJECT_NOT_FOUND: Final = "SubjectNotFound"
 """A Warning Event: no schema under a topic's `<topic>-value` subject when a job starts."""
 TOPIC_RESET: Final = "TopicReset"
+HISTORY_INCOMPLETE: Final = "HistoryIncomplete"
+"""A revision's index would hold less history than readers have (or, for a first revision,
+than the log had from offset 0): retention or delete-records removed records before its
+replay read them. Not promoted under `source.history: complete`."""
+HYDRATING: Final = "Hydrating"
+"""CaughtUp is False: the revision's index does not yet hold every record that existed when
+it was created; no gate opens before (core.history)."""
+STALE: Final = "Stale"
+"""Ready is False: the serving index is older than the gate (its job stopped, restarts or
+falls behind); Ready returns once it is back within the gate."""
 PARTITIONS_GREW: Final = "PartitionsGrew"
 
 # --- indexes and the alias ---------------------------------------------------------------

@@ -158,7 +158,9 @@ def job_settings_of(spec: DerivedViewSpec) -> str:
     """Hash of what a running job uses but the revision does not: `spec.spark` (except
     checkpointBase: a revision keeps its checkpoint), the Kafka connection and the batch
     bound (`source.maxOffsetsPerTrigger`, read by the job only when it starts) and the
-    bad-record policy (`source.badRecords`, ditto).
+    bad-record policy (`source.badRecords`, ditto). Not `source.history`: it decides what may
+    serve, and the jobs created from then on (a failed one restarts on the new generation)
+    read past records the log deleted; a running job is not restarted for it.
 
     Stamped on each SparkApplication; a different value means the job must be
     recreated to apply it, from the same checkpoint (never a replay).

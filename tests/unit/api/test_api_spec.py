@@ -25,7 +25,8 @@ def test_defaults_of_a_minimal_spec() -> None:
     assert spec.model_dump(mode="json", exclude_none=True) == {
         "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
                    "format": "json", "schema": "order_id STRING, amount DOUBLE",
-                   "maxOffsetsPerTrigger": 1_000_000, "badRecords": {"policy": "fail"}},
+                   "maxOffsetsPerTrigger": 1_000_000, "badRecords": {"policy": "fail"},
+                   "history": "complete"},
         "transform": {"sql": "SELECT * FROM events"},
         "sink": {"postgres": {"secretRef": {"name": "db"}, "table": "orders", "schema": "public"},
                  "primaryKey": ["order_id"]},

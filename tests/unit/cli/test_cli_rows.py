@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from derived_views.api.status import TopicLog
 from derived_views.cli import rows
 from derived_views.cli.app import hoist_global_options
 
@@ -126,8 +127,32 @@ def test_header_lines_show_mode_generation_and_pause() -> None:
         ("View", "shop/orders"), ("Phase", "Backfilling"), ("Spec revision", "bbbbbbbbbb"),
         ("Active", "aaaaaaaaaa (orders__aaaaaaaaaa)"), ("Candidate", "bbbbbbbbbb (Backfilling)"),
         ("Cutover mode", "manual"),
-        ("Bad records", "fail; none counted yet"), ("Generation", "3 (observed 3)"), ("Paused", "yes"),
+        ("Bad records", "fail; none counted yet"), ("History", "complete"),
+        ("History (active)", "not recorded yet (before its first batch)"),
+        ("History (candidate)", "not recorded yet (before its first batch); hydrating (not "
+                                "every record of its start is in its index yet)"),
+        ("Generation", "3 (observed 3)"), ("Paused", "yes"),
     ]
+
+
+def test_history_lines_say_where_each_index_starts_and_which_topics_are_compacted() -> None:
+    view = {**MIGRATING, "spec": {**MIGRATING.get("spec", {}), "source": {
+        "history": "fromLogStart"}}}
+    status = rows.parse_status(view).model_copy(update={"source_logs": [
+        TopicLog(topic="orders", cleanup_policy="compact")]})
+    active = status.record("aaaaaaaaaa")
+    assert active is not None
+    status = status.model_copy(update={"revisions": [
+        active.model_copy(update={"history_start": {"orders/0": 1000},
+                                  "history_gaps": {"orders/1": 7}}),
+        *(r for r in status.revisions if r.revision != "aaaaaaaaaa")]})
+    lines = dict(rows.history_lines(view, status))
+    assert lines["History"] == "fromLogStart"
+    assert lines["History (active)"] == (
+        "orders/0 from offset 1000 (1000 records deleted by retention); "
+        "orders/1: 7 records deleted before its replay read them")
+    assert lines["Topic orders"].startswith("cleanup.policy=compact: a replay reads the "
+                                            "latest record per key")
 
 
 @pytest.mark.parametrize(("argv", "expected"), [

@@ -30,6 +30,7 @@ from derived_views.core.observed import (
     Observed,
     RegistryObserved,
     SinkObserved,
+    TopicRetention,
     ViewObserved,
     drivers_by_revision,
     revisions_to_observe,
@@ -104,6 +105,11 @@ class World:
     now: dt.datetime = T0
     ends: dict[tuple[str, int], int] = field(default_factory=lambda: {
         ("orders", 0): 120, ("orders", 1): 80, ("payments", 0): 40})
+    starts: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Log start offsets (retention, delete-records); absent: 0."""
+    topic_configs: dict[str, TopicRetention] = field(default_factory=dict)
+    history_starts: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    """Checkpoint -> where its job's replay began (Spark's resolved `earliest`)."""
     rate: int = 50
     """Messages per partition a running job commits per tick."""
     traffic: int = 0
@@ -116,6 +122,8 @@ class World:
     apps: dict[str, App] = field(default_factory=dict)
     tables: set[str] = field(default_factory=set)
     ledger: dict[str, tuple[dict[tuple[str, int], int], dt.datetime]] = field(default_factory=dict)
+    ledger_starts: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    """Revision -> the history start its job writes with each ledger row."""
     ledger_history: dict[str, list[tuple[dict[tuple[str, int], int], dt.datetime]]] = field(
         default_factory=dict)
     """Every committed batch per revision, oldest first (the real ledger keeps them all)."""
@@ -236,7 +244,10 @@ class World:
                 app.state, app.error = "FAILED", "LedgerMismatchError: checkpoint is new"
                 self.violations.append(f"{app.name} started a fresh checkpoint over a ledger")
                 return
-            app.position = {tp: 0 for tp in self.ends if tp[0] in cfg["source"]["topics"]}
+            # Spark resolves `earliest` once, on a new checkpoint: the log start now
+            app.position = {tp: self.starts.get(tp, 0) for tp in self.ends
+                            if tp[0] in cfg["source"]["topics"]}
+            self.history_starts[location] = dict(app.position)
         owner = cfg["owner"]
         recorded = self.owners.get(table)
         if recorded is not None and recorded.uid != owner["uid"]:
@@ -256,9 +267,18 @@ class World:
             app.state, app.error = "FAILED", f"relation {table} does not exist"
             return
         moved = False
+        lossy = cfg["source"]["kafkaOptions"].get("failOnDataLoss") == "false"
         for tp in self.ends:
             if tp[0] not in cfg["source"]["topics"]:
                 continue
+            if self.starts.get(tp, 0) > app.position.get(tp, 0):
+                if not lossy:  # Spark: the offsets it must read next are gone
+                    app.state, app.error = "FAILED", (
+                        f"Cannot fetch offset {app.position.get(tp, 0)} of {tp[0]}-{tp[1]}: "
+                        "Some data may have been lost because they are not available in "
+                        "Kafka any more")
+                    return
+                app.position[tp] = self.starts[tp]
             # never backwards: a log recreated below the position is not re-read (Spark fails
             # on the data loss or, with failOnDataLoss off, waits for new offsets)
             new = max(app.position.get(tp, 0),
@@ -266,6 +286,8 @@ class World:
             moved = moved or new != app.position.get(tp, 0)
             app.position[tp] = new
         if moved:
+            self.ledger_starts[cfg["revision"]] = self.history_starts.get(
+                cfg["checkpointLocation"], {})
             self.ledger[cfg["revision"]] = (dict(app.position), self.now)
             self.ledger_history.setdefault(cfg["revision"], []).append(
                 (dict(app.position), self.now))
@@ -288,7 +310,8 @@ class World:
             sink = SinkObserved(
                 indexes=frozenset(t for t in self.tables if t.startswith(base + "__")),
                 alias_target=self.alias,
-                ledger={rev: LedgerPosition(dict(pos), at, earlier=self.earlier_batch(rev))
+                ledger={rev: LedgerPosition(dict(pos), at, earlier=self.earlier_batch(rev),
+                                            history_start=self.ledger_starts.get(rev))
                         for rev, (pos, at) in self.ledger.items()},
                 alias_owner=self.alias_owner,
                 index_owners={t: o for t, o in self.owners.items() if t in self.tables},
@@ -312,6 +335,9 @@ class World:
             config=self.config, spark_applications=apps, sink=sink,
             end_offsets=({tp: end for tp, end in self.ends.items()
                           if tp[0] not in self.missing_topics} if self.kafka_up else None),
+            log_starts=({tp: self.starts.get(tp, 0) for tp in self.ends
+                         if tp[0] not in self.missing_topics} if self.kafka_up else None),
+            topic_configs=dict(self.topic_configs),
             record_times=self.record_times() if self.kafka_up else {},
             switch_deferred=self.take_deferred(),
             missing_topics=frozenset(self.missing_topics),
@@ -325,8 +351,9 @@ class World:
 
     def record_times(self) -> dict[tuple[tuple[str, int], int], dt.datetime | None]:
         """Times at every ledger head's offsets and at offset 0 (a revision without a batch)."""
-        offsets = {(tp, 0) for tp in self.ends}
-        offsets |= {(tp, pos.get(tp, 0)) for pos, _ in self.ledger.values() for tp in self.ends}
+        offsets = {(tp, self.starts.get(tp, 0)) for tp in self.ends}
+        offsets |= {(tp, max(pos.get(tp, 0), self.starts.get(tp, 0)))
+                    for pos, _ in self.ledger.values() for tp in self.ends}
         return {(tp, offset): self.record_time(tp, offset) for tp, offset in offsets
                 if tp[0] not in self.missing_topics}
 
@@ -410,6 +437,7 @@ class World:
                     self.tables.discard(index)
                     self.owners.pop(index, None)
                     self.ledger.pop(revision, None)
+                    self.ledger_starts.pop(revision, None)
                     self.ledger_history.pop(revision, None)
                     for app_location, _ in list(self.checkpoints.items()):
                         if app_location.split("/")[-1].split(".")[0] == revision:

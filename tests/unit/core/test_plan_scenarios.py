@@ -192,9 +192,13 @@ def test_max_lag_messages_passes_the_gate_behind_the_log_but_not_behind_the_serv
     world.tick()
     world.reconcile()
     world.tick()  # running, table created, positions 0
-    world.apps[APP2].position = {("orders", 0): 100, ("orders", 1): 70}  # 20 + 10 behind
+    # hydrated (every record of its start is in), then the log grows: 20 + 10 behind
+    world.apps[APP2].position = {("orders", 0): 120, ("orders", 1): 80}
+    world.ends.update({("orders", 0): 140, ("orders", 1): 90})
     world.rate = 0
     world.ledger[R2] = (dict(world.apps[APP2].position), world.now)
+    world.apps[APP1].position = dict(world.ends)  # the serving index keeps up
+    world.ledger[R1] = (dict(world.ends), world.now)
     world.reconcile()
     assert world.condition("CaughtUp") == ("True", "LagWithinGate")
     world.tick(seconds=10)

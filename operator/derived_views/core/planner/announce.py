@@ -36,10 +36,13 @@ def job_problem(ctx: Context, draft: Draft, revision: str, judgement: Judgement,
 
 
 def integrity_problem(ctx: Context, draft: Draft, degraded: cond.Verdict) -> None:
-    """One warning event when the view becomes Degraded for a lost index or partition
-    growth (or the cause changes)."""
-    if degraded.reason not in (reasons.INDEX_LOST, reasons.PARTITIONS_GREW):
+    """One warning event when the view becomes Degraded for a lost index, partition growth
+    or a history shorter than readers have (or the cause changes)."""
+    if degraded.reason not in (reasons.INDEX_LOST, reasons.PARTITIONS_GREW,
+                               reasons.HISTORY_INCOMPLETE):
         return
-    on_change(draft, last_written(ctx, cond.DEGRADED, "reason", "message"),
-              (degraded.reason, degraded.message), degraded.reason, degraded.message,
-              warning=True)
+    # a history shortfall is told once: its counts firm up from a prediction to the job's word
+    fields = ("reason",) if degraded.reason == reasons.HISTORY_INCOMPLETE else ("reason", "message")
+    on_change(draft, last_written(ctx, cond.DEGRADED, *fields),
+              tuple(getattr(degraded, name) for name in fields), degraded.reason,
+              degraded.message, warning=True)

@@ -18,6 +18,7 @@ from derived_views.api.status import (
     Intent,
     LagSample,
     Phase,
+    TopicLog,
     ViewPhase,
     shown_lag,
 )
@@ -25,7 +26,7 @@ from derived_views.core import checks, status_size
 from derived_views.core import conditions as cond
 from derived_views.core.actions import Action, RecordIntent, UpdateStatus, describe
 from derived_views.core.patch import merge_patch
-from derived_views.core.planner import announce, verdicts
+from derived_views.core.planner import announce, readings, verdicts
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.records import BUILDING, checks_column
@@ -91,6 +92,22 @@ def shown_bad_records(active: ActiveStatus | None, candidate: CandidateStatus | 
     return shown.bad_records if shown is not None else None
 
 
+def source_logs(ctx: Context, draft: Draft, previous: list[TopicLog]) -> list[TopicLog]:
+    """The retention of the topics the served and the desired revisions read, as last read
+    (the configs are read every few minutes: a pass without them keeps what was known)."""
+    topics = sorted({t for r in (draft.active, ctx.desired) if r is not None
+                     for t in readings.topics_of(ctx, draft, r)})
+    known = {log.topic: log for log in previous}
+    for topic in topics:
+        config = ctx.obs.topic_configs.get(topic)
+        if config is not None:
+            known[topic] = TopicLog(topic=topic, cleanup_policy=config.cleanup_policy,
+                                    retention_ms=config.retention_ms,
+                                    retention_bytes=config.retention_bytes,
+                                    remote_storage=config.remote_storage)
+    return [known[t] for t in topics if t in known][:100]
+
+
 def assemble(ctx: Context, draft: Draft, deleting: bool) -> list[Action]:
     previous = ctx.obs.status
     phase, active, candidate = summary(ctx, draft, deleting)
@@ -115,6 +132,7 @@ def assemble(ctx: Context, draft: Draft, deleting: bool) -> list[Action]:
         conditions=cond.build_conditions(judged.shown, previous.conditions, ctx.now,
                                          ctx.view.generation),
         intent=None, last_cutover=draft.last_cutover or previous.last_cutover,
+        source_logs=source_logs(ctx, draft, previous.source_logs),
         lag_history=lag_history(ctx, previous.lag_history, active, candidate))
     effects: list[Action] = [*draft.finalizers_added, *draft.switches, *draft.deletes,
                              *draft.creates, *draft.drop_aliases, *draft.drops,

@@ -35,8 +35,9 @@ from derived_views.core.planner.records import clip
 class PromotionHold:
     """Why the candidate, caught up and stable, is not promoted on this pass."""
 
-    cause: Literal["checks", "approval", "blocker", "behind"]
-    """checks: failing or not yet run; approval: waiting for the promote annotation;
+    cause: Literal["history", "checks", "approval", "blocker", "behind"]
+    """history: its index lacks history readers have (core.history; `source.history`
+    complete); checks: failing or not yet run; approval: waiting for the promote annotation;
     blocker: the sink refuses the switch (see core.switch_guard); behind: the sink deferred
     the last switch, the candidate short of the serving index (core.monotonic; `detail`)."""
     blocker: SwitchBlocker | None = None

@@ -10,7 +10,7 @@ from derived_views.core.job_state import judge
 from derived_views.core.planner import announce, effects, phases_cutover, readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
-from derived_views.core.planner.records import BUILDING, clip
+from derived_views.core.planner.records import BUILDING, NEW_BUILD, clip
 from derived_views.core.revision import job_settings_of
 
 
@@ -35,7 +35,7 @@ def rebuild_lost_candidate(ctx: Context, draft: Draft) -> None:
                   build=build, checkpoint_location=ctx.checkpoint(revision, build),
                   started_at=ctx.now, caught_up_since=None, lag=None, job_state=None,
                   execution_attempts=None,
-                  source_partitions=readings.partitions_now(ctx, draft, revision))
+                  source_partitions=readings.partitions_now(ctx, draft, revision), **NEW_BUILD)
         draft.event(reasons.INDEX_LOST, f"Rebuilding candidate revision {revision} from "
                                           f"offset 0: {cause}.", warning=True)
     effects.delete_app(ctx, draft, revision)

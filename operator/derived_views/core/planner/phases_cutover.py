@@ -60,6 +60,9 @@ def promote(ctx: Context, draft: Draft, revision: str) -> None:
     lag = draft.lags.get(revision)
     if record.phase != Phase.CaughtUp or lag is None or record.caught_up_since is None:
         return
+    if ctx.spec.source.history == "complete" and readings.shortfall_of(ctx, draft, revision):
+        draft.promotion_hold = PromotionHold("history")
+        return  # not on the annotation either: readers would lose records they have
     stable_for = stable_for_seconds(ctx, draft)
     stable = seconds_between(record.caught_up_since, ctx.now) >= stable_for
     if stable and not checks_pass(ctx, record):

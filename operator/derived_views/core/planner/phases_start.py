@@ -12,7 +12,7 @@ from derived_views.core.actions import AddFinalizer, HoldSecret, ReleaseSecret
 from derived_views.core.planner import effects, readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
-from derived_views.core.planner.records import BUILDING, is_torn_down
+from derived_views.core.planner.records import BUILDING, NEW_BUILD, is_torn_down
 from derived_views.core.revision import content_of
 
 
@@ -171,6 +171,7 @@ def restart(ctx: Context, draft: Draft, revision: str, *, rollback: bool) -> Non
     build = record.build + 1
     draft.set(revision, reason=reasons.BACKFILL_STARTED, message="rebuilding from offset 0",
               build=build, checkpoint_location=ctx.checkpoint(revision, build),
-              source_partitions=readings.partitions_now(ctx, draft, revision), **common)
+              source_partitions=readings.partitions_now(ctx, draft, revision), **common,
+              **NEW_BUILD)
     draft.event(reasons.BACKFILL_STARTED, f"Started rebuilding revision {revision} from offset 0 "
                                    f"into index {ctx.index(revision)}.")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from derived_views.api.constants import RETRY_ANNOTATION
 from derived_views.api.status import Phase
-from derived_views.core import ownership, reasons
+from derived_views.core import history, ownership, reasons
 from derived_views.core.conditions import Verdict
 from derived_views.core.planner import readings
-from derived_views.core.planner.records import failing_checks
+from derived_views.core.planner.records import BUILDING, failing_checks
 from derived_views.core.planner.standing import Rule, Standing
 
 
@@ -144,6 +144,21 @@ def partitions_grew(s: Standing) -> Verdict | None:
     return None if grown is None else Verdict("True", reasons.PARTITIONS_GREW, grown)
 
 
+def history_incomplete(s: Standing) -> Verdict | None:
+    """The building revision would serve less history than readers have (core.history), and
+    the spec asks for the complete history: it builds on, but is never promoted."""
+    candidate, ctx = s.candidate, s.ctx
+    if candidate is None or ctx.spec.source.history != "complete" or candidate.phase not in (
+            *BUILDING, Phase.Failed):
+        return None
+    short = readings.shortfall_of(ctx, s.draft, s.desired)
+    if not short:
+        return None
+    topics = readings.topics_of(ctx, s.draft, s.desired)
+    return Verdict("True", reasons.HISTORY_INCOMPLETE, history.incomplete_message(
+        s.desired, s.active, short, history.retention_text(topics, ctx.obs.topic_configs)))
+
+
 def candidate_failed(s: Standing) -> Verdict | None:
     candidate = s.candidate
     if candidate is None or candidate.phase != Phase.Failed:
@@ -196,6 +211,7 @@ PROBLEMS: tuple[Rule, ...] = (
     topic_reset,
     active_index_lost,
     partitions_grew,
+    history_incomplete,
     candidate_failed,
     checks_failing,
     active_job_stopped,

@@ -10,7 +10,7 @@ import datetime as dt
 from typing import Any
 
 from derived_views.api.status import Lag, Phase
-from derived_views.core import integrity, partition_growth
+from derived_views.core import history, integrity, partition_growth
 from derived_views.core.job_state import Kind, judge
 from derived_views.core.lag import compute_lag, reset_partitions, within_gate
 from derived_views.core.planner.context import Context
@@ -50,7 +50,8 @@ def lag_of(ctx: Context, draft: Draft, revision: str) -> Lag | None:
     if ctx.obs.end_offsets is None or ctx.sink is None or not topics:
         return None
     return compute_lag(ctx.obs.end_offsets, topics, ctx.position_of(revision), ctx.now,
-                       ctx.obs.record_times, ctx.sink.running.get(revision))
+                       ctx.obs.record_times, ctx.sink.running.get(revision),
+                       ctx.obs.log_starts)
 
 
 def resets_of(ctx: Context, draft: Draft, revision: str) -> list[str]:
@@ -94,10 +95,82 @@ def partitions_now(ctx: Context, draft: Draft, revision: str) -> dict[str, int] 
 def gate_holds(ctx: Context, draft: Draft, revision: str, lag: Lag | None,
                running: bool) -> bool:
     """The lag gate on this reading, for a candidate and for a following retiring job:
-    within the gate, its job running, no reset partition, its index there and whole."""
-    return (within_gate(lag, ctx.spec.cutover) and running
+    hydrated, within the gate, its job running, no reset partition, its index there and
+    whole."""
+    return (draft.records[revision].hydrated_at is not None
+            and within_gate(lag, ctx.spec.cutover) and running
             and not resets_of(ctx, draft, revision) and bool(ctx.index_exists(revision))
             and lost_cause(ctx, revision) is None and growth_cause(ctx, draft, revision) is None)
+
+
+def hydration_target(ctx: Context, topics: list[str]) -> dict[str, int] | None:
+    """The end offsets now, as a new build's hydration target (None: not read this pass)."""
+    if ctx.obs.end_offsets is None or not topics:
+        return None
+    return history.hydration_target(ctx.obs.end_offsets, topics)
+
+
+def shortfall_of(ctx: Context, draft: Draft, revision: str) -> history.Shortfall:
+    """What the revision's index lacks (core.history): against where the active's history
+    starts, or offset 0 for a view's first revision (and for the active itself)."""
+    record = draft.records.get(revision)
+    topics = topics_of(ctx, draft, revision)
+    if record is None or not topics:
+        return history.Shortfall({}, {})
+    active = draft.records.get(draft.active) if draft.active not in (None, revision) else None
+    baseline: dict[str, int] = {}
+    if active is not None:
+        known = history.start_of(active.history_start, ctx.position_of(active.revision),
+                                 None, topics)
+        baseline = known[0] if known is not None else {}
+    start = history.start_of(record.history_start, ctx.position_of(revision),
+                             ctx.obs.log_starts, topics)
+    gaps = record.history_gaps
+    if revision != draft.active:  # a failed job's gap is seen now, never recorded while building
+        gaps = history.merged_gaps(gaps, gaps_seen(ctx, revision, record.history_start, topics))
+    return history.shortfall(start, baseline, gaps)
+
+
+def gaps_seen(ctx: Context, revision: str, recorded: dict[str, int] | None,
+              topics: list[str]) -> dict[str, int]:
+    """Records the log has deleted before the revision's replay read them, as this pass
+    sees it (core.history.gaps_now)."""
+    if ctx.sink is None:
+        return {}
+    position = ctx.position_of(revision)
+    known = history.start_of(recorded, position, None, topics)
+    return history.gaps_now(position, known[0] if known is not None else None,
+                            ctx.obs.log_starts, topics, ctx.sink.running.get(revision))
+
+
+def observe_history(ctx: Context, draft: Draft, revision: str, building: bool
+                    ) -> dict[str, Any]:
+    """Record where the revision's history starts (once its job says), the gaps the log
+    made before its replay read them (while it builds), and when it is hydrated."""
+    record = draft.records[revision]
+    topics = topics_of(ctx, draft, revision)
+    position = ctx.position_of(revision)
+    changes: dict[str, Any] = {}
+    if record.history_start is None and position is not None \
+            and position.history_start is not None:
+        changes["history_start"] = history.nonzero(history.keyed(position.history_start,
+                                                                 topics))
+    seen = gaps_seen(ctx, revision, changes.get("history_start", record.history_start),
+                     topics) if building else {}
+    if seen:
+        changes["history_gaps"] = history.merged_gaps(record.history_gaps, seen)
+    if record.hydrated_at is None and record.phase in (Phase.Active, Phase.Retiring):
+        changes["hydrated_at"] = ctx.now  # served before hydration was recorded
+    elif record.hydrated_at is None:
+        target = record.hydration_target
+        if target is None and building:
+            target = hydration_target(ctx, topics)
+            if target is not None:
+                changes["hydration_target"] = target
+        if ctx.sink is not None and history.hydrated(target, position, ctx.obs.end_offsets,
+                                                     ctx.obs.log_starts, topics):
+            changes.update(hydrated_at=ctx.now, hydration_target=None)  # done: kept small
+    return changes
 
 
 def observe(ctx: Context, draft: Draft, revision: str) -> None:
@@ -123,7 +196,9 @@ def observe(ctx: Context, draft: Draft, revision: str) -> None:
         changes["bad_records"] = ctx.sink.bad_records.get(revision, 0)
     if record.source_partitions is None:
         changes["source_partitions"] = partitions_now(ctx, draft, revision)
-    if record.phase in BUILDING and revision != draft.active:
+    building = record.phase in BUILDING and revision != draft.active
+    draft.set(revision, **observe_history(ctx, draft, revision, building))
+    if building:
         running = app_live and app is not None and app.running
         committed = (ctx.sink is not None and revision in ctx.sink.ledger
                      and lost_cause(ctx, revision) is None)

@@ -10,6 +10,11 @@ from derived_views.core.deadlines import TORN_DOWN_REASONS
 BUILDING = frozenset({Phase.Pending, Phase.Backfilling, Phase.CaughtUp})
 FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})
 
+NEW_BUILD: dict[str, None] = dict(history_start=None, history_gaps=None,
+                                  hydration_target=None, hydrated_at=None)
+"""What a rebuild from offset 0 forgets: where the old build's history started, its gaps and
+its hydration (the new build's are observed afresh)."""
+
 MAX_MESSAGE = 1024
 
 

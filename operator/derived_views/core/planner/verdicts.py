@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
 from derived_views.api.status import Phase
 from derived_views.core import conditions as cond
-from derived_views.core import reasons, switch_guard
+from derived_views.core import history, reasons, switch_guard
 from derived_views.core.conditions import Verdict
 from derived_views.core.lag import within_gate
+from derived_views.core.planner import readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.problems import PROBLEMS
@@ -55,11 +56,22 @@ def building(s: Standing) -> Verdict | None:
     awaiting_promotion = hold is not None and hold.cause == "approval"
     checks_waiting = hold is not None and hold.cause == "checks"
     behind = hold.detail if hold is not None and hold.cause == "behind" else None
-    reason = (reasons.AWAITING_PROMOTION if awaiting_promotion else
+    history_held = hold is not None and hold.cause == "history"
+    reason = (reasons.HISTORY_INCOMPLETE if history_held else
+              reasons.AWAITING_PROMOTION if awaiting_promotion else
               reasons.CHECKING if checks_waiting else
               reasons.BEHIND_ACTIVE if behind else
               reasons.CAUGHT_UP if candidate.phase == Phase.CaughtUp else reasons.BACKFILLING)
     message = f"revision {s.desired} is {candidate.phase.value.lower()}: {s.lag_said}"
+    hydrating = hydration_said(s)
+    if hydrating:
+        message += f"; {hydrating}"
+    if history_held:
+        message += "; not promoted: its index lacks history readers have (see Degraded)"
+    elif s.ctx.spec.source.history == "fromLogStart":
+        accepted = history.accepted_text(candidate.history_start, candidate.history_gaps)
+        if accepted:
+            message += f"; history accepted from the log's start (source.history): {accepted}"
     if behind:
         message += f"; not switched, so that readers never go back in time: {behind}"
     if checks_waiting:
@@ -86,6 +98,21 @@ def not_started(s: Standing) -> Verdict | None:
         return Verdict("False", waiting.reason, f"revision {s.desired} waits for the schema "
                                                 "registry")
     return Verdict("True", reasons.STARTING, f"revision {s.desired} is about to start")
+
+
+def hydration_said(s: Standing) -> str:
+    """'hydrating: N of the M records that existed when it started are not in its index
+    yet' while the candidate is not hydrated; '' once it is."""
+    candidate = s.candidate
+    if candidate is None or candidate.hydrated_at is not None:
+        return ""
+    topics = readings.topics_of(s.ctx, s.draft, s.desired)
+    left = history.hydration_left(candidate.hydration_target, s.ctx.position_of(s.desired),
+                                  s.ctx.obs.end_offsets, s.ctx.obs.log_starts, topics)
+    if left is None:
+        return "hydrating: the log's ends are not read yet"
+    return (f"hydrating: {left} records that existed when it started are not in its index "
+            "yet, and no gate opens before")
 
 
 def reconciled(s: Standing) -> Verdict | None:
@@ -141,6 +168,25 @@ def alias_misdirected(s: Standing) -> Verdict | None:
                    f"{ctx.where} does not select from {ctx.index(s.active)}")
 
 
+def active_stale(s: Standing) -> Verdict | None:
+    """The served index is older than the gate (its job stopped, restarts or falls behind):
+    Ready waits until it is fresh again, so a tool waiting on Ready does not move on while
+    readers see old data. Judged by staleness only (a view that gates on messages alone,
+    maxLagSeconds 0, and one whose staleness cannot be told are not judged)."""
+    if s.active is None:
+        return None
+    record = s.active_record
+    lag = s.draft.lags.get(s.active)
+    cutover = s.ctx.spec.cutover
+    if (record is None or lag is None or lag.seconds is None or cutover.max_lag_seconds <= 0
+            or within_gate(lag, cutover)):
+        return None
+    return Verdict("False", reasons.STALE,
+                   f"{s.ctx.where} serves revision {s.active}, but its oldest missing record "
+                   f"is {lag.seconds}s old (gate {cutover.max_lag_seconds}s, {lag.messages} "
+                   "messages behind): Ready once it is back within the gate")
+
+
 def older_revision_serves(s: Standing) -> Verdict | None:
     if s.active == s.desired:
         return None
@@ -158,7 +204,7 @@ def serving(s: Standing) -> Verdict | None:
 
 READY: tuple[Rule, ...] = (
     ready_deleting, has_problem, job_cannot_run_and_nothing_serves, sink_unknown,
-    nothing_serves, alias_misdirected, older_revision_serves, serving)
+    nothing_serves, alias_misdirected, active_stale, older_revision_serves, serving)
 
 
 # CaughtUp ----------------------------------------------------------------------------------
@@ -167,6 +213,13 @@ def lag_unknown(s: Standing) -> Verdict | None:
     if s.lag is not None:
         return None
     return Verdict("Unknown", reasons.LAG_UNKNOWN, f"revision {s.desired}: lag unknown")
+
+
+def not_hydrated(s: Standing) -> Verdict | None:
+    said = hydration_said(s)
+    if not said or not s.building:
+        return None
+    return Verdict("False", reasons.HYDRATING, f"revision {s.desired} is {said}")
 
 
 def lag_within_gate(s: Standing) -> Verdict | None:
@@ -179,7 +232,7 @@ def lag_above_gate(s: Standing) -> Verdict | None:
     return Verdict("False", reasons.LAG_ABOVE_GATE, f"revision {s.desired}: {s.lag_said}")
 
 
-CAUGHT_UP: tuple[Rule, ...] = (lag_unknown, lag_within_gate, lag_above_gate)
+CAUGHT_UP: tuple[Rule, ...] = (lag_unknown, not_hydrated, lag_within_gate, lag_above_gate)
 
 
 # all five ----------------------------------------------------------------------------------
