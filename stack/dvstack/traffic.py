@@ -123,6 +123,27 @@ class AliasReader(Background):
         return next((t for t, cols in self.column_changes if t >= after and column in cols), None)
 
 
+@dataclass
+class RowCountReader(Background):
+    """Counts the alias's rows in a loop from before it exists: the witness that a first
+    revision is not shown before its backlog is in. A query before the alias exists fails
+    (`errors`, expected); every answer after is in `counts`."""
+
+    dsn: str
+    table: str
+    counts: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        def query(conn: psycopg.Connection[Any]) -> None:
+            row = conn.execute(f'SELECT count(*) FROM "{self.table}"').fetchone()
+            self.counts.append(int(row[0]) if row is not None else -1)
+
+        query_loop(self._stop, self.dsn, self.errors, query, READER_PAUSE)
+
+
 WITNESS_PAUSE = 0.05
 """Seconds a monotonic witness rests between full reads of the alias (each reads every row)."""
 

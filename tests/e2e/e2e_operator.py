@@ -44,9 +44,11 @@ GATE_SECONDS = 45
 oldest missing record is up to a trigger interval (10 s) plus a batch old, and batches take
 seconds to tens of seconds beside five other jobs: under the default 10 s a candidate waits
 for a quiet moment that a loaded machine seldom gives (a `skip` view never got one in
-600 s). Day one tests the gate itself, alone. The gate is staleness: a first revision
-whose missing records are all younger than it serves a partial index, so a test that must
-see one mid-replay writes its backlog older than it (`age_seconds`)."""
+600 s). Day one tests the gate itself, alone. A first revision serves only once hydrated
+(every record that existed when it started is in: docs/history.md), so a fresh backlog is
+never served partly; a test that must see a candidate mid-replay still writes its backlog
+older than the gate (`age_seconds`), so the gate does not open on it the moment it is
+hydrated."""
 
 
 def operator_env(stack: Any, checkpoint_prefix: str, *, product_trigger: bool = False,

@@ -1,14 +1,15 @@
 """Bad records end to end: `fail` stops the view naming the record, `skip` gets it past them.
 
-A topic holds good orders and one record of each bad kind: not JSON, a field
-of the wrong type, a NUL character in text, and an order without a customer (a
-NULL primary key after the transform).  A producer keeps writing orders.
-Under the default policy the view is Degraded with the first bad record's
-topic/partition@offset; switching to `skip` restarts the job from its
-checkpoint (no replay), the view becomes Ready, the alias equals the test's
-own recomputation of the good orders, and the BAD column of `kubectl get dv`,
-the status and `dv status` count the four.  What people see is written to
-`.stack/results/bad_records.json`.
+A view serves a topic of good orders; then one record of each bad kind arrives: not JSON, a
+field of the wrong type, a NUL character in text, and an order without a customer (a NULL
+primary key after the transform), and a producer keeps writing orders. Under the default
+policy the serving job stops and the view is Degraded with the first bad record's
+topic/partition@offset; switching to `skip` restarts the job from its checkpoint (no
+replay), and the view is Ready again only once the resumed job has committed and its index
+is within the gate (not when the job starts: readers would still see an index tens of
+seconds old). The alias equals the test's own recomputation of the good orders, and the BAD
+column of `kubectl get dv`, the status and `dv status` count the four. What people see is
+written to `.stack/results/bad_records.json`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from confluent_kafka import Producer
 from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
@@ -54,12 +56,6 @@ def test_skip_gets_a_view_past_bad_records_and_counts_them(
     replay.create_topic(stack.kafka_bootstrap, topic, 1)
     good = replay.make_orders(2_000, seed=11)
     replay.produce(stack.kafka_bootstrap, topic, good[:1_000])
-    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "enable.idempotence": True})
-    for value in bad_values(topic):
-        producer.produce(topic, key=b"bad", value=value.encode())
-    assert producer.flush(30) == 0
-    first_bad = 1_000  # one partition: the first bad record's offset
-    replay.produce(stack.kafka_bootstrap, topic, good[1_000:])
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     custom.create_namespaced_custom_object(G, V, namespace, P, {
         "apiVersion": f"{G}/{V}", "kind": "DerivedView",
@@ -72,6 +68,13 @@ def test_skip_gets_a_view_past_bad_records_and_counts_them(
                  "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS},
                  "spark": {"restartPolicy": {"type": "Never"}}}})
     view = ViewHandle(custom, namespace, "bad")
+    revision = view.wait_serving_new(None, "the view to serve the good orders")
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap, "enable.idempotence": True})
+    for value in bad_values(topic):
+        producer.produce(topic, key=b"bad", value=value.encode())
+    assert producer.flush(30) == 0
+    first_bad = 1_000  # one partition: the first bad record's offset
+    replay.produce(stack.kafka_bootstrap, topic, good[1_000:])
     seen: dict[str, Any] = {}
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=20).start()
     try:
@@ -87,11 +90,34 @@ def test_skip_gets_a_view_past_bad_records_and_counts_them(
                         "dv_status": shell(stack, sys.executable, "-m", "derived_views.cli",
                                            "status", "bad", "-n", namespace)}
 
-        # skip: the same revision restarts from its checkpoint and goes past them
-        revision = view.status()["revision"]
+        # skip: the same revision restarts from its checkpoint and goes past them; Ready
+        # comes back once the resumed job has committed and is within the gate again
+        assert view.condition("Ready").get("status") == "False"
+        # the stopped index grows older than the gate (as a stop of more than the gate does)
+        wait_for(lambda: ((view.status().get("active") or {}).get("lag") or {}).get(
+            "seconds", 0) > GATE_SECONDS, timeout=300, interval=1,
+            what="the stopped index to fall behind the gate", on_timeout=view.brief)
+        with psycopg.connect(stack.pg_dsn) as conn:
+            patched_at = conn.execute("SELECT clock_timestamp()").fetchone()[0]
         view.patch({"spec": {"source": {"badRecords": {"policy": "skip"}}}})
-        wait_for(lambda: view.ready() and view.active() == revision, timeout=900, interval=2,
+        reasons: list[str] = []
+
+        def ready_again() -> bool:
+            reasons.append(str(view.condition("Ready").get("reason")))
+            return view.ready() and view.active() == revision
+
+        wait_for(ready_again, timeout=900, interval=0.25,
                  what="the view to serve with the bad records skipped")
+        assert "Stale" in reasons, sorted(set(reasons))  # set going, not yet fresh
+        ready = view.status()
+        with psycopg.connect(stack.pg_dsn) as conn:
+            committed = conn.execute("SELECT max(committed_at) FROM dv_ledger WHERE "
+                                     "revision = %s", (revision,)).fetchone()[0]
+        assert committed > patched_at, (committed, patched_at)  # the resumed job committed
+        staleness = ready["active"]["lag"].get("seconds")
+        assert staleness is not None and staleness <= GATE_SECONDS, ready["active"]
+        seen["ready_again"] = {"after_patch_s": round(
+            (committed - patched_at).total_seconds(), 1), "staleness_s": staleness}
     finally:
         events = live.stop()
     assert not live.failures, live.failures
