@@ -18,6 +18,9 @@ log by the test).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -127,6 +130,15 @@ def test_a_migration_over_a_log_whose_beginning_is_gone(
     wait_alias_equals(stack.pg_dsn, table, held, v2_columns,
                       "v2's alias to hold every record the log holds")
     assert handle.record(v2)["revision"] == v2  # the same revision: accepted, not replayed
+    shown = subprocess.run(
+        [sys.executable, "-m", "derived_views.cli", "status", "orders", "-n", namespace],
+        env={**os.environ, "KUBECONFIG": stack.kubeconfig}, capture_output=True, text=True,
+        check=True, timeout=60).stdout
+    said = " ".join(shown.split())  # the table wraps long values
+    assert "History fromLogStart" in said, shown
+    for p, start in starts.items():
+        assert f"{topic}/{p} from offset {start} ({start} records deleted by retention)" in said
+    figures["dv_status"] = shown
     assert handle.phases()[v1] in ("Retiring", "Retired")
     wait_for(lambda: handle.phases().get(v1) == "Retired",
              timeout=60, interval=1, what="v1's index to be dropped after its retain window")
