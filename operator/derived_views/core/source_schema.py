@@ -56,8 +56,10 @@ def shape_text(source: Source, known: ReaderSchemas = NONE_KNOWN) -> str:
 
 
 def events_ddl(source: Source, known: ReaderSchemas = NONE_KNOWN) -> str:
-    """The events' Spark DDL; AvroSchemaError when the reader schema cannot be read,
-    ReaderSchemaUnknown when it is pinned and not in `known`."""
+    """The events' Spark DDL; AvroSchemaError when the reader schema cannot be read or is
+    beyond what is judged (core.avro_schema's limits: its DDL is never longer than a
+    `source.schema` may be), ReaderSchemaUnknown when it is pinned and not in `known`. A
+    DDL is returned as written: core.spark_ddl judges it (core.sql_check)."""
     if source.avro is not None:
         return spark_ddl(shape_text(source, known))
     return source.value_schema or ""

@@ -1,12 +1,15 @@
 """A spec the operator could not judge: a Stalled status, never an escaped exception.
 
 Judging a spec runs its author's text through parsers (pydantic, the SQL and schema check,
-the tenancy policy, the job's rendering). One that raises (sqlglot's RecursionError on a few
-hundred nested parentheses, anything unforeseen) would raise again on every retry: the view
-could then be neither updated nor deleted. The shell catches it, and this module says which
-step failed in a bounded message, builds the Stalled status (kept as is while nothing
-changed, so an unjudged view costs no status write per poll), and gives the deletion plan a
-spec it can run on whatever the author wrote.
+the tenancy policy, the job's rendering). Each judge bounds its own work (counted: the core
+reads no clock) and refuses what is beyond it with a reason of its own (InvalidSchema,
+PolicyViolation): the schema judges refuse past their limits of characters, nesting and
+DDL produced (core.spark_ddl, core.avro_schema). One that raises all the same (sqlglot's
+RecursionError on a few hundred nested parentheses, anything unforeseen) would raise again
+on every retry: the view could then be neither updated nor deleted. The shell catches it,
+and this module says which step failed in a bounded message, builds the Stalled status
+(kept as is while nothing changed, so an unjudged view costs no status write per poll), and
+gives the deletion plan a spec it can run on whatever the author wrote.
 """
 
 from __future__ import annotations
@@ -34,11 +37,16 @@ STEPS: tuple[tuple[str, str], ...] = (
     ("derived_views.core.check_sql", "the cutover checks' SQL check"),
     ("derived_views.core.checks", "the cutover checks' SQL check"),
     ("derived_views.core.spark_ddl", "reading spec.source.schema"),
+    ("derived_views.core.avro_schema", "reading spec.source.avro.readerSchema"),
+    ("derived_views.core.source_schema", "reading the events' schema"),
     ("derived_views.core.sql_check", "the SQL check"),
     ("derived_views.api", "reading the spec"),
 )
 """Module prefix of the innermost operator frame -> the step people are told failed."""
 PLANNING = "planning"
+SCHEMA_STEPS = frozenset({"reading spec.source.schema", "reading spec.source.avro.readerSchema",
+                          "reading the events' schema"})
+"""Steps whose fix is a smaller schema, said so in the message."""
 
 NEUTRAL_SCHEMA = "dv_unjudged STRING"
 NEUTRAL_SQL = "SELECT * FROM events"
@@ -69,11 +77,13 @@ def first_line(exc: BaseException) -> str:
 
 def not_judged_message(exc: BaseException, serving: str | None) -> str:
     """What the author reads: which step failed, on what, and what to do."""
+    step = failed_step(exc)
+    example = ("a smaller, less nested schema" if step in SCHEMA_STEPS
+               else "less deeply nested SQL")
     keeps = f"revision {serving} keeps serving, " if serving else ""
-    return (f"{failed_step(exc)} failed on this spec ({first_line(exc)}): fix the spec (for "
-            "example, less deeply nested SQL) or report this to the platform team; until then "
-            f"nothing changes for this view ({keeps}no job is started or stopped) and deleting "
-            "it still works")
+    return (f"{step} failed on this spec ({first_line(exc)}): fix the spec (for example, "
+            f"{example}) or report this to the platform team; until then nothing changes for "
+            f"this view ({keeps}no job is started or stopped) and deleting it still works")
 
 
 def invalid_spec_message(exc: ValidationError) -> str:

@@ -175,7 +175,6 @@ def test_the_metadata_columns_are_the_jobs() -> None:
     "a BYTE, b SHORT, c LONG, d REAL, f VOID, g BINARY, h CHAR(3), i VARCHAR(4), j bigint",
     "STRUCT<a: INT, b: STRING>",
     "a string collate UTF8_LCASE, timestamp TIMESTAMP",
-    "a INT DEFAULT 1",  # not modelled: the job decides
     "größe INT, naïve STRING",
 ])
 def test_spark_ddl_is_accepted(ddl: str) -> None:
@@ -194,6 +193,16 @@ def test_spark_ddl_is_accepted(ddl: str) -> None:
     ("a INT; DROP", "Syntax error at or near ';'"),
     ("_kafka_offset BIGINT", "names starting with '_kafka_' or '_debezium_' are reserved"),
     ("a STRUCT<b: STRNG>", 'Unsupported data type "STRNG"'),
+    # Spark's DDL of a type takes no expression: DataType.fromDDL refuses these too
+    ("a INT DEFAULT 1", "a view's schema takes no DEFAULT expression"),
+    ("a INT GENERATED ALWAYS AS (1)", "takes no GENERATED expression"),
+    ("a STRING NOT NULL COLLATE UTF8_LCASE", "Syntax error at or near 'COLLATE'"),
+    ("a INT,", "Syntax error at or near end of input"),
+    # nothing names a class: a user-defined type, Spark's JSON form of a type
+    ("a org.example.PointUDT", "Syntax error at or near '.'"),
+    ('{"type":"struct","fields":[{"name":"p","type":{"type":"udt","class":"x.Y"}}]}',
+     "Syntax error at or near '{'"),
+    ("a PointUDT", 'Unsupported data type "POINTUDT"'),
 ])
 def test_bad_ddl_is_refused(ddl: str, expected: str) -> None:
     with pytest.raises(DdlError) as refused:

@@ -36,6 +36,8 @@ def raised_in(module: str, exc: Exception) -> Exception:
 @pytest.mark.parametrize(("module", "step"), [
     ("derived_views.core.sql_check", "the SQL check"),
     ("derived_views.core.spark_ddl", "reading spec.source.schema"),
+    ("derived_views.core.avro_schema", "reading spec.source.avro.readerSchema"),
+    ("derived_views.core.source_schema", "reading the events' schema"),
     ("derived_views.core.tenancy", "the tenancy policy"),
     ("derived_views.core.sql_policy", "the tenancy policy's SQL check"),
     ("derived_views.core.sparkapplication", "rendering the job"),
@@ -59,6 +61,17 @@ def test_a_real_recursion_error_gives_a_bounded_message_with_type_and_first_line
     assert "fix the spec" in message and "report this" in message
     assert "revision abc123 keeps serving" in message
     assert "Traceback" not in message and "\n" not in message
+
+
+def test_a_schema_step_that_failed_suggests_a_smaller_schema() -> None:
+    exc = raised_in("derived_views.core.avro_schema", MemoryError())
+    message = unjudged.not_judged_message(exc, serving=None)
+    assert message.startswith("reading spec.source.avro.readerSchema failed on this spec "
+                              "(MemoryError): fix the spec (for example, a smaller, less "
+                              "nested schema)")
+    sql = unjudged.not_judged_message(raised_in("derived_views.core.sql_check", MemoryError()),
+                                      serving=None)
+    assert "(for example, less deeply nested SQL)" in sql
 
 
 def test_a_huge_exception_message_is_cut_to_its_first_line_and_the_limit() -> None:
