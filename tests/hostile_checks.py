@@ -4,6 +4,8 @@ One catalogue for the unit test of core.check_sql (refused before it runs, with 
 expected message), the integration test against the stack's PostgreSQL (what the
 server itself does with what gets past) and the table in docs/security.md. The
 legitimate checks must keep passing: an allowlist that refuses them is no use.
+MISREAD holds texts the policy accepts that a session with the sink user's own defaults
+(ALTER ROLE ... SET) would read differently; the adapter pins those settings.
 Placeholders are the spec's: `{index}` and `{active}`.
 """
 
@@ -18,6 +20,8 @@ class Hostile:
     sql: str
     expected: str
     """A part of core.check_sql's refusal."""
+    unrun: str = ""
+    """Why the integration test does not send it to the shared server anyway ("": it does)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,10 @@ class Legitimate:
 
 
 FUNCTION = "is not on the allowlist of check functions"
+SIZED = "is not allowed in a check: it builds a value as large as a number it is given"
+ROWS = "is not allowed in a check: it builds one value from every row it reads"
+WIDTH = "is not allowed in a check: only %s, %I, %L and %%"
+GIGABYTES = "builds values of up to 1 GB in the shared server"
 TABLE = "is not allowed: a check may only read {index} and {active}"
 REG = "reg* types look up catalog objects"
 
@@ -93,7 +101,8 @@ HOSTILE: list[Hostile] = [
     Hostile("large objects", "SELECT lo_import('/etc/passwd') FROM {index}",
             f"function lo_import() {FUNCTION}"),
     Hostile("large objects", "SELECT lo_get(1) FROM {index}", f"function lo_get() {FUNCTION}"),
-    # advisory locks: every job takes one at start; a session lock held stalls them all
+    # advisory locks: a session lock outlives the check's transaction (job start-ups took
+    # one once, which any role could hold; they now lock their own index table)
     Hostile("advisory locks", "SELECT pg_try_advisory_lock(1) FROM {index}",
             f"function pg_try_advisory_lock() {FUNCTION}"),
     Hostile("advisory locks", "SELECT pg_advisory_xact_lock(42) FROM {index}",
@@ -113,11 +122,52 @@ HOSTILE: list[Hostile] = [
     # sequences
     Hostile("sequences", "SELECT nextval('s') FROM {index}", f"function nextval() {FUNCTION}"),
     Hostile("sequences", "SELECT setval('s', 1) FROM {index}", f"function setval() {FUNCTION}"),
-    # unbounded allocation
+    # unbounded allocation: a large value (or many rows) from a small text
     Hostile("allocation", "SELECT repeat('x', 1000000000) FROM {index}",
-            f"function repeat() {FUNCTION}"),
+            f"function repeat() {SIZED}", unrun=GIGABYTES),
     Hostile("allocation", "SELECT * FROM {index}, generate_series(1, 1000000000)",
-            f"function generate_series() {FUNCTION}"),
+            "function generate_series() is not allowed in a check: it makes as many rows as "
+            "a number it is given"),
+    Hostile("allocation", "SELECT lpad('x', 1073741000) FROM {index}", f"function lpad() {SIZED}",
+            unrun=GIGABYTES),
+    Hostile("allocation", "SELECT pg_catalog.rpad(customer_id, 1073741000) FROM {index}",
+            f"function pg_catalog.rpad() {SIZED}", unrun=GIGABYTES),
+    Hostile("allocation", "SELECT array_fill(1, ARRAY[200000000]) FROM {index}",
+            f"function array_fill() {SIZED}", unrun=GIGABYTES),
+    Hostile("allocation", "SELECT customer_id::char(10485760) FROM {index}",
+            "char(n) wider than 1000 is not allowed in a check: it pads every value"),
+    # format() with a width is repeat() by another name, anywhere in the query
+    Hostile("format width", "SELECT format('%1073741000s', 'x') FROM {index}",
+            f"format() with '%1073741000s' {WIDTH}", unrun=GIGABYTES),
+    Hostile("format width", "SELECT jsonb_build_array(format('%1073741000s', 'x')) FROM {index}",
+            f"format() with '%1073741000s' {WIDTH}", unrun=GIGABYTES),
+    Hostile("format width", "SELECT count(format('%-1073741000s', customer_id)) FROM {index}",
+            f"format() with '%-1073741000s' {WIDTH}", unrun=GIGABYTES),
+    Hostile("format width", "SELECT format('%*s', 1073741000, 'x') FROM {index}",
+            f"format() with '%*s' {WIDTH}", unrun=GIGABYTES),
+    Hostile("format width", "SELECT format('%2$1073741000s', 'x', 'y') FROM {index}",
+            f"format() with '%2$1073741000s' {WIDTH}", unrun=GIGABYTES),
+    Hostile("format width", "SELECT format(E'%10737410\\x30\\x30s', 'x') FROM {index}",
+            f"format() with '%1073741000s' {WIDTH}", unrun=GIGABYTES),
+    Hostile("format width", "SELECT format(U&'%1073741000\\0073', 'x') FROM {index}",
+            f"format() with '%1073741000s' {WIDTH}", unrun=GIGABYTES),
+    Hostile("format width", "SELECT format(customer_id, 'x') FROM {index}",
+            "format() needs a constant format string in a check"),
+    # aggregates whose one value grows with every row: a cross join makes it gigabytes
+    Hostile("aggregated values", "SELECT string_agg(format('%1073741000s', 'x'), '') "
+            "FROM {index}", f"function string_agg() {ROWS}", unrun=GIGABYTES),
+    Hostile("aggregated values", "SELECT string_agg(a.customer_id, ',') "
+            "FROM {index} a, {index} b, {index} c", f"function string_agg() {ROWS}"),
+    Hostile("aggregated values", "SELECT array_agg(a.*) FROM {index} a, {index} b",
+            f"function array_agg() {ROWS}"),
+    Hostile("aggregated values", "SELECT jsonb_agg(a) FROM {index} a, {index} b",
+            f"function jsonb_agg() {ROWS}"),
+    Hostile("aggregated values", "SELECT json_object_agg(a.customer_id || b.customer_id, "
+            "a.balance) FROM {index} a, {index} b", f"function json_object_agg() {ROWS}"),
+    Hostile("aggregated values", "SELECT array_agg(customer_id) OVER (ORDER BY customer_id) "
+            "FROM {index}", f"function array_agg() {ROWS}"),
+    Hostile("aggregated values", "SELECT ARRAY(SELECT a.customer_id FROM {index} a, {index} b)",
+            "ARRAY(SELECT ...) is not allowed in a check: it builds one value from every row"),
     # functions of other schemas, including look-alikes of allowed ones
     Hostile("other functions", "SELECT public.count(*) FROM {index}",
             f"function public.count() {FUNCTION}"),
@@ -231,4 +281,69 @@ LEGITIMATE: list[Legitimate] = [
     Legitimate("IN, BETWEEN, ANY, set operations", "SELECT customer_id FROM {index} WHERE "
                "balance NOT BETWEEN -1000000 AND 1000000 OR customer_id IN ('', ' ') OR "
                "customer_id = ANY (ARRAY['']) EXCEPT SELECT customer_id FROM {active}"),
+    Legitimate("format() without widths", "SELECT customer_id FROM {index} WHERE "
+               "format('%s-%2$s %%', customer_id, balance) NOT LIKE 'c-%' OR "
+               "format('%I.%L', customer_id, balance) = '' OR customer_id::char(6) = ''"),
+    Legitimate("a trailing semicolon and comment",
+               "SELECT customer_id FROM {index} WHERE balance < -1000000;  -- none"),
+    Legitimate("a trailing comment", "SELECT count(*) = 100 FROM {index} -- all of them",
+               "true"),
+    Legitimate("every column of a self-join, ordered", "SELECT * FROM {index} a JOIN {active} b "
+               "USING (customer_id) WHERE a.balance < -1000000 ORDER BY a.balance"),
+]
+
+
+@dataclass(frozen=True)
+class Misread:
+    what: str
+    sql: str
+    """Accepted by core.check_sql; `{schema}` is the schema the sink user owns."""
+    settings: dict[str, str]
+    """The sink user's own defaults, each value as `ALTER ROLE ... SET name = <value>` takes
+    it (quoted where it must be); `{schema}` as above."""
+    read: tuple[str, ...]
+    """The check's first row as core.check_sql read the text (PostgreSQL's defaults)."""
+    setup: str = ""
+    """Run as the sink user first (its own objects)."""
+
+
+MISREAD: list[Misread] = [
+    Misread("a backslash ends no string: standard_conforming_strings = off",
+            "SELECT 'a\\' -- ', pg_catalog.current_setting('search_path') --'\n"
+            "FROM {index} LIMIT 1",
+            {"standard_conforming_strings": "off"}, ("a\\",)),
+    Misread("¥ is sent as a backslash: client_encoding = SJIS, backslash_quote = on",
+            "SELECT E'a¥' -- ', pg_catalog.current_setting('client_encoding') --'\n"
+            "FROM {index} LIMIT 1",
+            {"client_encoding": "'SJIS'", "backslash_quote": "on"}, ("a¥",)),
+    Misread("a function and an operator of the sink user's schema first: search_path",
+            "SELECT lower('ABC'), 'X' = 'x' FROM {index} LIMIT 1",
+            {"search_path": '"{schema}", pg_catalog'}, ("abc", "false"),
+            setup="CREATE FUNCTION {schema}.lower(text) RETURNS text LANGUAGE sql "
+                  "AS $$SELECT 'hijacked'$$; CREATE FUNCTION {schema}.eq(text, text) RETURNS "
+                  "boolean LANGUAGE sql AS $$SELECT true$$; CREATE OPERATOR {schema}.= "
+                  "(LEFTARG = text, RIGHTARG = text, FUNCTION = {schema}.eq)"),
+    Misread("x = NULL read as x IS NULL: transform_null_equals = on",
+            "SELECT (NULL::text = NULL) IS NULL FROM {index} LIMIT 1",
+            {"transform_null_equals": "on"}, ("true",)),
+    Misread("NULL in an array literal a string: array_nulls = off",
+            "SELECT ('{NULL}'::text[])[1] IS NULL FROM {index} LIMIT 1",
+            {"array_nulls": "off"}, ("true",)),
+    Misread("01/02 is the first of February: DateStyle = 'SQL, DMY'",
+            "SELECT '01/02/2024'::date = '2024-01-02'::date FROM {index} LIMIT 1",
+            {"DateStyle": "'SQL, DMY'"}, ("true",)),
+    Misread("a time without offset in another zone: TimeZone",
+            "SELECT '2024-01-01 00:00'::timestamptz = '2024-01-01 00:00+00'::timestamptz "
+            "FROM {index} LIMIT 1",
+            {"TimeZone": "'Asia/Tokyo'"}, ("true",)),
+    Misread("an interval written otherwise: IntervalStyle = iso_8601",
+            "SELECT '1 day'::interval::text = '1 day' FROM {index} LIMIT 1",
+            {"IntervalStyle": "iso_8601"}, ("true",)),
+    Misread("floats rounded: extra_float_digits = -15",
+            "SELECT 0.1::float8 + 0.2::float8 > 0.3::float8, 0.1::float8 + 0.2::float8 "
+            "FROM {index} LIMIT 1",
+            {"extra_float_digits": "'-15'"}, ("true", "0.30000000000000004")),
+    Misread("bytea written otherwise: bytea_output = escape",
+            "SELECT 'A'::bytea::text = '\\x41' FROM {index} LIMIT 1",
+            {"bytea_output": "escape"}, ("true",)),
 ]

@@ -52,6 +52,17 @@ ALTER TABLE) before failing with a clear error; the job is restarted and tries a
 SHARED_DDL_ATTEMPTS = 5
 """CREATE ... IF NOT EXISTS of the shared schema, ledger and function races a twin job's
 identical CREATE (a unique violation): retried, the second attempt sees the first's object."""
+INDEX_LOCK_MODE = "SHARE ROW EXCLUSIVE"
+"""The start-up's lock on its own index table: it conflicts with itself and with writes, and
+only the table's owner and roles that may write it can take it (LOCK TABLE in this mode needs
+UPDATE, DELETE or TRUNCATE; a conflicting ROW EXCLUSIVE needs INSERT). A role that may only
+read the index (a reader, the check role) gets ACCESS SHARE on it, which conflicts with
+nothing the start-up takes there; an advisory key, which any role of the database could take,
+stalled starts."""
+INDEX_LOCK_ATTEMPTS = 5
+"""A start-up that loses a race over its index table (a twin job creating it first, the
+operator dropping it while the start-up waited for the lock, a deadlock with a twin's batch)
+starts over and judges the table it then finds."""
 OWNER_KEY = "derivedviews.io/owner"
 """The index table's COMMENT: `{"derivedviews.io/owner": {"namespace", "name", "uid"}}`, the
 view that created it (the operator reads it back: adapters/postgres_sink.py)."""
@@ -69,14 +80,6 @@ class IndexTableMismatchError(JobError):
 
 class IndexOwnedElsewhereError(ConfigError):
     """The index table is recorded as another view's: the job writes nothing into it."""
-
-
-def index_lock_key(schema: str, table: str) -> int:
-    """The advisory lock of one index's start-up DDL: the first 8 bytes of sha256 over
-    (schema, table) as a signed int64, so jobs of different indexes never wait on each other
-    and nobody can stall every job of a database by holding one key."""
-    digest = hashlib.sha256(json.dumps([schema, table]).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def owner_comment(namespace: str, name: str, uid: str) -> str:
@@ -389,16 +392,30 @@ class PostgresSink:
         transaction.
         """
         self._prepare_shared()
+        for attempt in range(INDEX_LOCK_ATTEMPTS):
+            try:
+                existing = self._prepare_index()
+                break
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable,
+                    psycopg.errors.UndefinedTable, psycopg.errors.DeadlockDetected):
+                if attempt == INDEX_LOCK_ATTEMPTS - 1:
+                    raise
+        expected = sorted(self.layout.column_names)
+        if existing != expected:
+            raise IndexTableMismatchError(
+                f"index table {self.schema}.{self.table} exists with columns {existing}, but this "
+                f"revision writes {expected}; drop it or use another table name")
+
+    def _prepare_index(self) -> list[str]:
+        """One attempt, in one transaction under the index table's lock; its columns."""
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)",
-                        (index_lock_key(self.schema, self.table),))
+            self._lock_index(cur)
             live_oid = _table_oid(cur, self.schema, self.table)
             recorded = self._check_owner(cur, live_oid)
             check_index(f"{self.schema}.{self.table}", self.revision,
                         _ledger_head(cur, self.schema, self.ledger_table, self.revision),
                         live_oid)
             self._drop_stale_stages(cur)
-            cur.execute(index_ddl(self.schema, self.table, self.layout))
             if recorded is None and self.owner is not None:
                 # A new table, or one from before owners were recorded that the operator
                 # judged this view's (it started this job for it): record the owner.
@@ -413,12 +430,25 @@ class PostgresSink:
                 cur.execute(trigger)
             cur.execute("SELECT column_name FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = %s", (self.schema, self.table))
-            existing = sorted(str(row[0]) for row in cur.fetchall())
-        expected = sorted(self.layout.column_names)
-        if existing != expected:
-            raise IndexTableMismatchError(
-                f"index table {self.schema}.{self.table} exists with columns {existing}, but this "
-                f"revision writes {expected}; drop it or use another table name")
+            return sorted(str(row[0]) for row in cur.fetchall())
+
+    def _lock_index(self, cur: psycopg.Cursor[Any]) -> None:
+        """Lock the index table (INDEX_LOCK_MODE), creating it first when there is none yet.
+
+        A table created here is seen by nobody else, and locked by nobody else, until this
+        transaction commits; a twin's concurrent CREATE waits for it and then fails with a
+        unique violation, and its next attempt waits for this lock. The ledger is read before
+        the table is looked for: a batch's row commits only into an existing table, so batches
+        recorded while the table is missing mean it was lost (IndexLostError), never created.
+        LOCK TABLE names the table: if the operator drops it while this waits, the lock ends
+        in `does not exist` and the next attempt creates it afresh (the drop took its ledger
+        rows in the same transaction)."""
+        head = _ledger_head(cur, self.schema, self.ledger_table, self.revision)
+        if _table_oid(cur, self.schema, self.table) is None:
+            check_index(f"{self.schema}.{self.table}", self.revision, head, None)
+            cur.execute(index_ddl(self.schema, self.table, self.layout))
+        cur.execute(sql.SQL("LOCK TABLE {} IN " + INDEX_LOCK_MODE + " MODE").format(
+            _qualified(self.schema, self.table)))
 
     def _check_owner(self, cur: psycopg.Cursor[Any], live_oid: int | None
                      ) -> dict[str, str] | None:

@@ -13,22 +13,34 @@ Decisions: WITH RECURSIVE is refused (unbounded work a timeout only cuts short, 
 needed to judge an index); `now()`/CURRENT_TIMESTAMP and friends are allowed (checks
 compare freshness); CURRENT_USER and the other identity values are refused (not
 needed to judge an index); casts go only to plain value types (a reg* cast looks up
-catalog objects). Out of scope: which function an operator calls is decided by the
-server from the operand types; only built-in operator symbols are accepted, but a
-database whose check role can create operators or functions on the search path can
-still overload them, so the check role must not own objects (see docs/security.md).
+catalog objects). The text is judged as PostgreSQL reads it with its default settings
+(standard_conforming_strings on, ...): the adapter pins those, and a search_path of
+pg_catalog only, in every check's transaction, so names resolve to the built-ins judged
+here whatever the sink user's own defaults say. Out of scope: casts are found whatever
+the search_path, so a type its owner gave a cast function (a table's row type, a domain)
+can still run that owner's code in a check, with the check's rights.
+
+Size: a check must not build a large value from a small text. Functions whose result is as
+large as a number they are given (repeat, lpad, rpad, format() with a width, char(n) casts,
+generate_series) and aggregates whose one value grows with every row they read (string_agg,
+array_agg, json(b)_agg, json(b)_object_agg, ARRAY(SELECT ...)) are refused: a cross join
+makes those gigabytes from a few words. Concatenation (||, concat, replace, json builders)
+stays allowed: its result is bounded by its inputs, and although nesting it can still reach
+PostgreSQL's own 1 GB limit for one value, the adapter caps what any check returns in the
+query itself (adapters/postgres_checks.py) and the statement timeout bounds the rest.
 
 Pure: no I/O; verdicts are cached per SQL text.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 from pglast import ast, parse_sql
-from pglast.enums import A_Expr_Kind, SQLValueFunctionOp
+from pglast.enums import A_Expr_Kind, SQLValueFunctionOp, SubLinkType
 from pglast.parser import ParseError
 
 FUNCTIONS_RULE = ("is not on the allowlist of check functions (aggregates, comparisons, "
@@ -36,11 +48,11 @@ FUNCTIONS_RULE = ("is not on the allowlist of check functions (aggregates, compa
 TABLES_RULE = "a check may only read {index} and {active} (and the WITH queries it defines)"
 
 AGGREGATES = frozenset({
-    "count", "sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",
-    "array_agg", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg",
+    "count", "sum", "avg", "min", "max", "bool_and", "bool_or", "every",
     "percentile_cont", "percentile_disc", "mode", "stddev", "stddev_pop", "stddev_samp",
     "variance", "var_pop", "var_samp", "corr", "covar_pop", "covar_samp", "bit_and",
     "bit_or", "any_value"})
+"""Each returns one value no larger than one of its inputs, however many rows it reads."""
 WINDOWS = frozenset({
     "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
     "first_value", "last_value", "nth_value"})
@@ -72,7 +84,30 @@ JSON_ARRAYS = frozenset({
     "num_nonnulls"})
 ALLOWED_FUNCTIONS = AGGREGATES | WINDOWS | MATH | STRINGS | DATES | JSON_ARRAYS
 """Built-in, side-effect free, and none runs SQL text, reads files or the catalog, locks,
-sleeps or allocates without bound (repeat/lpad/rpad/generate_series are left out)."""
+sleeps or builds a value larger than its inputs allow (see SIZED; format() is judged by
+its format string)."""
+
+SIZED = {
+    **dict.fromkeys(("repeat", "lpad", "rpad", "array_fill"),
+                    "it builds a value as large as a number it is given"),
+    **dict.fromkeys(("generate_series", "generate_subscripts"),
+                    "it makes as many rows as a number it is given"),
+    **dict.fromkeys(("string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg",
+                     "jsonb_object_agg", "xmlagg"),
+                    "it builds one value from every row it reads, which a join makes "
+                    "gigabytes; count or compare the rows instead"),
+}
+"""Refused with why: each makes something large from a small text (a check judges an index,
+it never needs to build one value from all of it)."""
+
+FORMAT_SPECIFIER = re.compile(r"%(?:%|(?:[0-9]+\$)?-*[sIL])")
+"""What format() may hold in a check: %s, %I, %L, %%, with an optional position (%2$s) and
+the `-` flag; a width (%10s, %*s, %-1073741000s) pads the value to that many characters."""
+SPECIFIER_SHOWN = re.compile(r"%[^A-Za-z%]{0,20}[A-Za-z%]?")
+"""A refused specifier as the refusal names it."""
+CHAR_LENGTH_LIMIT = 1000
+"""char(n) pads every value to n characters (PostgreSQL allows ten million): a check's casts
+to char stay at most this wide, the size of a literal the text could hold anyway."""
 
 ALLOWED_TYPES = frozenset({
     "bool", "boolean", "int2", "int4", "int8", "smallint", "integer", "int", "bigint",
@@ -137,6 +172,20 @@ def check_sql_problem(sql: str, tables: frozenset[tuple[str, str]]) -> str | Non
     except Exception as exc:  # fail closed
         return f"it cannot be checked ({type(exc).__name__}); simplify the query"
     return None
+
+
+def statement_text(sql: str) -> str | None:
+    """The text of the one statement in `sql`, from its first token to before its `;`, as
+    PostgreSQL's parser delimits it; None unless `sql` holds exactly one statement. What the
+    adapter puts inside a query of its own (a trailing `;` could not stand there)."""
+    try:
+        statements = parse_sql(sql)
+    except Exception:  # not one statement: the caller sends the text as it is, and fails
+        return None
+    if len(statements) != 1:
+        return None
+    start, length = statements[0].stmt_location or 0, statements[0].stmt_len or 0
+    return sql[start:start + length] if length else sql[start:]
 
 
 def _kind(node: Any) -> str:
@@ -213,6 +262,9 @@ class _Walk:
             if value.useOp:
                 self.operator(A_Expr_Kind.AEXPR_OP, value.useOp)
         elif isinstance(value, ast.SubLink):
+            if value.subLinkType == SubLinkType.ARRAY_SUBLINK:
+                raise Refused("ARRAY(SELECT ...) is not allowed in a check: it builds one value "
+                              "from every row of the subquery, like array_agg()")
             if value.operName:  # x <op> ANY/ALL (SELECT ...)
                 self.operator(A_Expr_Kind.AEXPR_OP, value.operName)
         elif isinstance(value, ast.SQLValueFunction):
@@ -242,8 +294,12 @@ class _Walk:
         if len(names) == 2 and names[0] == "pg_catalog":
             names = names[1:]
         shown = ".".join(_names(call.funcname))
+        if len(names) == 1 and names[0] in SIZED:
+            raise Refused(f"function {shown}() is not allowed in a check: {SIZED[names[0]]}")
         if len(names) != 1 or names[0] not in ALLOWED_FUNCTIONS:
             raise Refused(f"function {shown}() {FUNCTIONS_RULE}")
+        if names[0] == "format":
+            _format_string(call)
 
     def type_name(self, type_name: ast.TypeName | None) -> None:
         if type_name is None:
@@ -257,6 +313,11 @@ class _Walk:
             raise Refused(f"type {shown} is not allowed in a check: casts only to plain value "
                           "types (numbers, text, boolean, dates and times, json, uuid); "
                           "reg* types look up catalog objects")
+        if names[0] == "bpchar" and not all(
+                isinstance(m, ast.A_Const) and isinstance(m.val, ast.Integer)
+                and (m.val.ival or 0) <= CHAR_LENGTH_LIMIT for m in type_name.typmods or ()):
+            raise Refused(f"char(n) wider than {CHAR_LENGTH_LIMIT} is not allowed in a check: "
+                          "it pads every value to n characters, like lpad()")
 
     def operator(self, kind: A_Expr_Kind | None, name: Iterable[Any] | None) -> None:
         if kind in RANGE_KINDS:
@@ -268,6 +329,26 @@ class _Walk:
         if len(names) != 1 or names[0] not in ALLOWED_OPERATORS:
             raise Refused(f"operator {shown} is not on the allowlist of check operators "
                           "(comparisons, arithmetic, text matching, json and array access)")
+
+
+def _format_string(call: ast.FuncCall) -> None:
+    """format() without widths: its result is then its format string and its arguments."""
+    first = call.args[0] if call.args else None
+    text = first.val.sval if (isinstance(first, ast.A_Const) and not first.isnull
+                              and isinstance(first.val, ast.String)) else None
+    if text is None:
+        raise Refused("format() needs a constant format string in a check (one from the data "
+                      "could hold a width like %1073741000s)")
+    at = 0
+    while (at := text.find("%", at)) >= 0:
+        found = FORMAT_SPECIFIER.match(text, at)
+        if found is None:
+            shown = SPECIFIER_SHOWN.match(text, at)
+            raise Refused(f"format() with {shown.group() if shown else '%'!r} is not allowed "
+                          "in a check: only "
+                          "%s, %I, %L and %% (with a position like %2$s and the - flag); a "
+                          "width pads the value to that many characters, like repeat()")
+        at = found.end()
 
 
 def _construct(node: ast.Node) -> str:

@@ -17,7 +17,6 @@ from dvjob.sink_postgres import (
     Connect,
     IndexOwnedElsewhereError,
     PostgresSink,
-    index_lock_key,
 )
 from dvjob.sink_schema import SinkColumn, TableLayout
 
@@ -108,24 +107,6 @@ def test_an_index_from_before_owners_is_adopted_by_the_job_started_for_it(
     assert rows(connect, schema, f'SELECT * FROM {{schema}}."{TABLE}"') == [("o1", Decimal("2"))]
 
 
-def test_a_key_held_by_someone_else_stalls_only_that_index_s_start(
-        stack: Any, connect: Connect, schema: str) -> None:
-    """A session holding the old database-wide key and another index's key (as a hostile
-    check's pg_try_advisory_lock would) does not delay this index's start-up."""
-    sink(connect, schema, SHOP, table="other__aaaaaaaaaa", revision="aaaaaaaaaa").prepare()
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (OLD_DATABASE_WIDE_KEY,))
-        holder.execute("SELECT pg_advisory_lock(%s)",
-                       (index_lock_key(schema, "other__aaaaaaaaaa"),))
-        sink(connect, schema, SHOP).prepare()  # statement_timeout would fail a wait
-        assert recorded_owner(connect, schema) == {"derivedviews.io/owner": SHOP}
-        # ... while the index's own key is what its start-up waits on.
-        holder.execute("SELECT pg_advisory_lock(%s)", (index_lock_key(schema, TABLE),))
-        with psycopg.connect(stack.pg_dsn, options="-c lock_timeout=500") as waiter, \
-                pytest.raises(psycopg.errors.LockNotAvailable):
-            waiter.execute("SELECT pg_advisory_xact_lock(%s)", (index_lock_key(schema, TABLE),))
-
-
 def test_a_reader_holding_the_ledger_does_not_stall_a_new_index_s_start(
         stack: Any, connect: Connect, schema: str) -> None:
     """Adding a ledger column needs an exclusive lock; when every column is there the
@@ -137,11 +118,3 @@ def test_a_reader_holding_the_ledger_does_not_stall_a_new_index_s_start(
         sink(connect, schema, BILLING, table="payments__bbbbbbbbbb",
              revision="bbbbbbbbbb").prepare()
         reader.rollback()
-
-
-def test_the_lock_key_is_a_stable_signed_64_bit_hash_of_schema_and_table() -> None:
-    key = index_lock_key("public", "orders__3f9c1a2b4d")
-    assert key == index_lock_key("public", "orders__3f9c1a2b4d")
-    assert -(2 ** 63) <= key < 2 ** 63
-    assert key not in (index_lock_key("public", "orders__3f9c1a2b4e"),
-                       index_lock_key("public.orders", "_3f9c1a2b4d"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -55,13 +56,17 @@ from dvjob.pg_stage import PartitionCopier
 from dvjob.sink_contract import FrameRows
 from dvjob.sink_postgres import (
     Connect,
+    IndexOwnedElsewhereError,
     IndexTableMismatchError,
     LedgerMismatchError,
     PostgresSink,
+    index_ddl,
+    owner_comment,
     stage_prefix,
     stage_table_ddl,
 )
 from dvjob.sink_schema import SinkColumn, TableLayout, table_layout
+from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -574,3 +579,197 @@ def test_a_bulk_merge_that_fails_leaves_the_index_and_its_key_as_they_were(
     with pytest.raises(psycopg.errors.UniqueViolation), connect() as conn:  # the rebuilt key
         conn.execute(sql.SQL("INSERT INTO {} VALUES ('o1', 'c', 1)").format(
             sql.Identifier(schema, TABLE)))
+
+
+# The start-up's lock: the index table's own (dvjob.sink_postgres.INDEX_LOCK_MODE).
+
+SHOP = {"namespace": "shop", "name": "orders", "uid": "uid-shop"}
+BILLING = {"namespace": "billing", "name": "orders", "uid": "uid-billing"}
+
+
+def tagged(stack: Any, tag: str, **options: Any) -> Connect:
+    """Connections that show as `tag` in pg_stat_activity (which locks they wait on)."""
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(stack.pg_dsn, application_name=tag, **options)
+    return connect
+
+
+def owned_sink(connect: Connect, schema: str, owner: dict[str, str] | None = SHOP,
+               table: str = TABLE, revision: str = REVISION) -> PostgresSink:
+    return PostgresSink(connect=connect, schema=schema, table=table, ledger_table="dv_ledger",
+                        revision=revision, layout=ORDERS, owner=owner)
+
+
+class InThread:
+    """A start-up run beside the test, which waits on the locks it should wait on."""
+
+    def __init__(self, work: Any) -> None:
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Any) -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the test
+            self.error = exc
+
+    def result(self) -> BaseException | None:
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the start-up did not end"
+        return self.error
+
+
+def waits(stack: Any, tag: str) -> list[tuple[str, str, str | None]]:
+    """The locks the sessions tagged `tag` wait for: (type, mode, relation)."""
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT l.locktype, l.mode, l.relation::regclass::text FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.application_name = %s "
+            "AND NOT l.granted", (tag,)).fetchall()
+    return [(str(r[0]), str(r[1]), r[2]) for r in rows]
+
+
+def test_the_start_up_lock_is_its_index_table_s_and_holds_back_no_other_index(
+        stack: Any, connect: Connect, schema: str) -> None:
+    """A start-up waits for the lock on its own index table; another index's start-up goes
+    through at once, with that lock held and a third index's batch open (its rows and its
+    ledger row written, not committed)."""
+    owned_sink(connect, schema).prepare()
+    owned_sink(connect, schema, BILLING, table="payments__bbbbbbbbbb",
+               revision="bbbbbbbbbb").prepare()
+    owned_sink(connect, schema, BILLING, table="refunds__dddddddddd",
+               revision="dddddddddd").prepare()
+    bounded = tagged(stack, "other", options="-c lock_timeout=2000")
+    with psycopg.connect(stack.pg_dsn) as holder, psycopg.connect(stack.pg_dsn) as writer:
+        holder.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(
+            sql.Identifier(schema, TABLE)))
+        writer.execute(sql.SQL("INSERT INTO {} VALUES ('r1', 'c1', 1)").format(
+            sql.Identifier(schema, "refunds__dddddddddd")))
+        writer.execute(sql.SQL("INSERT INTO {} (revision, batch_id, end_offsets, rows_upserted, "
+                               "rows_deleted) VALUES ('dddddddddd', 0, '{{}}', 1, 0)").format(
+            sql.Identifier(schema, "dv_ledger")))
+        owned_sink(bounded, schema, BILLING, table="payments__bbbbbbbbbb",
+                   revision="bbbbbbbbbb").prepare()  # a wait would end in LockNotAvailable
+        writer.rollback()
+        start = InThread(owned_sink(tagged(stack, "mine"), schema).prepare)
+        wait_for(lambda: waits(stack, "mine"), timeout=30, what="the start-up to wait")
+        assert waits(stack, "mine") == [("relation", "ShareRowExclusiveLock", f"{schema}.{TABLE}")]
+        holder.rollback()
+    assert start.result() is None
+
+
+@pytest.fixture
+def reader(stack: Any, schema: str) -> Iterator[Connect]:
+    """Connections as a role that may read every table of the schema (once granted:
+    _grant_reads) and write none: what a check role or a reader of the alias is given."""
+    role, password = f"dv_reader_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(password)))
+
+    def connect() -> psycopg.Connection[Any]:
+        pg = stack.pg
+        return psycopg.connect(host=pg["host"], port=pg["port"], dbname=pg["database"],
+                               user=role, password=password)
+    connect.role = role  # type: ignore[attr-defined]
+    yield connect
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def _grant_reads(stack: Any, schema: str, role: str) -> None:
+    """Once the job made the schema: USAGE on it, SELECT on its tables."""
+    with psycopg.connect(stack.pg_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+
+
+def test_a_role_that_may_only_read_cannot_take_the_start_up_lock_nor_stall_it(
+        stack: Any, connect: Connect, schema: str, reader: Connect) -> None:
+    owned_sink(connect, schema).prepare()
+    _grant_reads(stack, schema, reader.role)  # type: ignore[attr-defined]
+    index, ledger = sql.Identifier(schema, TABLE), sql.Identifier(schema, "dv_ledger")
+    with reader() as hostile:
+        for mode in ("SHARE ROW EXCLUSIVE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE",
+                     "SHARE", "EXCLUSIVE", "ACCESS EXCLUSIVE"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                hostile.execute(sql.SQL("LOCK TABLE {} IN " + mode + " MODE").format(index))
+            hostile.rollback()
+        # what it can hold: reads of the index and the ledger, and any advisory key (the
+        # start-up took one, which any role could hold, before it locked its own table)
+        hostile.execute(sql.SQL("LOCK TABLE {}, {} IN ACCESS SHARE MODE").format(index, ledger))
+        hostile.execute(sql.SQL("SELECT count(*) FROM {}").format(index))
+        for key in range(-3, 4):
+            hostile.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+        owned_sink(tagged(stack, "start", options="-c lock_timeout=2000"), schema).prepare()
+
+
+def test_a_reader_can_still_queue_a_request_behind_its_own_read(
+        stack: Any, connect: Connect, schema: str, reader: Connect) -> None:
+    """What a role that may read the index can still do (PostgreSQL's, for every table): keep
+    a read open, then ask for a lock PostgreSQL queues before it checks the privilege (CREATE
+    RULE asks for ACCESS EXCLUSIVE). Everything after it waits, readers and the start-up
+    alike, until the read ends; the request then fails on the privilege."""
+    owned_sink(connect, schema).prepare()
+    _grant_reads(stack, schema, reader.role)  # type: ignore[attr-defined]
+    index = sql.Identifier(schema, TABLE)
+    with reader() as holding, reader() as queued:
+        holding.execute(sql.SQL("SELECT count(*) FROM {}").format(index))
+        queued.execute("SET application_name = 'queued'")
+        request = InThread(lambda: queued.execute(sql.SQL(
+            "CREATE RULE r AS ON INSERT TO {} DO INSTEAD NOTHING").format(index)))
+        wait_for(lambda: waits(stack, "queued"), timeout=30, what="the request to queue")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            owned_sink(tagged(stack, "start", options="-c lock_timeout=1000"),
+                       schema).prepare()
+        holding.rollback()
+        assert isinstance(request.result(), psycopg.errors.InsufficientPrivilege)
+    owned_sink(tagged(stack, "start", options="-c lock_timeout=1000"), schema).prepare()
+
+
+@pytest.mark.parametrize("creator", [SHOP, BILLING], ids=["a twin", "another view"])
+def test_a_first_start_racing_another_creation_judges_the_table_it_finds(
+        stack: Any, connect: Connect, schema: str, creator: dict[str, str]) -> None:
+    """No table yet: the start-up creates one in its transaction; a session creating the
+    same table first makes it wait, fail and look again, under the table's lock."""
+    owned_sink(connect, schema, table="seed__cccccccccc", revision="cccccccccc").prepare()
+    with psycopg.connect(stack.pg_dsn) as other:
+        other.execute(index_ddl(schema, TABLE, ORDERS))
+        other.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(
+            sql.Identifier(schema, TABLE), sql.Literal(owner_comment(**creator))))
+        start = InThread(owned_sink(tagged(stack, "first"), schema).prepare)
+        wait_for(lambda: waits(stack, "first"), timeout=30, what="the start-up to wait")
+        other.commit()
+    error = start.result()
+    if creator is SHOP:
+        assert error is None
+    else:
+        assert isinstance(error, IndexOwnedElsewhereError), error
+        assert "belongs to DerivedView billing/orders" in str(error)
+
+
+def test_a_start_waiting_on_the_operator_s_drop_creates_the_index_afresh(
+        stack: Any, connect: Connect, schema: str) -> None:
+    """The operator's drop takes ACCESS EXCLUSIVE on the index and deletes its ledger rows in
+    one transaction: a start-up waiting for its lock meanwhile finds no table, and no batch
+    of it, and creates it anew (a drop that left ledger rows would make it IndexLost)."""
+    sink = owned_sink(connect, schema)
+    sink.prepare()
+    sink.write_batch(0, [order("o1", "c1", "1")], {"orders": {"0": 1}})
+    oid = query(connect, "SELECT to_regclass(%s)::oid", f'"{schema}"."{TABLE}"')[0][0]
+    with psycopg.connect(stack.pg_dsn) as operator:
+        operator.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+            sql.Identifier(schema, TABLE)))
+        operator.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(schema, TABLE)))
+        operator.execute(sql.SQL("DELETE FROM {} WHERE revision = %s").format(
+            sql.Identifier(schema, "dv_ledger")), (REVISION,))
+        start = InThread(owned_sink(tagged(stack, "restart"), schema).prepare)
+        wait_for(lambda: waits(stack, "restart"), timeout=30, what="the start-up to wait")
+        operator.commit()
+    assert start.result() is None
+    assert index_rows(connect, schema) == [] and ledger_rows(connect, schema) == []
+    assert query(connect, "SELECT to_regclass(%s)::oid", f'"{schema}"."{TABLE}"')[0][0] != oid

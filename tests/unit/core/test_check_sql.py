@@ -1,14 +1,20 @@
 """core.check_sql over the hostile and legitimate checks of tests/hostile_checks.py: every
-hostile one refused with its message, every legitimate one accepted."""
+hostile one refused with its message, every legitimate one accepted; what it refuses as too
+large, and how it delimits the one statement the adapter wraps."""
 
 from __future__ import annotations
 
 import pytest
 
 from derived_views.api.spec import SqlAssertion
-from derived_views.core.check_sql import check_sql_problem
+from derived_views.core.check_sql import (
+    ALLOWED_FUNCTIONS,
+    SIZED,
+    check_sql_problem,
+    statement_text,
+)
 from derived_views.core.checks import rendered_sql
-from hostile_checks import HOSTILE, LEGITIMATE, Hostile, Legitimate
+from hostile_checks import HOSTILE, LEGITIMATE, MISREAD, Hostile, Legitimate, Misread
 
 SCHEMA, INDEX, ACTIVE = "team_a", "orders__cand000001", "orders__actv000001"
 TABLES = frozenset({(SCHEMA, INDEX), (SCHEMA, ACTIVE)})
@@ -78,3 +84,36 @@ def test_verdicts_are_cached_per_text() -> None:
     problem(sql)
     problem(sql)
     assert check_sql_problem.cache_info().hits == before + 1
+
+
+def test_nothing_that_builds_a_large_value_from_a_small_text_is_allowed() -> None:
+    """The allowlist holds no function whose result is as large as a number it is given or
+    grows with every row it reads; format() is allowed only without widths."""
+    assert not SIZED.keys() & ALLOWED_FUNCTIONS
+    for name in ("repeat", "lpad", "rpad", "generate_series", "string_agg", "array_agg",
+                 "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"):
+        assert name in SIZED, name
+    assert "format" in ALLOWED_FUNCTIONS
+    for fmt in ("%s", "%1$s", "%-s", "%I", "%L", "%%", "c-%s and %2$-s, 100%%", "no specifier"):
+        assert problem(f"SELECT format('{fmt}', customer_id) FROM {{index}}") is None, fmt
+    for fmt in ("%5s", "%*s", "%-5s", "%1$5s", "%*1$s", "%d", "%", "%%%"):
+        assert problem(f"SELECT format('{fmt}', 1) FROM {{index}}") is not None, fmt
+    assert problem("SELECT 'x'::char(1000), 'x'::character varying(100000) FROM {index}") is None
+    assert problem("SELECT CAST('x' AS character(1001)) FROM {index}") is not None
+
+
+@pytest.mark.parametrize("misread", MISREAD, ids=lambda m: m.what)
+def test_texts_a_session_could_misread_are_accepted(misread: Misread) -> None:
+    """They pass the policy: what keeps them harmless is the adapter pinning the settings
+    (tests/integration/adapters/test_postgres_checks.py)."""
+    assert problem(misread.sql) is None
+
+
+def test_the_statement_is_delimited_as_postgres_delimits_it() -> None:
+    assert statement_text("SELECT 1;  -- done\n") == "SELECT 1"
+    assert statement_text("/* é */ SELECT 'ü' ;") == "SELECT 'ü' "
+    assert statement_text("SELECT 1 -- no semicolon") == "SELECT 1 -- no semicolon"
+    assert statement_text("SELECT ';' AS \";\"; ") == "SELECT ';' AS \";\""
+    assert statement_text("SELECT 1; SELECT 2") is None
+    assert statement_text("-- nothing") is None
+    assert statement_text("SELECT (") is None
