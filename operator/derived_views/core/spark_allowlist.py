@@ -86,6 +86,8 @@ REFUSED_FUNCTIONS = {
     "input_file_block_start": "names the job's input files",
     "input_file_block_length": "names the job's input files",
     "from_protobuf": "reads a descriptor file", "to_protobuf": "reads a descriptor file",
+    "from_avro": "reads the files and URLs its options name",
+    "schema_of_avro": "reads the files and URLs its options name",
 }
 """Registry functions left off FUNCTIONS that are worth a specific reason; any other name
 off the list is refused as not on it."""
@@ -95,3 +97,52 @@ TABLE_FUNCTIONS = frozenset({
     "posexplode_outer", "stack", "json_tuple", "variant_explode", "variant_explode_outer",
 })
 """Table-valued functions that read nothing but their arguments."""
+
+SCHEMA_ARGUMENTS = {"from_json": 1, "from_csv": 1, "variant_get": 2, "try_variant_get": 2}
+"""Functions whose argument at this position Spark reads as a type while it analyses the
+query (ExprUtils.evalTypeExpr in Spark 4.0: DDL, else JSON, where a type "udt" names a class
+Spark loads and instantiates). It must be a string literal, judged before analysis. These
+are the allowlisted callers of evalTypeExpr/evalSchemaExpr in Spark 4.0.0 (JsonToStructs,
+CsvToStructs, VariantGetExpressionBuilderBase; the XML ones are off the allowlist), and the
+job's tests build every other allowlisted function from strings naming a class: none
+instantiates it."""
+
+OPTIONS_ARGUMENTS = {
+    "from_json": (2, "json"), "to_json": (1, "json"), "schema_of_json": (1, "json"),
+    "from_csv": (2, "csv"), "to_csv": (1, "csv"), "schema_of_csv": (1, "csv"),
+}
+"""Functions whose argument at this position is an options map, read by JSONOptions or
+CSVOptions: the allowlisted callers of ExprUtils.convertToMapData in Spark 4.0.0
+(JsonToStructs, StructsToJson, SchemaOfJson, CsvToStructs, StructsToCsv, SchemaOfCsv). It must
+be `map('key', 'value', ...)` of string literals, keys in OPTION_KEYS of that family."""
+
+MOST_ARGUMENTS = {
+    "from_json": 3, "from_csv": 3, "to_json": 2, "to_csv": 2, "schema_of_json": 2,
+    "schema_of_csv": 2, "variant_get": 3, "try_variant_get": 3,
+}
+"""No more arguments than these: a position judged is a position Spark reads."""
+
+OPTION_KEYS = {
+    "json": frozenset({
+        "allowbackslashescapinganycharacter", "allowcomments", "allownonnumericnumbers",
+        "allownumericleadingzeros", "allowsinglequotes", "allowunquotedcontrolchars",
+        "allowunquotedfieldnames", "columnnameofcorruptrecord", "dateformat",
+        "dropfieldifallnull", "enabledatetimeparsingfallback", "ignorenullfields",
+        "infertimestamp", "linesep", "locale", "mode", "multiline", "prefersdecimal", "pretty",
+        "primitivesasstring", "samplingratio", "timestampformat", "timestampntzformat",
+        "timezone", "writenonasciicharacterascodepoint",
+    }),
+    "csv": frozenset({
+        "chartoescapequoteescaping", "columnnameofcorruptrecord", "comment", "dateformat",
+        "delimiter", "emptyvalue", "enabledatetimeparsingfallback", "enforceschema", "escape",
+        "escapequotes", "header", "ignoreleadingwhitespace", "ignoretrailingwhitespace",
+        "inferschema", "linesep", "locale", "maxcharspercolumn", "maxcolumns", "mode",
+        "multiline", "nanvalue", "negativeinf", "nullvalue", "positiveinf", "preferdate",
+        "quote", "quoteall", "samplingratio", "sep", "timestampformat", "timestampntzformat",
+        "timezone", "unescapedquotehandling",
+    }),
+}
+"""Options (lower case: Spark reads them case-insensitively) that only shape how values are
+parsed or written: formats, separators, modes, time zones and locales. Left off: what names
+a class (`compression`/`codec`, which Spark 4.0's CompressionCodecs loads by name), a
+charset (`encoding`, `charset`), buffers and parser limits, and whatever Spark adds later."""

@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core import spark_allowlist
+from derived_views.core import spark_allowlist, sql_policy
 from derived_views.core.spark_ddl import parse_schema
 from derived_views.core.spark_lexer import SqlTextError, lex
 from derived_views.core.sql_check import MESSAGE_CHARS, check_spec, check_sql
@@ -34,7 +34,7 @@ def spec(sql: str) -> DerivedViewSpec:
 
 def test_the_corpus_is_large_and_covers_every_class() -> None:
     assert len(HOSTILE) >= 60 and len(LEGITIMATE) >= 15
-    assert len({h.cls for h in HOSTILE}) == 10
+    assert len({h.cls for h in HOSTILE}) == 11
     assert len({h.what for h in HOSTILE}) == len(HOSTILE)
 
 
@@ -66,7 +66,44 @@ def test_the_operator_and_the_job_allow_the_same_functions() -> None:
     assert spark_allowlist.FUNCTIONS == sql_allowlist.FUNCTIONS
     assert spark_allowlist.REFUSED_FUNCTIONS == sql_allowlist.REFUSED_FUNCTIONS
     assert spark_allowlist.TABLE_FUNCTIONS == sql_allowlist.TABLE_FUNCTIONS
+    assert spark_allowlist.SCHEMA_ARGUMENTS == sql_allowlist.SCHEMA_ARGUMENTS
+    assert spark_allowlist.OPTIONS_ARGUMENTS == sql_allowlist.OPTIONS_ARGUMENTS
+    assert spark_allowlist.MOST_ARGUMENTS == sql_allowlist.MOST_ARGUMENTS
+    assert spark_allowlist.OPTION_KEYS == sql_allowlist.OPTION_KEYS
     assert not {"reflect", "java_method", "try_reflect"} & spark_allowlist.FUNCTIONS
+    assert set(spark_allowlist.SCHEMA_ARGUMENTS) | set(spark_allowlist.OPTIONS_ARGUMENTS) == set(
+        spark_allowlist.MOST_ARGUMENTS)
+
+
+JSON_TYPES = [
+    '"integer"', '"decimal(10,2)"', '"interval day to second"',
+    '{"type":"struct","fields":[{"name":"a","type":"integer","nullable":true,"metadata":{}}]}',
+    '{"type":"array","elementType":"string","containsNull":true}',
+    '{"type":"map","keyType":"string","valueType":{"type":"array","elementType":"long",'
+    '"containsNull":false},"valueContainsNull":true}',
+    '{"type":"struct","fields":[{"name":"a","type":"integer"}]}',
+    '{"type":"udt","class":"java.util.Timer","pyClass":null,"sqlType":"string"}',
+    '{"type":"struct","fields":[{"name":"a","type":{"type":"udt","class":"x.Y","pyClass":null,'
+    '"sqlType":"string"},"nullable":true,"metadata":{}}]}',
+    '{"type":"array","elementType":{"type":"map","keyType":"string","valueType":{"type":"udt",'
+    '"class":"x.Y","pyClass":null,"sqlType":"string"},"valueContainsNull":true},'
+    '"containsNull":true}',
+    '{"type":"struct","fields":[],"class":"x.Y"}', '{"type":"struct","type":"struct","fields":[]}',
+    '{"type":"array","elementType":"string","containsNull":1}', '{"type":"struct"}',
+    '{"type":"struct","fields":[{"name":"a","type":NaN}]}', '{"type":"struct","fields":[]} x',
+    '"java.util.Timer"', "[1]", "{" * 100 + "}" * 100,
+    '{"type":"struct","fields":[' + '{"name":"a","type":{"type":"struct","fields":[' * 70
+    + '{"name":"b","type":"integer"}' + "]}}" * 70 + "]}",
+]
+
+
+@pytest.mark.parametrize("text", JSON_TYPES, ids=[t[:50] for t in JSON_TYPES])
+def test_the_operator_and_the_job_read_json_types_alike(text: str) -> None:
+    """Two copies of one strict reader (the operator ships no job code): the same verdicts
+    and words on every shape, udt or not, deep or not."""
+    from dvjob import sql_guard
+
+    assert sql_policy.json_type_problem(text) == sql_guard.json_type_problem(text)
 
 
 def test_comments_are_blanked_as_spark_drops_them_keeping_positions() -> None:
