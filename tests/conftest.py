@@ -37,6 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "product_defaults: the test's operator keeps every "
                                        "product default (the e2e operator otherwise sets a "
                                        "longer trigger interval, e2e_operator.TRIGGER_SECONDS)")
+    config.addinivalue_line("markers", "job_namespaces: the test's operator runs views' jobs "
+                                       "in job namespaces (DV_JOB_NAMESPACE), which the "
+                                       "operator_process fixture makes as the chart does")
     config.addinivalue_line("markers", "real_node: where the stack has the real node, the "
                                        "test's namespace is labelled for it, so the real Spark "
                                        "Operator runs its jobs as pods (elsewhere the stand-in)")

@@ -8,6 +8,7 @@ in docs/security.md.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,8 @@ class Attempt:
     expected: str = ""
     """A part of the refusal (the API server's or the operator's message)."""
 
-    def body(self, name: str) -> dict[str, Any]:
+    def body(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The view; `{namespace}` in the attempt's source stands for `namespace`."""
         body = copy.deepcopy(BASE)
         body["metadata"]["name"] = name
         if self.spark is not None:
@@ -46,7 +48,10 @@ class Attempt:
         if self.transform is not None:
             body["spec"]["transform"] = self.transform
         if self.source is not None:
-            body["spec"]["source"] = {**body["spec"]["source"], **copy.deepcopy(self.source)}
+            source = copy.deepcopy(self.source)
+            if namespace is not None:
+                source = json.loads(json.dumps(source).replace("{namespace}", namespace))
+            body["spec"]["source"] = {**body["spec"]["source"], **source}
         return body
 
 
@@ -117,15 +122,130 @@ ADMISSION: list[Attempt] = [
     Attempt("`${env:X}` substitution in SQL turned back on through sparkConf",
             _conf("spark.sql.variable.substitute", "true"),
             expected="spec.spark.sparkConf key spark.sql.variable.substitute: refused"),
+    Attempt("a commit protocol class under spark.sql.streaming (once an allowed prefix)",
+            _conf("spark.sql.streaming.commitProtocolClass", "org.evil.CommitProtocol"),
+            expected="spec.spark.sparkConf key spark.sql.streaming.commitProtocolClass: refused "
+                     "by the tenancy policy (chart value tenancy.sparkConf.allow)"),
+    Attempt("a cost evaluator class under spark.sql.adaptive (once an allowed prefix)",
+            _conf("spark.sql.adaptive.customCostEvaluatorClass", "org.evil.Evaluator"),
+            expected="spec.spark.sparkConf key spark.sql.adaptive.customCostEvaluatorClass: "
+                     "refused"),
+    Attempt("a map status codec named by its class (the driver loads it)",
+            _conf("spark.shuffle.mapStatus.compression.codec", "org.evil.Codec"),
+            expected="spec.spark.sparkConf key spark.shuffle.mapStatus.compression.codec takes "
+                     "one of lz4, lzf, snappy, zstd: refused by the tenancy policy (chart value "
+                     "tenancy.sparkConf.allow); give such a value"),
+    Attempt("a state store codec named by its class",
+            _conf("spark.sql.streaming.stateStore.compression.codec", "org.evil.Codec"),
+            expected="spec.spark.sparkConf key spark.sql.streaming.stateStore.compression.codec "
+                     "takes one of lz4, lzf, snappy, zstd: refused"),
+    Attempt("a path where a size goes",
+            _conf("spark.sql.files.maxPartitionBytes", "file:///etc/passwd"),
+            expected="spec.spark.sparkConf key spark.sql.files.maxPartitionBytes takes a size: "
+                     "a whole number with an optional unit b, k, m, g, t or p (e.g. 64m), or "
+                     "-1: refused"),
+    Attempt("`${env:X}` in a codec's value (the secret in the driver's log)",
+            _conf("spark.io.compression.codec", "org.evil.${env:PGPASSWORD}"),
+            expected="spec.spark.sparkConf key spark.io.compression.codec: `${` asks Spark to "
+                     "substitute a variable into the value"),
+    Attempt("`${system:X}` in an allowed key's value",
+            _conf("spark.sql.session.timeZone", "${system:user.name}"),
+            expected="spec.spark.sparkConf key spark.sql.session.timeZone: `${` asks Spark to "
+                     "substitute a variable into the value (`${env:X}` and `${system:X}` would "
+                     "put the environment and the JVM properties of the job there) and no value "
+                     "may hold one: remove it"),
+    Attempt("dead letters into another namespace's (`dlq.other-namespace.x`)",
+            source={"badRecords": {"policy": "deadLetter",
+                                   "deadLetterTopic": "dlq.other-namespace.x"}},
+            expected="spec.source.badRecords.deadLetterTopic dlq.other-namespace.x: refused by "
+                     "the tenancy policy (chart value tenancy.kafka.deadLetterTopics); name a "
+                     "topic matching dlq."),
+    Attempt("dead letters to a topic every namespace once shared (`dlq.orders`)",
+            source={"badRecords": {"policy": "deadLetter", "deadLetterTopic": "dlq.orders"}},
+            expected="spec.source.badRecords.deadLetterTopic dlq.orders: refused"),
+    Attempt("a name that reads as loopback's address (`127.0.0.1.nip.io`)",
+            source={"kafka": {"bootstrapServers": "127.0.0.1.nip.io:9092"}},
+            expected="spec.source.kafka.bootstrapServers 127.0.0.1.nip.io:9092 is not a Kafka "
+                     "cluster the platform lists"),
+    Attempt("loopback in the short form resolvers read as an address (`127.1`)",
+            source={"kafka": {"bootstrapServers": "127.1:9092"}},
+            expected="spec.source.kafka.bootstrapServers 127.1:9092 is not a Kafka cluster"),
 ]
 """Refused by the ValidatingAdmissionPolicy at apply time (and by the operator again)."""
 
 ALLOWED: list[Attempt] = [
     Attempt("tuning settings", _conf("spark.sql.adaptive.enabled", "true")),
+    Attempt("tuning settings of every shape", {"sparkConf": {
+        "spark.sql.shuffle.partitions": "16", "spark.sql.session.timeZone": "Europe/Paris",
+        "spark.io.compression.codec": "zstd", "spark.sql.autoBroadcastJoinThreshold": "-1",
+        "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64MB",
+        "spark.executor.heartbeatInterval": "20s", "spark.memory.fraction": "0.7",
+        "spark.metrics.namespace": "orders-team"}}),
     Attempt("the platform's own image, named", {"image": "derived-views/spark-job:0.1.0"}),
-    Attempt("dead letters to a dlq.* topic",
-            source={"badRecords": {"policy": "deadLetter", "deadLetterTopic": "dlq.orders"}}),
 ]
+
+IN_NAMESPACE: list[Attempt] = [
+    Attempt("dead letters to the view namespace's own topic (`dlq.<namespace>.orders`)",
+            source={"badRecords": {"policy": "deadLetter",
+                                   "deadLetterTopic": "dlq.{namespace}.orders"}}),
+]
+"""Allowed when applied in the namespace `{namespace}` names (Attempt.body's `namespace`)."""
+
+PLATFORM_TENANCY: dict[str, Any] = {"kafka": {
+    "clusters": [{"bootstrapServers": ["10.0.0.*:9092", "10.1.0.0/24", "*.kafka.platform.svc:9093",
+                                       "[fd00::/64]:9092"]}],
+    "deadLetterTopics": ["dlq.{namespace}.*", "shared-dead"]}}
+"""A platform's `tenancy` values listing its clusters by IP prefix, CIDR, domain and IPv6
+network, and one explicit dead-letter topic besides each namespace's own."""
+
+
+PLATFORM_REFUSED: list[Attempt] = [
+    Attempt("a name that reads as an address of the prefix (`10.0.0.1.nip.io`)",
+            source={"kafka": {"bootstrapServers": "10.0.0.1.nip.io:9092"}},
+            expected="spec.source.kafka.bootstrapServers 10.0.0.1.nip.io:9092 is not a Kafka "
+                     "cluster the platform lists"),
+    Attempt("a name of the author's shaped like the prefix (`10.0.0.evil.example`)",
+            source={"kafka": {"bootstrapServers": "10.0.0.evil.example:9092"}},
+            expected="spec.source.kafka.bootstrapServers 10.0.0.evil.example:9092 is not"),
+    Attempt("an address just outside the CIDR (`10.1.1.5`)",
+            source={"kafka": {"bootstrapServers": "10.1.1.5:9092"}},
+            expected="spec.source.kafka.bootstrapServers 10.1.1.5:9092 is not"),
+    Attempt("an address of the prefix on a port not listed",
+            source={"kafka": {"bootstrapServers": "10.0.0.7:9093"}},
+            expected="spec.source.kafka.bootstrapServers 10.0.0.7:9093 is not"),
+    Attempt("a listed domain inside a name of the author's",
+            source={"kafka": {"bootstrapServers": "b-0.kafka.platform.svc.attacker.example:9093"}},
+            expected="b-0.kafka.platform.svc.attacker.example:9093 is not"),
+    Attempt("a listed address as IPv4-mapped IPv6 (`[::ffff:10.0.0.7]`)",
+            source={"kafka": {"bootstrapServers": "[::ffff:10.0.0.7]:9092"}},
+            expected="spec.source.kafka.bootstrapServers [::ffff:10.0.0.7]:9092 is not"),
+    Attempt("an IPv6 address outside the network",
+            source={"kafka": {"bootstrapServers": "[fd01::7]:9092"}},
+            expected="spec.source.kafka.bootstrapServers [fd01::7]:9092 is not"),
+    Attempt("dead letters into another namespace's, beside an explicit topic",
+            source={"kafka": {"bootstrapServers": "10.0.0.7:9092"}, "badRecords": {
+                "policy": "deadLetter", "deadLetterTopic": "dlq.billing.x"}},
+            expected="spec.source.badRecords.deadLetterTopic dlq.billing.x: refused by the "
+                     "tenancy policy (chart value tenancy.kafka.deadLetterTopics)"),
+]
+"""Refused under PLATFORM_TENANCY, by the admission policy and by the operator."""
+
+PLATFORM_ALLOWED: list[Attempt] = [
+    Attempt("an address of the IP prefix", source={"kafka": {"bootstrapServers": "10.0.0.7:9092"}}),
+    Attempt("addresses of the CIDR, any port",
+            source={"kafka": {"bootstrapServers": "10.1.0.5:19092, 10.1.0.255:9092"}}),
+    Attempt("brokers under the platform's domain",
+            source={"kafka": {"bootstrapServers": "b-0.kafka.platform.svc:9093,"
+                                                  "B-1.Kafka.Platform.Svc:9093"}}),
+    Attempt("IPv6 addresses of the network, however written",
+            source={"kafka": {"bootstrapServers": "[fd00::7]:9092,[FD00:0:0::8]:9092"}}),
+    Attempt("the explicit dead-letter topic", source={"kafka": {"bootstrapServers": "10.0.0.7:9092"},
+            "badRecords": {"policy": "deadLetter", "deadLetterTopic": "shared-dead"}}),
+    Attempt("dead letters to the namespace's own topic",
+            source={"kafka": {"bootstrapServers": "10.0.0.7:9092"}, "badRecords": {
+                "policy": "deadLetter", "deadLetterTopic": "dlq.{namespace}.orders"}}),
+]
+"""Allowed under PLATFORM_TENANCY (applied with `namespace` given to Attempt.body)."""
 
 MISSING_SECRET = Attempt("a Secret that does not exist (yet)",
                          expected="not found: a view's jobs use only Secrets that exist")

@@ -40,7 +40,7 @@ from derived_views.adapters.kube import (
     new_api_client,
 )
 from derived_views.adapters.sink_contract import SinkPools
-from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION
+from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION, VIEW_NAMESPACE_LABEL
 from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in
 from derived_views.core.kafka_connection import KafkaCluster
@@ -213,7 +213,9 @@ def on_change(body: kopf.Body, **_: Any) -> None:
 def on_job_event(body: kopf.Body, **_: Any) -> None:
     """A settled view's job changed (failed, was deleted, restarted): pass it now rather
     than at its slow timer.  Views on the lag poll see it within a poll anyway."""
-    key = (body["metadata"]["namespace"], body["metadata"]["labels"][VIEW_LABEL])
+    labels = body["metadata"]["labels"]
+    # in a job namespace, the view's own namespace is on the job (DV_JOB_NAMESPACE)
+    key = (labels.get(VIEW_NAMESPACE_LABEL) or body["metadata"]["namespace"], labels[VIEW_LABEL])
     if _watch().is_settled(key):
         _pass_view(*key)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from derived_views.core.checkpoints import EXAMPLE_BASE, SECRET_KEYS, durable_base_problem
 from derived_views.core.installation import DEFAULT_TRIGGER_SECONDS, OperatorConfig
+from derived_views.core.naming import job_namespace_problem
 from derived_views.core.tenancy import PolicyError, TenancyPolicy, parse_policy
 
 DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
@@ -69,6 +70,12 @@ class Settings:
     holds one sink connection), off the pass threads."""
     check_budget_seconds: float = 300.0
     """DV_CHECK_BUDGET_SECONDS: what all queries of one view's check run may take together."""
+    job_namespace: str = ""
+    """DV_JOB_NAMESPACE: where views' jobs run, `{namespace}` standing for the view's
+    (core.installation.OperatorConfig.job_namespace); "" is the view's own namespace."""
+    operator_namespace: str = ""
+    """DV_OPERATOR_NAMESPACE (the chart sets it from the pod's namespace): where the
+    checkpoint Secret is copied from into job namespaces."""
 
 
 def operator_config(settings: Settings, template: str) -> OperatorConfig:
@@ -83,7 +90,9 @@ def operator_config(settings: Settings, template: str) -> OperatorConfig:
                           checkpoint_secret=settings.checkpoint_secret,
                           checkpoint_s3_endpoint=settings.checkpoint_s3_endpoint,
                           checkpoint_s3_region=settings.checkpoint_s3_region,
-                          in_cluster=settings.in_cluster, tenancy=settings.tenancy)
+                          in_cluster=settings.in_cluster, tenancy=settings.tenancy,
+                          job_namespace=settings.job_namespace,
+                          operator_namespace=settings.operator_namespace)
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -123,7 +132,21 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         sink_pool_size=_count(e, "DV_SINK_POOL_SIZE", 4),
         check_concurrency=_count(e, "DV_CHECK_CONCURRENCY", 2),
         check_budget_seconds=_float(e, "DV_CHECK_BUDGET_SECONDS", 300.0, 1.0),
+        job_namespace=_job_namespace(e),
+        operator_namespace=e.get("DV_OPERATOR_NAMESPACE", ""),
     )
+
+
+def _job_namespace(env: Mapping[str, str]) -> str:
+    template = (env.get("DV_JOB_NAMESPACE") or "").strip()
+    problem = job_namespace_problem(template)
+    if problem is not None:
+        raise SettingsError(f"DV_JOB_NAMESPACE={problem} (chart: jobs.namespace)")
+    if template and env.get("DV_CHECKPOINT_SECRET") and not env.get("DV_OPERATOR_NAMESPACE"):
+        raise SettingsError("DV_JOB_NAMESPACE with DV_CHECKPOINT_SECRET needs "
+                            "DV_OPERATOR_NAMESPACE: the namespace the checkpoint Secret is "
+                            "copied from into job namespaces (the chart sets it)")
+    return template
 
 
 def _endpoint(env: Mapping[str, str], name: str) -> str | None:

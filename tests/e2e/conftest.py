@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_operator import operator_env, watched
+from e2e_operator import (
+    JOB_NAMESPACE,
+    jobs_of,
+    operator_env,
+    operator_namespace,
+    second_namespace,
+    watched,
+)
 
 from dvstack import replay
 from dvstack.cli import apply_crds
@@ -45,33 +52,67 @@ def wait_until_live(proc: subprocess.Popen[bytes], probe: str, log_path: Path) -
 
 
 @pytest.fixture()
-def checkpoint_secret(stack: Any, kube_api_client: Any, namespace: str) -> str:
-    """The checkpoint Secret (S3 credentials from stack.json) in the test's namespace."""
+def job_namespaces(request: pytest.FixtureRequest, kube_api_client: Any, namespace: str
+                   ) -> Iterator[bool]:
+    """For a test marked `job_namespaces`: the job namespaces of its two namespaces, labelled
+    as the chart makes them, and the operator's namespace; deleted after the test."""
+    if request.node.get_closest_marker("job_namespaces") is None:
+        yield False
+        return
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from derived_views.api.constants import JOBS_FOR_LABEL
+
+    core = client.CoreV1Api(kube_api_client)
+    made = {operator_namespace(namespace): {}}
+    for tenant in (namespace, second_namespace(namespace)):
+        made[jobs_of(tenant)] = {JOBS_FOR_LABEL: tenant}
+    for name, labels in made.items():
+        core.create_namespace({"metadata": {"name": name, "labels": labels}})
+    yield True
+    for name in made:
+        try:
+            core.delete_namespace(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+@pytest.fixture()
+def checkpoint_secret(stack: Any, kube_api_client: Any, namespace: str,
+                      job_namespaces: bool) -> str:
+    """The checkpoint Secret (S3 credentials from stack.json) in the test's namespace, or in
+    the operator's when jobs run in job namespaces (tenants never hold it then)."""
     from kubernetes import client
 
-    replay.ensure_checkpoint_secret(client.CoreV1Api(kube_api_client), namespace, stack.s3)
+    where = operator_namespace(namespace) if job_namespaces else namespace
+    replay.ensure_checkpoint_secret(client.CoreV1Api(kube_api_client), where, stack.s3)
     return replay.CHECKPOINT_SECRET
 
 
 @pytest.fixture()
 def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client: Any,
                      tmp_path: Path, namespace: str, checkpoint_secret: str,
-                     jobs_on_node: bool) -> Iterator[Path]:
+                     jobs_on_node: bool, job_namespaces: bool) -> Iterator[Path]:
     """`derived-views-operator` against the local stack, watching the test's namespaces
     (`watched`); yields its log file."""
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
     # a test that runs alone may watch every namespace, as the chart's default does
     alone = request.node.get_closest_marker("exclusive") is not None
-    namespaces = ["--all-namespaces"] if alone else watched(namespace)
+    namespaces = ["--all-namespaces"] if alone else watched(namespace, jobs=job_namespaces)
     log_path = Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log"
     log = open(log_path, "ab")  # noqa: SIM115
     probe = f"http://127.0.0.1:{free_port()}/healthz"
+    placement = ({"DV_JOB_NAMESPACE": JOB_NAMESPACE,
+                  "DV_OPERATOR_NAMESPACE": operator_namespace(namespace)}
+                 if job_namespaces else {})
     proc = subprocess.Popen(
         [sys.executable, "-m", "derived_views.main", f"--liveness={probe}", *namespaces],
         stdout=log, stderr=subprocess.STDOUT,
         env=operator_env(stack, f"e2e/{tmp_path.name}", product_trigger=request.node.
                          get_closest_marker("product_defaults") is not None,
-                         node=jobs_on_node))
+                         node=jobs_on_node, **placement))
     wait_until_live(proc, probe, log_path)
     yield log_path
     proc.terminate()

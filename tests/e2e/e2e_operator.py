@@ -15,7 +15,21 @@ def second_namespace(namespace: str) -> str:
     return f"{namespace}-2"
 
 
-def watched(namespace: str) -> list[str]:
+JOB_NAMESPACE = "{namespace}-dv-jobs"
+"""DV_JOB_NAMESPACE of tests marked `job_namespaces` (the chart's default)."""
+
+
+def jobs_of(namespace: str) -> str:
+    return JOB_NAMESPACE.replace("{namespace}", namespace)
+
+
+def operator_namespace(namespace: str) -> str:
+    """Where a `job_namespaces` test's operator "runs": the checkpoint Secret is there, not in
+    the tenants' namespaces."""
+    return f"{namespace}-ops"
+
+
+def watched(namespace: str, *, jobs: bool = False) -> list[str]:
     """The operator's namespaces: the test's own and its second, by exact name.
 
     e2e files run side by side (`dvstack test`), each with its own operator, and two
@@ -25,7 +39,10 @@ def watched(namespace: str) -> list[str]:
     is terminating with no blocking condition yet, so a view in a namespace being deleted
     would keep its finalizer forever (seen in test_deletion).
     """
-    return ["--namespace", namespace, "--namespace", second_namespace(namespace)]
+    both = [namespace, second_namespace(namespace)]
+    if jobs:  # their jobs' changes wake the views at once, as the chart watches them
+        both += [jobs_of(n) for n in both]
+    return [arg for n in both for arg in ("--namespace", n)]
 
 
 TRIGGER_SECONDS = "10"

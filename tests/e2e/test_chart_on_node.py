@@ -74,13 +74,17 @@ SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(a
 
 def chart_values(stack: Any, namespace: str) -> dict[str, Any]:
     """The chart's values for the local stack: our image, never pulled; the stack's Kafka,
-    S3 store and job template; the tests' trigger interval. Everything else is a default."""
+    S3 store and job template; the tests' trigger interval; jobs in the view's namespace
+    (the one the stack labels for the real Spark Operator): this file holds the real node and
+    Spark Operator to the stand-in, where jobs run is test_two_namespaces' and the chart
+    tests'. Everything else is a default."""
     repository, tag = stack.images["operator"].rsplit(":", 1)
     checkpoints = checkpoint_env(stack, f"chart/{namespace}")
     host = stack.kafka_bootstrap.rsplit(":", 1)[0]
     return {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "watch": {"mode": "namespaces", "namespaces": [namespace]},
+        "jobs": {"namespace": ""},
         "operator": {"lagPollSeconds": 1},
         "spark": {"image": stack.images["spark"], "triggerSeconds": int(TRIGGER_SECONDS),
                   "checkpointBase": checkpoints["DV_CHECKPOINT_BASE"],

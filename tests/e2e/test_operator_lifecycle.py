@@ -1,5 +1,6 @@
 """The rest of a view's life, end to end: events keep flowing, migrate, roll back without a
-replay, supersede a candidate, manual promotion, a broken transform, deletion with Retain.
+replay, supersede a candidate, manual promotion, a broken transform, deletion with Retain,
+and the name applied again (a new view) refused the alias the old one left.
 
 One view walks through every step so each Spark job start is paid once.  After
 each step the alias's rows must equal the test's own recomputation from the
@@ -48,6 +49,17 @@ def _table_oid(dsn: str, table: str) -> int | None:
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT to_regclass(%s)::oid", (f'public."{table}"',)).fetchone()
     return None if row is None or row[0] is None else int(row[0])
+
+
+def _alias_owner_uid(dsn: str, table: str) -> str | None:
+    """The UID the alias VIEW's comment records as its owner's."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')",
+                           (f'public."{table}"',)).fetchone()
+    if row is None or row[0] is None:
+        return None
+    uid: str = json.loads(row[0])["derivedviews.io/owner"]["uid"]
+    return uid
 
 
 def _ledger_batches(dsn: str, revision: str) -> list[int]:
@@ -242,6 +254,7 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
 
     # 8. deletion with Retain: jobs stop, the alias and the served index stay.
     served_index = view.status()["active"]["index"]
+    old_uid = view.get()["metadata"]["uid"]
     custom.delete_namespaced_custom_object(G, V, namespace, P, "life")
     wait_for(view.gone, timeout=120, interval=1, what="the view to be deleted")
     # Foreground deletion: each SparkApplication goes once its driver pod is gone
@@ -251,6 +264,35 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
     assert _table_oid(stack.pg_dsn, served_index) is not None
     assert rows_equal("v4")  # the alias still answers from the retained index
     scenarios["deletion with Retain keeps alias and index, stops jobs"] = "PASS"
+
+    # 9. the name applied again with other SQL is a new view (a new UID): the alias the old
+    # one left records that one's UID, so the new one is refused it, starts no job, and,
+    # deleted (even with Delete), drops nothing (docs/security.md, "Ownership, not names").
+    again = ViewHandle(custom, namespace, "life")
+    custom.create_namespaced_custom_object(G, V, namespace, P, {
+        "apiVersion": f"{G}/{V}", "kind": "DerivedView",
+        "metadata": {"name": "life", "namespace": namespace},
+        "spec": {"source": {"kafka": {"bootstrapServers": stack.kafka_bootstrap},
+                            "topics": [topic], "schema": replay.ORDER_SCHEMA},
+                 "transform": {"sql": SQL["v3"]},
+                 "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": table},
+                          "primaryKey": ["customer_id"]},
+                 "deletionPolicy": "Delete"}})
+    new_uid = again.get()["metadata"]["uid"]
+    wait_for(lambda: again.condition("Stalled").get("reason") == "SinkTableClaimed",
+             timeout=60, interval=0.5, what="the re-created view to be refused the alias",
+             on_timeout=again.brief)
+    claimed = again.condition("Stalled")["message"]
+    assert f"belongs to DerivedView {namespace}/life (uid {old_uid})" in claimed
+    assert new_uid in claimed and f"drop public.{table} and its indexes" in claimed
+    assert custom.list_namespaced_custom_object(
+        "sparkoperator.k8s.io", "v1beta2", namespace, "sparkapplications")["items"] == []
+    assert _alias_owner_uid(stack.pg_dsn, table) == old_uid and rows_equal("v4")
+    custom.delete_namespaced_custom_object(G, V, namespace, P, "life")
+    wait_for(again.gone, timeout=60, interval=1, what="the re-created view to be deleted")
+    assert _table_oid(stack.pg_dsn, served_index) is not None
+    assert _alias_owner_uid(stack.pg_dsn, table) == old_uid and rows_equal("v4")
+    scenarios["the name re-created with other SQL never takes the retained alias"] = "PASS"
 
     out = Path(stack.state_dir) / "results"
     out.mkdir(exist_ok=True)

@@ -6,6 +6,11 @@ view (namespace, name, UID) on the index it creates; the second view is refused 
 no job), and deleting it with deletionPolicy Delete leaves the first's index, alias, owner
 record and ledger rows exactly as they were, while a producer writes throughout and the
 alias is compared with the test's own recomputation of every record.
+
+The first test runs the jobs where the chart does, in each namespace's job namespace
+(DV_JOB_NAMESPACE): a tenant with `edit` in its namespace can neither exec into its job nor
+read the Secrets mounted there, the checkpoint Secret is in no tenant's namespace, and the
+copies of the view's Secrets go with its last job.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_operator import GATE_SECONDS, second_namespace
+import pytest
+from e2e_operator import GATE_SECONDS, jobs_of, second_namespace
 from e2e_views import (
     G,
     P,
@@ -66,14 +72,36 @@ def _delete(custom: Any, handle: ViewHandle) -> None:
             raise
 
 
+def _may(kube_api_client: Any, user: str, verb: str, resource: str, namespace: str,
+         subresource: str = "") -> bool:
+    """What the API server's RBAC lets `user` do (a SubjectAccessReview, as `kubectl auth
+    can-i --as` asks it)."""
+    review = client.AuthorizationV1Api(kube_api_client).create_subject_access_review(
+        client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=user, groups=["system:serviceaccounts", "system:authenticated"],
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb, resource=resource, namespace=namespace,
+                subresource=subresource or None))))
+    return bool(review.status.allowed)
+
+
+@pytest.mark.job_namespaces
 def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_drops_nothing(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
+    rbac = client.RbacAuthorizationV1Api(kube_api_client)
     topic, backlog = orders_backlog(stack, core, namespace, 3_000, seed=83,
                                    age_seconds=3600)  # older than the gate
     other_ns = second_namespace(namespace)
     replay.ensure_namespace_and_sink_secret(core, other_ns, "views-db", stack.pg)
-    replay.ensure_checkpoint_secret(core, other_ns, stack.s3)
+    jobs = jobs_of(namespace)
+    # the tenant: `edit` in its own namespace, as the aggregated roles give teams
+    tenant = f"system:serviceaccount:{namespace}:team"
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "team-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": "team", "namespace": namespace}]})
     table = f"twins_{uuid.uuid4().hex[:8]}"
     first = ViewHandle(custom, namespace, "orders")
     second = ViewHandle(custom, other_ns, "orders")
@@ -102,12 +130,27 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
         if refusal.get("reason") == "IndexOwnedByAnotherView":  # before the first served
             assert index in message and first_uid in message
         assert second.status().get("revision") == revision  # same content, same index name
-        assert _apps(custom, other_ns) == []
+        assert _apps(custom, other_ns) == [] and _apps(custom, jobs_of(other_ns)) == []
 
         first.wait_serving_new(None, "the first view to serve", timeout=900)
         assert first.active() == revision
         assert second.condition("Stalled").get("reason") in REFUSALS
-        assert _apps(custom, other_ns) == []
+        assert _apps(custom, other_ns) == [] and _apps(custom, jobs_of(other_ns)) == []
+        # where its job runs: in its job namespace, out of the tenant's reach
+        assert _apps(custom, namespace) == []
+        app = one_app(custom, jobs)
+        copies = {s.metadata.name: s for s in core.list_namespaced_secret(jobs).items}
+        assert {"dv-orders-views-db", replay.CHECKPOINT_SECRET} <= set(copies)
+        for copied in copies.values():
+            assert [o.uid for o in copied.metadata.owner_references or []] == [
+                app["metadata"]["uid"]]
+        assert replay.CHECKPOINT_SECRET not in {
+            s.metadata.name for s in core.list_namespaced_secret(namespace).items}
+        assert _may(kube_api_client, tenant, "get", "secrets", namespace)  # its own: yes
+        for verb, resource, sub in (("create", "pods", "exec"), ("get", "pods", ""),
+                                    ("get", "secrets", ""), ("list", "secrets", ""),
+                                    ("create", "pods", ""), ("delete", "sparkapplications", "")):
+            assert not _may(kube_api_client, tenant, verb, resource, jobs, sub), (verb, resource)
 
         # Deleting the refused view (deletionPolicy Delete) drops nothing of the first's.
         relations = sink_relations(stack.pg_dsn, table)
@@ -131,6 +174,17 @@ def test_a_second_namespace_s_view_of_the_same_table_is_refused_and_deleting_it_
         _delete_views_and_namespace(core, custom, (second, first), other_ns)
     assert sink_relations(stack.pg_dsn, table) == []
     assert ledger_rows(stack.pg_dsn, revision) == 0
+    # the copies went with the view's last job (Kubernetes' garbage collector)
+    wait_for(lambda: _apps(custom, jobs) == [] and not core.list_namespaced_secret(
+        jobs, label_selector="app.kubernetes.io/managed-by=derived-views").items,
+        timeout=120, interval=1, what="the job's Secret copies to go with it")
+
+
+def one_app(custom: Any, namespace: str) -> dict[str, Any]:
+    found = custom.list_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", namespace,
+                                                 "sparkapplications")["items"]
+    assert len(found) == 1, [i["metadata"]["name"] for i in found]
+    return dict(found[0])
 
 
 def test_identical_sql_on_two_tables_of_one_schema_both_serve_and_one_s_deletion_spares_the_other(

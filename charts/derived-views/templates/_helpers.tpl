@@ -91,10 +91,43 @@ derivedviews.io/release-namespace: {{ .Release.Namespace }}
 {{- end -}}
 {{- end -}}
 
+{{/* The tenant namespaces whose job namespaces the chart creates, as a JSON list. */}}
+{{- define "dv.jobTenants" -}}
+{{- if not .Values.jobs.namespace -}}
+{{- toJson (list) -}}
+{{- else if .Values.jobs.tenants -}}
+{{- toJson .Values.jobs.tenants -}}
+{{- else if eq .Values.watch.mode "namespaces" -}}
+{{- toJson .Values.watch.namespaces -}}
+{{- else -}}
+{{- toJson (list) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The job namespace of the tenant namespace given as the context (jobs.namespace). */}}
+{{- define "dv.jobNamespaceOf" -}}
+{{- $name := replace "{namespace}" .tenant .root.Values.jobs.namespace -}}
+{{- if gt (len $name) 63 -}}
+{{- fail (printf "jobs.namespace makes %q of namespace %s: more than 63 characters" $name .tenant) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/* The job namespaces the chart creates, as a JSON list. */}}
+{{- define "dv.jobNamespaces" -}}
+{{- $out := list -}}
+{{- range $t := include "dv.jobTenants" . | fromJsonArray -}}
+{{- $out = append $out (include "dv.jobNamespaceOf" (dict "root" $ "tenant" $t)) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
 {{/* Namespaces where SparkApplications run, as a JSON list (empty: not known, cluster mode). */}}
 {{- define "dv.sparkJobNamespaces" -}}
 {{- if .Values.sparkOperator.jobNamespaces -}}
 {{- toJson .Values.sparkOperator.jobNamespaces -}}
+{{- else if .Values.jobs.namespace -}}
+{{- include "dv.jobNamespaces" . -}}
 {{- else if eq .Values.watch.mode "namespaces" -}}
 {{- toJson .Values.watch.namespaces -}}
 {{- else -}}
@@ -167,7 +200,28 @@ follow the resources it serves) and namespaces.
   verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["namespaces"]
-  verbs: ["list", "watch"]
+  verbs: ["get", "list", "watch"]
+{{- end -}}
+
+{{/*
+What the operator does in a job namespace (jobs.namespace): the view's jobs and
+their drivers, and the copies of the view's Secrets (and the checkpoint Secret)
+its jobs mount: created, replaced, read back by name; never listed, so the
+operator reads no Secret there it did not write or was not told of.
+*/}}
+{{- define "dv.jobNamespaceRules" -}}
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "update"]
 {{- end -}}
 
 {{/*

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from derived_views.adapters.kube import Kube, SecretMissing
+from derived_views.api.constants import MANAGED_BY, MANAGED_BY_LABEL
 from derived_views.core import checkpoints
 from derived_views.core.installation import OperatorConfig
 
@@ -131,12 +132,31 @@ def _delete_local(location: str) -> int:
     return gone
 
 
+def checkpoint_secret_data(kube: Kube, config: OperatorConfig, namespace: str
+                           ) -> dict[str, str]:
+    """The checkpoint credentials the jobs of views in `namespace` use (SecretMissing when
+    there are none)."""
+    assert config.checkpoint_secret is not None
+    jobs = config.jobs_of(namespace)
+    if jobs == namespace:
+        return kube.secret_data(namespace, config.checkpoint_secret)
+    try:
+        data, labels = kube.secret(jobs, config.checkpoint_secret)
+        if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
+            return data  # the platform's own, scoped to this job namespace
+    except SecretMissing:
+        pass
+    return kube.secret_data(config.operator_namespace, config.checkpoint_secret)
+
+
 def delete_dropped_revision(kube: Kube, config: OperatorConfig, namespace: str, view: str,
                             revision: str, location: str) -> None:
     """After the revision's index is dropped: delete its checkpoints at `location` (its
     build-0 location, planned with the drop: DropIndex.checkpoints) with the operator's own
-    credentials (the checkpoint Secret in the view's namespace). A failure is logged, never
-    raised: the index is already gone and a leftover checkpoint is only wasted space."""
+    credentials: the checkpoint Secret in the view's namespace, or, where jobs run in a job
+    namespace, the platform's there (else the operator's own, the one it copies). A failure
+    is logged, never raised: the index is already gone and a leftover checkpoint is only
+    wasted space."""
     try:
         access = None
         if checkpoints.is_s3a(location):
@@ -144,7 +164,7 @@ def delete_dropped_revision(kube: Kube, config: OperatorConfig, namespace: str, 
                               region=config.checkpoint_s3_region)
             if config.checkpoint_secret:
                 access = S3Access.from_secret_data(
-                    kube.secret_data(namespace, config.checkpoint_secret),
+                    checkpoint_secret_data(kube, config, namespace),
                     config.checkpoint_s3_endpoint, config.checkpoint_s3_region)
         gone = delete_revision_checkpoints(location, access)
     except (CheckpointStoreError, SecretMissing, ValueError, OSError) as exc:

@@ -10,6 +10,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from derived_views.api.constants import MANAGED_BY, MANAGED_BY_LABEL, VIEW_NAMESPACE_LABEL
+from derived_views.core.actions import SecretCopy
+
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 DV_GROUP, DV_VERSION, DV_PLURAL = "derivedviews.io", "v1alpha1", "derivedviews"
 VIEW_LABEL = "derivedviews.io/view"
@@ -34,6 +37,20 @@ class SecretMissing(Exception):
     """A Secret a view references does not exist or lacks a key."""
 
 
+class CopyConflict(Exception):
+    """A Secret copy changed between its read and its write (the next pass writes it)."""
+
+
+COPIED_FROM = "derivedviews.io/copied-from"
+"""On a Secret copy in a job namespace: `<namespace>/<name>` of the Secret it copies."""
+
+
+def _view_selector(view: str, view_namespace: str | None) -> str:
+    selector = f"{VIEW_LABEL}={view}"
+    return selector if view_namespace is None else \
+        f"{selector},{VIEW_NAMESPACE_LABEL}={view_namespace}"
+
+
 class Kube:
     """Thin, idempotent calls; 404 on delete and 409 on create are successes."""
 
@@ -43,20 +60,82 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
 
     # SparkApplications -------------------------------------------------------
-    def spark_applications(self, namespace: str, view: str) -> list[dict[str, Any]]:
+    def spark_applications(self, namespace: str, view: str, view_namespace: str | None = None
+                           ) -> list[dict[str, Any]]:
+        """The view's SparkApplications in `namespace`; in a job namespace (`view_namespace`
+        given) only those labelled with the view's namespace too."""
         listing = self.custom.list_namespaced_custom_object(
-            SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, label_selector=f"{VIEW_LABEL}={view}",
-            _request_timeout=self.timeout)
+            SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL,
+            label_selector=_view_selector(view, view_namespace), _request_timeout=self.timeout)
         return list(listing.get("items", []))
 
-    def create_spark_application(self, namespace: str, manifest: dict[str, Any]) -> None:
+    def create_spark_application(self, namespace: str, manifest: dict[str, Any]) -> str:
+        """Create it (409: it exists) and return its uid, which owns its Secret copies."""
         try:
-            self.custom.create_namespaced_custom_object(SPARK_GROUP, SPARK_VERSION, namespace,
-                                                        SPARK_PLURAL, manifest,
-                                                        _request_timeout=self.timeout)
+            created = self.custom.create_namespaced_custom_object(
+                SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, manifest,
+                _request_timeout=self.timeout)
         except ApiException as exc:
             if exc.status != 409:
                 raise
+            created = self.custom.get_namespaced_custom_object(
+                SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL,
+                manifest["metadata"]["name"], _request_timeout=self.timeout)
+        return str(created["metadata"]["uid"])
+
+    def copy_secret(self, namespace: str, copy: SecretCopy, owner: dict[str, str],
+                    labels: dict[str, str]) -> None:
+        """Write `copy` (the source's data) into `namespace`, owned by `owner` (a
+        SparkApplication: apiVersion, kind, name, uid) besides the owners it has, so the
+        garbage collector removes it with the last job that mounts it. A platform Secret
+        (`copy.platform`) the namespace holds already and the operator did not make is left
+        as it is."""
+        try:
+            current = self.core.read_namespaced_secret(copy.name, namespace,
+                                                       _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        if current is not None and copy.platform and \
+                (current.metadata.labels or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
+            return
+        data = self.core.read_namespaced_secret(copy.source, copy.source_namespace,
+                                                _request_timeout=self.timeout).data or {}
+        owners = [o for o in ((current.metadata.owner_references or []) if current else [])
+                  if o.uid != owner["uid"]]
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name=copy.name, namespace=namespace,
+                labels={**labels, MANAGED_BY_LABEL: MANAGED_BY},
+                annotations={COPIED_FROM: f"{copy.source_namespace}/{copy.source}"},
+                owner_references=[*owners, client.V1OwnerReference(
+                    api_version=owner["apiVersion"], kind=owner["kind"], name=owner["name"],
+                    uid=owner["uid"], block_owner_deletion=False)],
+                resource_version=current.metadata.resource_version if current else None),
+            type="Opaque", data=data)
+        try:
+            if current is None:
+                self.core.create_namespaced_secret(namespace, body,
+                                                   _request_timeout=self.timeout)
+            else:
+                self.core.replace_namespaced_secret(copy.name, namespace, body,
+                                                    _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status == 409:  # created or changed meanwhile: the next pass writes it
+                raise CopyConflict(f"secret {namespace}/{copy.name} changed while it was "
+                                   "written") from None
+            raise
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of namespace `name`; None when it does not exist."""
+        try:
+            found = self.core.read_namespace(name, _request_timeout=self.timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found.metadata.labels or {})
 
     def delete_spark_application(self, namespace: str, name: str) -> None:
         """Foreground deletion: the API server keeps the application (deletionTimestamp set)
@@ -71,14 +150,16 @@ class Kube:
                 raise
 
     # Driver pods ---------------------------------------------------------------
-    def driver_pods(self, namespace: str, view: str) -> list[dict[str, Any]]:
+    def driver_pods(self, namespace: str, view: str, view_namespace: str | None = None
+                    ) -> list[dict[str, Any]]:
         """The view's Spark pods except executors, as API dicts: one list call per view.
 
-        The driver carries the view label the renderer sets in `spec.driver.labels`;
+        The driver carries the view labels the renderer sets in `spec.driver.labels`;
         `spark-role!=executor` also matches pods without a spark-role label.
         """
         listing = self.core.list_namespaced_pod(
-            namespace, label_selector=f"{VIEW_LABEL}={view},{SPARK_ROLE_LABEL}!=executor",
+            namespace, label_selector=(f"{_view_selector(view, view_namespace)},"
+                                       f"{SPARK_ROLE_LABEL}!=executor"),
             _request_timeout=self.timeout)
         pods: list[dict[str, Any]] = self.core.api_client.sanitize_for_serialization(
             listing.items)

@@ -5,7 +5,9 @@ with one `_aliases` request (remove with must_exist, then add), so a concurrent 
 fails the request instead of leaving the alias on two indexes. A switch away from a serving
 index blocks that index's writes until the alias has moved, so readers never go back in time
 (docs/freshness.md). An index records its view
-and revision in `_meta.derived_views`; the alias's owner is the view of the index it names.
+(namespace/name and UID) and revision in `_meta.derived_views`; the alias's owner is the view
+of the index it names (an alias cannot carry metadata of its own), judged as an index's owner
+(core.ownership): a switch adds the UID to a name-only record of the index it switches to.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from derived_views.core.observed import (
     index_tables_to_observe,
     revisions_to_observe,
 )
+from derived_views.core.ownership import same_view
 
 STALE_HOLD = dt.timedelta(seconds=90)
 """A switch holds the serving index's writes for at most its wait (30 s) and one request."""
@@ -136,9 +139,23 @@ class OpenSearchSession:
                 out[index] = owner
         return out
 
-    def _owner(self, index: str) -> str | None:
-        view = self._meta(index).get("view")
-        return str(view) if view else None
+    def _owner(self, index: str) -> IndexOwner | None:
+        """The view `index` records (the alias's owner, for the index the alias names)."""
+        return owner_of(self._meta(index))
+
+    def _record_uid(self, index: str, owner: IndexOwner) -> None:
+        """Add the switching view's UID to an index (the alias's owner-to-be) that records
+        only its name (from before UIDs were): from now on it is judged by UID. `_meta` is
+        replaced whole by a mapping update, so the rest of it is written back as it was."""
+        found = self.client.transport.perform_request("GET", f"/{index}/_mapping")
+        first: dict[str, Any] = next(iter(found.values()), {})
+        meta: dict[str, Any] = dict(first.get("mappings", {}).get("_meta", {}))
+        recorded = dict(meta.get("derived_views", {}))
+        if recorded.get("uid"):
+            return
+        meta["derived_views"] = {**recorded, "uid": owner.uid}
+        self.client.transport.perform_request("PUT", f"/{index}/_mapping",
+                                              body={"_meta": meta})
 
     def _switch_blockers(self, alias: str, target: str | None, indexes: Iterable[str]
                          ) -> dict[str, SwitchBlocker]:
@@ -161,17 +178,24 @@ class OpenSearchSession:
         return run_checks(self.client, request)
 
     def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
-                     owner: str, not_behind: Guard | None = None) -> None:
+                     owner: IndexOwner, not_behind: Guard | None = None) -> None:
+        if not owner.uid:  # recorded without one, the alias would go to any view of its name
+            raise ValueError(f"switching alias {alias} needs its view's uid")
         current = self._alias_target(alias)
         claimed = self._owner(current) if current else None
-        if claimed not in (None, owner):
-            raise AliasConflict(f"alias {alias} belongs to DerivedView {claimed}")
-        if self._owner(to_index) not in (None, owner):
-            raise AliasConflict(f"index {to_index} belongs to another DerivedView")
+        if claimed is not None and not same_view(claimed, owner):
+            raise AliasConflict(f"alias {alias} belongs to {claimed.describe()}, not to "
+                                f"{owner.describe()}")
+        recorded = self._owner(to_index)
+        if recorded is not None and not same_view(recorded, owner):
+            raise AliasConflict(f"index {to_index} belongs to {recorded.describe()}, not to "
+                                f"{owner.describe()}")
+        if current not in (from_index, to_index):
+            raise AliasConflict(f"alias {alias} points at {current!r}, expected {from_index!r}")
+        if recorded is not None and not recorded.uid:
+            self._record_uid(to_index, owner)
         if current == to_index:
             return
-        if current != from_index:
-            raise AliasConflict(f"alias {alias} points at {current!r}, expected {from_index!r}")
         actions: list[dict[str, Any]] = []
         if from_index is not None:
             actions.append({"remove": {"index": from_index, "alias": alias, "must_exist": True}})

@@ -22,6 +22,7 @@ from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.monotonic import Guard
 from derived_views.core.observed import (
+    IndexOwner,
     SinkObserved,
     index_tables_to_observe,
     revisions_to_observe,
@@ -83,7 +84,7 @@ class PostgresSession:
         return run_checks(self.conn, request, self.check_role)
 
     def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
-                     owner: str, not_behind: Guard | None = None) -> None:
+                     owner: IndexOwner, not_behind: Guard | None = None) -> None:
         pg.switch_alias(self.conn, scope, alias, to_index, from_index, owner=owner,
                         not_behind=not_behind, ledger=self.ledger_table)
 

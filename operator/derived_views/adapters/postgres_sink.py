@@ -31,6 +31,7 @@ from derived_views.adapters.sink_contract import (
 from derived_views.core.monotonic import Guard
 from derived_views.core.naming import LEDGER_TABLE, progress_table
 from derived_views.core.observed import IndexOwner, LedgerPosition, SwitchBlocker
+from derived_views.core.ownership import same_view
 
 APPLICATION_NAME = "derived-views-operator"
 """How the operator's sessions show in pg_stat_activity (DBAs count and kill by it)."""
@@ -78,6 +79,9 @@ class PgConnection:
                                    options=SESSION_OPTIONS, keepalives=1,
                                    keepalives_idle=10, keepalives_interval=5,
                                    keepalives_count=3, tcp_user_timeout=30_000,
+                                   # not the role's default: an encoding such as SJIS sends
+                                   # text the server reads otherwise (a backslash in ¥)
+                                   client_encoding="UTF8",
                                    application_name=APPLICATION_NAME, autocommit=autocommit)
         except psycopg.OperationalError as exc:
             raise SinkUnavailable(f"cannot connect to {self.host}:{self.port}/{self.database}: "
@@ -340,29 +344,49 @@ class AliasConflict(Exception):
     """The alias no longer points where the caller believed: someone else moved it."""
 
 
-_OWNER = re.compile(r"derivedviews\.io owner=(\S+?);")
+_NAME_ONLY_OWNER = re.compile(r"derivedviews\.io owner=([^/\s;]+)/([^/\s;]+);")
+"""The alias's comment as operators before UIDs were recorded wrote it."""
+SERVING_KEY = "derivedviews.io/serving"
+"""Beside OWNER_KEY in the alias's comment: the index it was switched to, for people."""
 
 
-def alias_owner(conn: psycopg.Connection[Any], schema: str, alias: str) -> str | None:
-    """`namespace/name` of the DerivedView whose alias this is (from the view's comment).
+def alias_comment(owner: IndexOwner, to_index: str) -> str:
+    """The alias VIEW's COMMENT: its owner as an index table records one, and its target."""
+    return json.dumps({OWNER_KEY: {"namespace": owner.namespace, "name": owner.name,
+                                   "uid": owner.uid}, SERVING_KEY: to_index}, sort_keys=True)
 
-    None when there is no alias or it predates ownership comments. Two views
-    naming the same sink table would otherwise take turns switching one alias.
+
+def parse_alias_owner(comment: str | None) -> IndexOwner | None:
+    """The owner an alias's comment records; uid "" for a comment from before UIDs were
+    recorded (judged by name); None for no comment or one that is not ours."""
+    owner = parse_owner(comment)
+    if owner is not None:
+        return owner
+    found = _NAME_ONLY_OWNER.search(comment or "")
+    return IndexOwner(found.group(1), found.group(2), "") if found else None
+
+
+def alias_owner(conn: psycopg.Connection[Any], schema: str, alias: str) -> IndexOwner | None:
+    """The DerivedView whose alias this is, from the view's comment.
+
+    None when there is no alias or it predates ownership comments. Two views naming the
+    same sink table, or a view and the one of its name it replaced, would otherwise take
+    turns switching one alias.
     """
     row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')",
                        (sql.Identifier(schema, alias).as_string(conn),)).fetchone()
-    found = _OWNER.search(str(row[0] or "")) if row else None
-    return found.group(1) if found else None
+    return parse_alias_owner(str(row[0]) if row and row[0] is not None else None)
 
 
 def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_index: str,
-                 expected_from: str | None, *, owner: str, lock_timeout_ms: int = 5000,
+                 expected_from: str | None, *, owner: IndexOwner, lock_timeout_ms: int = 5000,
                  not_behind: Guard | None = None, ledger: str = LEDGER_TABLE) -> None:
     """Point the alias at `to_index` atomically, if it still points at `expected_from`.
 
     Idempotent: if the alias already points at `to_index` nothing changes.
-    `owner` (`namespace/name` of the view) is recorded in the alias's comment;
-    an alias recorded for another view is never touched. Grants, owner, options
+    `owner` (namespace, name and UID of the view) is recorded in the alias's comment; an
+    alias or index recorded for another view (core.ownership.same_view) is never touched,
+    and an alias recorded by name only gets the UID. Grants, owner, options
     and dependents of the alias are kept; SwitchRefused (before any change) says
     why not when they cannot be.
 
@@ -372,11 +396,18 @@ def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_inde
     until the alias moves. A candidate behind the serving index raises SwitchDeferred, as
     does a serving job that holds its index past the lock timeout.
     """
+    if not owner.uid:  # recorded without one, the alias would go to any view of its name
+        raise ValueError(f"switching alias {schema}.{alias} needs its view's uid")
     with conn.transaction():
         conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{lock_timeout_ms}ms")))
         claimed = alias_owner(conn, schema, alias)
-        if claimed not in (None, owner):
-            raise AliasConflict(f"alias {schema}.{alias} belongs to DerivedView {claimed}")
+        if claimed is not None and not same_view(claimed, owner):
+            raise AliasConflict(f"alias {schema}.{alias} belongs to {claimed.describe()}, "
+                                f"not to {owner.describe()}")
+        recorded = index_owners(conn, schema, [to_index]).get(to_index)
+        if recorded is not None and not same_view(recorded, owner):
+            raise AliasConflict(f"index {schema}.{to_index} belongs to {recorded.describe()}, "
+                                f"not to {owner.describe()}")
         current = alias_target(conn, schema, alias)
         if current == to_index and claimed == owner:
             return
@@ -390,7 +421,7 @@ def switch_alias(conn: psycopg.Connection[Any], schema: str, alias: str, to_inde
             postgres_alias.define(conn, schema, alias, to_index, plan)
         conn.execute(sql.SQL("COMMENT ON VIEW {}.{} IS {}").format(
             sql.Identifier(schema), sql.Identifier(alias),
-            sql.Literal(f"derivedviews.io owner={owner}; serving index {to_index}")))
+            sql.Literal(alias_comment(owner, to_index))))
 
 
 def _hold_and_compare(conn: psycopg.Connection[Any], schema: str, serving: str, guard: Guard,

@@ -19,7 +19,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, Measurement
 from derived_views.core.monotonic import Guard
-from derived_views.core.observed import LedgerPosition, SinkObserved
+from derived_views.core.observed import IndexOwner, LedgerPosition, SinkObserved
 
 
 class SinkUnavailable(Exception):
@@ -90,11 +90,12 @@ class SinkSession(Protocol):
         """Each cutover check's measurement and seconds; a check that cannot run says why."""
 
     def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
-                     owner: str, not_behind: Guard | None = None) -> None:
+                     owner: IndexOwner, not_behind: Guard | None = None) -> None:
         """Point the alias at `to_index` atomically if it still points at `from_index`;
-        idempotent; never touches an alias recorded for another `owner`. With `not_behind`,
-        raises SwitchDeferred instead when the candidate's ledger is behind the active's, read
-        where the active cannot commit in between."""
+        idempotent; records `owner` (the switching view, UID included) as the alias's, and
+        never touches an alias or index recorded for another view (core.ownership). With
+        `not_behind`, raises SwitchDeferred instead when the candidate's ledger is behind the
+        active's, read where the active cannot commit in between."""
 
     def drop_alias(self, scope: str, alias: str) -> None:
         """Remove the alias (absent: nothing to do)."""

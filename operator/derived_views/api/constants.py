@@ -33,6 +33,13 @@ JOB_SETTINGS_ANNOTATION: Final = f"{GROUP}/job-settings"
 it was created with; when the spec's hash differs, the job is restarted from its checkpoint."""
 
 VIEW_LABEL: Final = f"{GROUP}/view"
+VIEW_NAMESPACE_LABEL: Final = f"{GROUP}/view-namespace"
+JOBS_FOR_LABEL: Final = f"{GROUP}/jobs-for"
+"""On a job namespace: the view namespace whose jobs it runs. The platform sets it (the chart
+does for the namespaces it lists); the operator places no job in a namespace without it, so a
+tenant's own namespace, which may share the name, never receives another tenant's jobs."""
+"""On a view's jobs, their pods and Secret copies: the view's namespace, which differs from
+theirs when jobs run in a job namespace (core.naming.job_namespace)."""
 REVISION_LABEL: Final = f"{GROUP}/revision"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "derived-views"

@@ -48,20 +48,41 @@ class RemoveFinalizer:
 
 
 @dataclass(frozen=True)
+class SecretCopy:
+    """A Secret a job in a job namespace mounts: `source_namespace/source` copied there as
+    `name`, owned by the jobs that mount it, so Kubernetes' garbage collector removes it with
+    the last of them. `platform`: the checkpoint Secret, left as it is when the job namespace
+    holds one the platform made itself (credentials scoped to that namespace)."""
+
+    source_namespace: str
+    source: str
+    name: str
+    platform: bool = False
+
+
+@dataclass(frozen=True)
 class CreateSparkApplication:
-    """Create this manifest as is (409 Already Exists counts as success)."""
+    """Create this manifest as is (409 Already Exists counts as success) in its
+    metadata.namespace; then write `copies` there, owned by it."""
 
     revision: str
     name: str
     manifest: dict[str, Any]
+    copies: tuple[SecretCopy, ...] = ()
+
+    @property
+    def namespace(self) -> str:
+        return str(self.manifest["metadata"]["namespace"])
 
 
 @dataclass(frozen=True)
 class DeleteSparkApplication:
-    """Delete the SparkApplication `name` in the view's namespace (404 counts as success)."""
+    """Delete the SparkApplication `name` in `namespace` ("": the view's; 404 counts as
+    success)."""
 
     revision: str
     name: str
+    namespace: str = ""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from derived_views.core.naming import LEDGER_TABLE
+from derived_views.core.naming import LEDGER_TABLE, job_namespace
 from derived_views.core.tenancy import TenancyPolicy
 
 DEFAULT_MAIN_APPLICATION_FILE = "local:///opt/derived-views/spark_templates/derived_view_job.py"
@@ -58,4 +58,17 @@ class OperatorConfig:
     lag_history_limit: int = 360
     """Samples kept in `status.lagHistory` (oldest dropped first)."""
     tenancy: TenancyPolicy = field(default_factory=TenancyPolicy)
+    job_namespace: str = ""
+    """DV_JOB_NAMESPACE: where a view's jobs run, `{namespace}` standing for the view's (e.g.
+    `{namespace}-dv-jobs`): a namespace the view's authors have no rights in, so they can
+    neither exec into a job nor read the Secrets mounted there (the platform's checkpoint
+    Secret among them). The operator copies the view's Secrets there for its jobs. "" runs
+    the jobs in the view's own namespace (docs/security.md, "Where jobs run")."""
+    operator_namespace: str = ""
+    """The operator's own namespace: where the checkpoint Secret is copied from into job
+    namespaces that do not hold one of the platform's making."""
+
+    def jobs_of(self, namespace: str) -> str:
+        """The namespace where the jobs of views in `namespace` run."""
+        return job_namespace(self.job_namespace, namespace)
     """What views' authors may choose (the chart's `tenancy` values)."""

@@ -28,6 +28,7 @@ def progress_table(ledger: str) -> str:
 
 INDEX_SEPARATOR = "__"
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NAME_HASH_LENGTH = 6
 
 
@@ -73,6 +74,55 @@ def spark_application_name(view: str, revision: str) -> str:
     if not head or not head[0].isalpha():
         head = ("dv-" + head)[:room].strip("-")
     return f"{head}-{digest}-{revision}"
+
+
+NAMESPACE_PLACEHOLDER = "{namespace}"
+
+
+def job_namespace(template: str, namespace: str) -> str:
+    """Where the jobs of a view in `namespace` run: `template` with `{namespace}` replaced,
+    or the view's own namespace when there is no template. ValueError when the result is
+    not a namespace name (a long view namespace can overflow 63 characters)."""
+    if not template:
+        return namespace
+    name = template.replace(NAMESPACE_PLACEHOLDER, namespace)
+    if len(name) > DNS_LABEL_MAX or not _NAMESPACE.match(name):
+        raise ValueError(f"the job namespace of namespace {namespace} would be {name!r}, not a "
+                         f"namespace name (a DNS label of at most {DNS_LABEL_MAX} "
+                         "characters)")
+    return name
+
+
+def job_namespace_problem(template: str) -> str | None:
+    """Why a DV_JOB_NAMESPACE template cannot be used; None when it can (or is empty).
+
+    It must name one namespace per view namespace: a fixed name would put every tenant's
+    jobs in one namespace, where each job's driver (which creates pods) could mount the
+    Secrets copied there for another tenant's views."""
+    if not template:
+        return None
+    if template.count(NAMESPACE_PLACEHOLDER) != 1:
+        return (f"{template!r} must hold {NAMESPACE_PLACEHOLDER} exactly once (one job "
+                "namespace per view namespace, e.g. {namespace}-dv-jobs)")
+    try:
+        job_namespace(template, "a")
+    except ValueError:
+        return f"{template!r} does not make namespace names (lower-case letters, digits, '-')"
+    return None
+
+
+SECRET_COPY_PREFIX = "dv-"
+
+
+def secret_copy_name(view: str, secret: str) -> str:
+    """The name, in a job namespace, of a view's Secret copied there: `dv-<view>-<secret>`,
+    one per view (its jobs own it, so it goes with the last of them), at most 253
+    characters with a hash when longer."""
+    plain = f"{SECRET_COPY_PREFIX}{view}-{secret}"
+    if len(plain) <= 253:
+        return plain
+    digest = hashlib.sha256(f"{view}/{secret}".encode()).hexdigest()[:_NAME_HASH_LENGTH]
+    return f"{plain[:253 - _NAME_HASH_LENGTH - 1].rstrip('-.')}-{digest}"
 
 
 def checkpoint_location(checkpoint_base: str, namespace: str, view: str, revision: str,

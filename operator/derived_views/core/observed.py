@@ -107,6 +107,8 @@ class SparkApplicationObserved:
     """A failed submission will be retried by the Spark Operator (its restart policy allows it)."""
     driver: DriverObserved | None = None
     """Its driver pod, when one exists."""
+    namespace: str = ""
+    """Where it lives: the view's namespace, or its job namespace ("": not recorded)."""
 
     @property
     def running(self) -> bool:
@@ -215,8 +217,9 @@ class SinkObserved:
     """The table the alias VIEW selects from, or None when there is no alias."""
     ledger: Mapping[str, LedgerPosition] = field(default_factory=dict)
     """Newest ledger row per revision; revisions without a committed batch are absent."""
-    alias_owner: str | None = None
-    """`namespace/name` of the view the alias was created for (None: no alias, or unmarked)."""
+    alias_owner: IndexOwner | None = None
+    """The view the alias records as its owner, judged as an index's (core.ownership); uid ""
+    when recorded by name only, from before (None: no alias, or unmarked)."""
     switch_blockers: Mapping[str, SwitchBlocker] = field(default_factory=dict)
     """Index -> why switching the alias to it would fail or break a dependent (absent: fine)."""
     drop_blockers: tuple[str, ...] = ()
@@ -296,6 +299,9 @@ class Observed:
     registry: RegistryObserved | None = None
     """The schema registry of a view that reads Avro; None for the others (and when it was
     not asked: the view is being deleted)."""
+    job_namespace_problem: tuple[str, str] | None = None
+    """(JobNamespaceMissing, message) when the view's jobs belong in a job namespace that does
+    not exist or was not made for them: no job of the view is created."""
 
 
 # Helpers for the shell ----------------------------------------------------------------------
@@ -328,6 +334,7 @@ def spark_application_from_object(obj: Mapping[str, Any]) -> SparkApplicationObs
     policy = (obj.get("spec") or {}).get("restartPolicy") or {}
     return SparkApplicationObserved(
         name=str(meta["name"]), revision=str(revision), state=str(state.get("state") or ""),
+        namespace=str(meta.get("namespace") or ""),
         error_message=str(state.get("errorMessage") or ""),
         execution_attempts=int(status.get("executionAttempts") or 0),
         submission_attempts=submission_attempts,

@@ -51,6 +51,9 @@ INVALID_TRANSFORM: Final = "InvalidTransform"
 POLICY_VIOLATION: Final = "PolicyViolation"
 """Everything the tenancy policy refuses (core.tenancy, core.sql_policy)."""
 CHECKPOINT_NOT_DURABLE: Final = "CheckpointNotDurable"
+JOB_NAMESPACE_MISSING: Final = "JobNamespaceMissing"
+"""The view's jobs run in a job namespace (DV_JOB_NAMESPACE) that does not exist or is not
+labelled as this namespace's: no job starts (running ones are left alone)."""
 
 # --- Secrets, Kafka, the sink ------------------------------------------------------------
 SECRET_MISSING: Final = "SecretMissing"

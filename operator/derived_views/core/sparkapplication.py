@@ -22,9 +22,11 @@ from derived_views.api.constants import (
     MANAGED_BY_LABEL,
     REVISION_LABEL,
     VIEW_LABEL,
+    VIEW_NAMESPACE_LABEL,
 )
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import checkpoints, naming
+from derived_views.core.actions import SecretCopy
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.job_config import job_config, job_config_json
 from derived_views.core.revision import job_settings_of
@@ -104,12 +106,40 @@ def _parsed(template: str) -> Any:
     return yaml.safe_load(template)
 
 
+def mounted_names(secrets: dict[str, str | None], *, view: str, copied: bool
+                  ) -> dict[str, str | None]:
+    """The names the job mounts its Secrets by: their own in the view's namespace; in a job
+    namespace the view's copies (core.naming.secret_copy_name), and the checkpoint Secret
+    by its name (the platform's, or the operator's copy of it)."""
+    if not copied:
+        return dict(secrets)
+    return {role: (name if role == "checkpoint" or name is None
+                   else naming.secret_copy_name(view, name)) for role, name in secrets.items()}
+
+
+def secret_copies(secrets: dict[str, str | None], *, view: str, namespace: str,
+                  config: OperatorConfig) -> tuple[SecretCopy, ...]:
+    """What a job in a job namespace needs copied there before its pods can start."""
+    copies = []
+    for role, name in sorted(secrets.items()):
+        if name is None:
+            continue
+        if role == "checkpoint":
+            copies.append(SecretCopy(config.operator_namespace, name, name, platform=True))
+        else:
+            copies.append(SecretCopy(namespace, name, naming.secret_copy_name(view, name)))
+    return tuple(copies)
+
+
 def render_spark_application(template: str, *, config: OperatorConfig, namespace: str,
                              view: str, uid: str, spec: DerivedViewSpec, revision: str,
                              checkpoint_location: str,
                              reader_schemas: ReaderSchemas = NONE_KNOWN) -> dict[str, Any]:
     """The SparkApplication of `revision`; `spec` must carry that revision's content (and
-    `reader_schemas` the text of a reader schema it pins in the registry)."""
+    `reader_schemas` the text of a reader schema it pins in the registry). It runs in the
+    view's job namespace (OperatorConfig.job_namespace): there it carries the view's
+    namespace as a label and no owner reference (those cannot cross namespaces), and mounts
+    the view's Secrets by their copies' names."""
     manifest = copy.deepcopy(_parsed(template))
     if (not isinstance(manifest, dict) or manifest.get("apiVersion") != SPARK_API_VERSION
             or manifest.get("kind") != SPARK_KIND):
@@ -118,16 +148,23 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     body: dict[str, Any] = manifest.setdefault("spec", {}) or {}
     manifest["metadata"], manifest["spec"] = meta, body
 
+    jobs = config.jobs_of(namespace)
+    copied = jobs != namespace
     labels = {VIEW_LABEL: view, REVISION_LABEL: revision}
+    if copied:
+        labels[VIEW_NAMESPACE_LABEL] = namespace
     meta["name"] = naming.spark_application_name(view, revision)
-    meta["namespace"] = namespace
+    meta["namespace"] = jobs
     meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY, **labels}
     meta["annotations"] = {**(meta.get("annotations") or {}),
                            JOB_SETTINGS_ANNOTATION: job_settings_of(spec)}
-    meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": view,
-                                "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+    if not copied:
+        meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": view,
+                                    "uid": uid, "controller": True,
+                                    "blockOwnerDeletion": True}]
 
-    secrets = job_secrets(spec, config, checkpoint_location)
+    secrets = mounted_names(job_secrets(spec, config, checkpoint_location), view=view,
+                            copied=copied)
     config_doc = job_config(namespace=namespace, view=view, spec=spec, revision=revision,
                             checkpoint_location=checkpoint_location,
                             ledger_table=config.ledger_table, uid=uid, secrets=secrets,

@@ -12,12 +12,13 @@ from derived_views.adapters import checkpoints as ckpt
 from derived_views.adapters.kube import EventRefused
 from derived_views.adapters.sink import open_session
 from derived_views.adapters.sink_contract import SinkSession, SwitchDeferred
-from derived_views.api.constants import SECRET_FINALIZER
+from derived_views.api.constants import SECRET_FINALIZER, VIEW_LABEL, VIEW_NAMESPACE_LABEL
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.check_runner import Found, Measure
 from derived_views.core import actions as A
 from derived_views.core import checks
 from derived_views.core.cadence import ViewKey
+from derived_views.core.observed import IndexOwner, view_from_object
 from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.secrets import PassSecrets
 
@@ -103,13 +104,15 @@ def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
         deps.kube.remove_finalizer(ns, name, action.finalizer)
         return True
     elif isinstance(action, A.CreateSparkApplication):
-        deps.kube.create_spark_application(ns, action.manifest)
+        create_job(action, deps)
     elif isinstance(action, A.DeleteSparkApplication):
-        deps.kube.delete_spark_application(ns, action.name)
+        deps.kube.delete_spark_application(action.namespace or ns, action.name)
     elif isinstance(action, (A.SwitchAlias, A.DropAlias, A.DropIndex)):
         if sink is None:  # the planner plans sink actions only on an observed sink
             raise RuntimeError(f"{ns}/{name}: {A.describe(action)} planned without the sink")
-        _act_on_sink(action, ns, name, deps, sink, record)
+        # The switching view, with its UID: the alias records it (core.ownership).
+        owner = IndexOwner(ns, name, view_from_object(body).uid)
+        _act_on_sink(action, owner, deps, sink, record)
         if isinstance(action, A.DropIndex) and action.checkpoints:
             ckpt.delete_dropped_revision(deps.kube, deps.config, ns, name, action.revision,
                                          action.checkpoints)
@@ -122,13 +125,26 @@ def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
     return False
 
 
-def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, ns: str, name: str,
+def create_job(action: A.CreateSparkApplication, deps: Deps) -> None:
+    """Create the job, then its Secret copies in its job namespace, owned by it: its pods
+    wait for them (a mount is never optional) the second it takes to write them."""
+    uid = deps.kube.create_spark_application(action.namespace, action.manifest)
+    owner = {"apiVersion": action.manifest["apiVersion"], "kind": action.manifest["kind"],
+             "name": action.name, "uid": uid}
+    labels = {k: v for k, v in action.manifest["metadata"]["labels"].items()
+              if k in (VIEW_LABEL, VIEW_NAMESPACE_LABEL)}
+    for copy in action.copies:
+        deps.kube.copy_secret(action.namespace, copy, owner, labels)
+
+
+def _act_on_sink(action: A.SwitchAlias | A.DropAlias | A.DropIndex, owner: IndexOwner,
                  deps: Deps, sink: SinkSession, record: PassRecord) -> None:
+    ns, name = owner.namespace, owner.name
     if isinstance(action, A.SwitchAlias):
         deps.failpoints.before_switch.hold()
         started = time.perf_counter()
         sink.switch_alias(action.schema, action.alias, action.to_index, action.from_index,
-                          owner=f"{ns}/{name}", not_behind=action.not_behind)
+                          owner=owner, not_behind=action.not_behind)
         deps.metrics.cutover(ns, name, time.perf_counter() - started)
         record.switched = True
     elif isinstance(action, A.DropAlias):

@@ -17,6 +17,7 @@ from derived_views.core.installation import OperatorConfig
 from derived_views.core.kafka_connection import SourceOffsets
 from derived_views.failpoints import Failpoints
 from derived_views.metrics import Metrics
+from derived_views.reconcile.job_namespaces import JobNamespaces
 from derived_views.switch_deferrals import SwitchDeferrals
 
 
@@ -35,6 +36,8 @@ class Deps:
     """Switches the sink deferred, for the view's next observation (switch_deferrals)."""
     record_times: RecordTimesReader = field(default_factory=RecordTimesReader)
     """Kafka timestamps at the indexes' committed offsets, for staleness (cached)."""
+    job_namespaces: JobNamespaces = field(default_factory=JobNamespaces)
+    """The labels of job namespaces (reconcile.job_namespaces), cached."""
     registries: RegistryCache = field(default_factory=RegistryCache)
     """Schema registries' subjects and pinned reader schemas, for views that read Avro."""
     topic_configs: TopicConfigsCache = field(default_factory=TopicConfigsCache)

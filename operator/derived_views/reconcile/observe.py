@@ -48,6 +48,7 @@ from derived_views.core.offsets_freshness import committed_beyond, decides_gate
 from derived_views.core.staleness import RecordTimes, wanted_offsets
 from derived_views.core.tenancy import cluster_refusal, secrets_of
 from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.job_namespaces import placement
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
 
@@ -185,12 +186,14 @@ def record_times(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
         return {}
 
 
-def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps
-          ) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
-    """The view's SparkApplications and driver pods by revision: two list calls."""
+def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
+          jobs: str) -> tuple[dict[str, SparkApplicationObserved], dict[str, DriverObserved]]:
+    """The view's SparkApplications and driver pods (in `jobs`, its job namespace) by
+    revision: two list calls."""
     ns, name = key
+    scope = ns if jobs != ns else None  # in a job namespace: this namespace's views only
     apps = {}
-    for obj in deps.kube.spark_applications(ns, name):
+    for obj in deps.kube.spark_applications(jobs, name, scope):
         observed_app = spark_application_from_object(obj)
         if observed_app is not None:
             apps[observed_app.revision] = observed_app
@@ -198,9 +201,9 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
                 log.warning("%s/%s: SparkApplication %s is in state %r, which this operator "
                             "does not know; treating it as not running", ns, name,
                             observed_app.name, observed_app.state)
-    drivers = drivers_by_revision(deps.kube.driver_pods(ns, name), name, apps,
+    drivers = drivers_by_revision(deps.kube.driver_pods(jobs, name, scope), name, apps,
                                   revisions_to_observe(spec, status))
-    drivers = {revision: with_mount_failure(deps.kube, ns, driver)
+    drivers = {revision: with_mount_failure(deps.kube, jobs, driver)
                for revision, driver in drivers.items()}
     return with_drivers(apps, drivers), drivers
 
@@ -247,7 +250,9 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
     meta = body["metadata"]
     key = key or (meta["namespace"], meta["name"])
     status = status_from_object(body)
-    apps, drivers = _jobs(spec, status, key, deps)
+    jobs, job_problem = placement(deps.config, key[0], deps.job_namespaces,
+                                  lambda name: deps.kube.namespace_labels(name))
+    apps, drivers = _jobs(spec, status, key, deps, jobs)
     # Ledger first, end offsets after: read the other way round, records arriving in between
     # would be committed but not yet counted at the end, so a busy topic could read as caught
     # up (or, with a committed offset above a stale end, as reset). A pass that may decide a
@@ -271,6 +276,7 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
         observed = Observed(view=view_from_object(body), status=status,
                             checks=deps.check_runner.held(key),
                             switch_deferred=deps.deferrals.take(key),
+                            job_namespace_problem=job_problem,
                             secret_labels=secrets.labels(secrets_of(spec)),
                             config=deps.config, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,

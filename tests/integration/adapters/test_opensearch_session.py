@@ -29,8 +29,10 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core.checks import CheckRequest, KeySampleFound, RowCounts
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.monotonic import Guard
+from derived_views.core.observed import IndexOwner
 from dvstack.waiting import wait_for
 
+SHOP, OTHER = IndexOwner("shop", "orders", "uid-shop"), IndexOwner("other", "view", "uid-other")
 CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -122,23 +124,58 @@ def test_switch_is_one_atomic_step_that_checks_where_the_alias_was(
     a, b, c = (f"{base}__{r}" for r in ("aaaa", "bbbb", "cccc"))
     for name in (a, b, c):
         _index(search, name, "shop/orders", {"x": 1})
-    session.switch_alias("", base, a, None, owner="shop/orders")
+    session.switch_alias("", base, a, None, owner=SHOP)
     assert search.indices.get_alias(name=base) == {a: {"aliases": {base: {}}}}
-    session.switch_alias("", base, a, None, owner="shop/orders")  # idempotent
+    session.switch_alias("", base, a, None, owner=SHOP)  # idempotent
     with pytest.raises(AliasConflict, match="expected"):
-        session.switch_alias("", base, c, b, owner="shop/orders")
-    session.switch_alias("", base, b, a, owner="shop/orders")
+        session.switch_alias("", base, c, b, owner=SHOP)
+    session.switch_alias("", base, b, a, owner=SHOP)
     assert search.indices.get_alias(name=base) == {b: {"aliases": {base: {}}}}
     with pytest.raises(AliasConflict, match="belongs to DerivedView shop/orders"):
-        session.switch_alias("", base, c, b, owner="other/view")
+        session.switch_alias("", base, c, b, owner=OTHER)
     with pytest.raises(RuntimeError, match="alias's target"):
-        session.drop_index("", b, "bbbb", owner_uid="uid-a")
-    session.drop_index("", a, "aaaa", owner_uid="uid-a")
+        session.drop_index("", b, "bbbb", owner_uid=SHOP.uid)
+    # its switch recorded the UID on the index, which had its view's name only
+    session.drop_index("", a, "aaaa", owner_uid=SHOP.uid)
     assert not search.indices.exists(index=a)
-    session.drop_index("", a, "aaaa", owner_uid="uid-a")  # gone already: nothing to do
+    session.drop_index("", a, "aaaa", owner_uid=SHOP.uid)  # gone already: nothing to do
     session.drop_alias("", base)
     assert not search.indices.exists_alias(name=base)
     session.drop_alias("", base)
+
+
+def _meta(search: OpenSearch, index: str) -> Any:
+    return search.indices.get_mapping(index=index)[index]["mappings"]["_meta"]
+
+
+def test_an_alias_is_judged_by_the_uid_its_index_records(
+        stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
+    """A view deleted with deletionPolicy Retain and applied again (same namespace and name,
+    another UID, other SQL: another index) never switches the alias it left; an index from
+    before UIDs were recorded is judged by name, and the switch records the UID on it."""
+    session = _session(stack, ledger)
+    old, new, legacy = (f"{base}__{r}" for r in ("aaaa", "bbbb", "cccc"))
+    _index(search, old, "shop/orders", {"x": 1}, uid="uid-shop")
+    _index(search, new, "shop/orders", {"x": 2}, uid="uid-shop-again")
+    _index(search, legacy, "shop/orders", {"x": 3})
+    session.switch_alias("", base, old, None, owner=SHOP)
+    again = IndexOwner("shop", "orders", "uid-shop-again")
+    with pytest.raises(AliasConflict, match=r"alias .* belongs to DerivedView shop/orders "
+                                            r"\(uid uid-shop\), not to"):
+        session.switch_alias("", base, new, old, owner=again)
+    assert search.indices.get_alias(name=base) == {old: {"aliases": {base: {}}}}
+    with pytest.raises(AliasConflict, match=r"index .* belongs to DerivedView shop/orders "
+                                            r"\(uid uid-shop-again\)"):
+        session.switch_alias("", base, new, old, owner=SHOP)
+    with pytest.raises(ValueError, match="needs its view's uid"):
+        session.switch_alias("", base, old, old, owner=IndexOwner("shop", "orders", ""))
+    search.indices.put_mapping(index=legacy, body={"_meta": {
+        "derived_views": {"view": "shop/orders", "revision": "cccc"}, "theirs": {"k": 1}}})
+    session.switch_alias("", base, legacy, old, owner=SHOP)
+    assert _meta(search, legacy) == {"theirs": {"k": 1}, "derived_views": {
+        "view": "shop/orders", "revision": "cccc", "uid": "uid-shop"}}
+    with pytest.raises(AliasConflict, match=r"\(uid uid-shop\), not to"):
+        session.switch_alias("", base, new, legacy, owner=again)
 
 
 def test_observe_reads_indexes_alias_owner_and_ledger_heads(
@@ -153,11 +190,12 @@ def test_observe_reads_indexes_alias_owner_and_ledger_heads(
         _batch(search, ledger, revision, batch, T0 + dt.timedelta(seconds=20 * batch),
                offset=10 * (batch + 1), bad=batch, uuid_=identity)
     session = _session(stack, ledger)
-    session.switch_alias("", base, index, None, owner="shop/orders")
+    session.switch_alias("", base, index, None, owner=SHOP)
     seen = session.observe(spec, DerivedViewStatus(), dropping=False)
     sink = seen.observed
     assert sink.indexes == frozenset({index}) and sink.alias_target == index
-    assert sink.alias_owner == "shop/orders"
+    # the index recorded its view's name only: the switch added the UID
+    assert sink.alias_owner == SHOP
     assert sink.index_oids == {index: identity}
     assert seen.index_rows == {index: 2}
     assert sink.bad_records == {revision: 0 + 1 + 2}
@@ -217,7 +255,6 @@ def test_checks_count_and_sample_both_indexes(stack: Any, search: OpenSearch, ba
 
 def test_observe_reads_each_index_s_owner_and_a_drop_refuses_another_view_s(
         stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
-    from derived_views.core.observed import IndexOwner
     from derived_views.core.revision import revision_of
 
     spec = _spec(base)
@@ -239,7 +276,6 @@ def test_observe_reads_each_index_s_owner_and_a_drop_refuses_another_view_s(
 
 def test_an_index_from_before_uids_is_owned_by_the_view_it_names(
         stack: Any, search: OpenSearch, base: str, ledger: str) -> None:
-    from derived_views.core.observed import IndexOwner
     from derived_views.core.revision import revision_of
 
     spec = _spec(base)
@@ -270,7 +306,7 @@ def _serving_and_candidate(stack: Any, search: OpenSearch, base: str, ledger: st
     a, c = f"{base}__aaaa", f"{base}__cccc"
     for name in (a, c):
         _index(search, name, "shop/orders", {"x": 1})
-    session.switch_alias("", base, a, None, owner="shop/orders")
+    session.switch_alias("", base, a, None, owner=SHOP)
     _batch(search, ledger, "aaaa", 0, T0, offset=10)
     _batch(search, ledger, "cccc", 0, T0, offset=10)
     return session, a, c
@@ -284,12 +320,12 @@ def test_a_batch_in_flight_on_the_serving_index_holds_the_switch_back(
     _in_flight(search, ledger, "aaaa", offset=14)
     guard = Guard("aaaa", "cccc", PARTS, wait_seconds=0.5)
     with pytest.raises(SwitchDeferred, match=r"behind the serving revision aaaa .* t/0 by 4"):
-        session.switch_alias("", base, c, a, owner="shop/orders", not_behind=guard)
+        session.switch_alias("", base, c, a, owner=SHOP, not_behind=guard)
     assert search.indices.get_alias(name=base) == {a: {"aliases": {base: {}}}}
     assert not _write_blocked(search, a)  # the hold is lifted when the switch gives up
     assert opensearch_ledger.hold_of(search, ledger, base) is None
     _batch(search, ledger, "cccc", 1, T0, offset=14)
-    session.switch_alias("", base, c, a, owner="shop/orders", not_behind=guard)
+    session.switch_alias("", base, c, a, owner=SHOP, not_behind=guard)
     assert search.indices.get_alias(name=base) == {c: {"aliases": {base: {}}}}
     assert not _write_blocked(search, a)
 
@@ -301,7 +337,7 @@ def test_the_switch_blocks_the_serving_index_s_writes_while_it_waits(
 
     def switch() -> None:
         try:
-            session.switch_alias("", base, c, a, owner="shop/orders",
+            session.switch_alias("", base, c, a, owner=SHOP,
                                  not_behind=Guard("aaaa", "cccc", PARTS, wait_seconds=60))
             outcome.append(None)
         except BaseException as exc:  # reported by the test thread

@@ -14,9 +14,11 @@ import pytest
 from derived_views.adapters import postgres_sink as pg
 from derived_views.adapters.sink_contract import SwitchDeferred
 from derived_views.core.monotonic import Guard
+from derived_views.core.observed import IndexOwner
 from dvstack.waiting import wait_for
 
 PARTITIONS = frozenset({("t", 0), ("t", 1)})
+OWNER = IndexOwner("ns", "v", "uid-v")
 
 
 def _setup(conn: Any, schema: str, serving: dict[str, int], candidate: dict[str, int]) -> None:
@@ -26,7 +28,7 @@ def _setup(conn: Any, schema: str, serving: dict[str, int], candidate: dict[str,
     for rev, offsets in (("a", serving), ("c", candidate)):
         conn.execute(f'CREATE TABLE "{schema}".v__{rev} (k text PRIMARY KEY, n int)')
         _commit_batch(conn, schema, rev, 0, offsets)
-    pg.switch_alias(conn, schema, "v", "v__a", None, owner="ns/v")
+    pg.switch_alias(conn, schema, "v", "v__a", None, owner=OWNER)
 
 
 def _commit_batch(conn: Any, schema: str, rev: str, batch: int, offsets: dict[str, int]) -> None:
@@ -56,11 +58,11 @@ def test_a_candidate_that_stays_behind_is_refused_and_nothing_changes(conn: Any,
     guard = Guard("a", "c", PARTITIONS, wait_seconds=0.5)
     started = time.monotonic()
     with pytest.raises(SwitchDeferred, match=r"behind the serving revision a .* on t/1 by 1"):
-        pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner="ns/v", not_behind=guard)
+        pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner=OWNER, not_behind=guard)
     assert time.monotonic() - started >= 0.5  # it waited for the candidate first
     assert pg.alias_target(conn, schema, "v") == "v__a"
     # a partition outside the guard's (recreated under the serving index) is not compared
-    pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner="ns/v",
+    pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner=OWNER,
                     not_behind=Guard("a", "c", frozenset({("t", 0)}), wait_seconds=0.5))
     assert pg.alias_target(conn, schema, "v") == "v__c"
 
@@ -75,7 +77,7 @@ def test_a_candidate_far_behind_is_awaited_before_anything_is_held(conn: Any,
                                                                   schema: str) -> None:
     _setup(conn, schema, serving={"0": 10, "1": 5}, candidate={"0": 10, "1": 3})
     with pytest.raises(SwitchDeferred, match=r"for 0.5s while both jobs committed, on t/1 by 2"):
-        pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner="ns/v",
+        pg.switch_alias(conn, schema, "v", "v__c", "v__a", owner=OWNER,
                         not_behind=Guard("a", "c", PARTITIONS, wait_seconds=0.5))
     assert pg.alias_target(conn, schema, "v") == "v__a"
 
@@ -91,7 +93,7 @@ def test_the_switch_holds_the_serving_job_and_waits_for_the_candidate(stack: Any
     def switch() -> None:
         try:
             with psycopg.connect(stack.pg_dsn, autocommit=True) as op:
-                pg.switch_alias(op, schema, "v", "v__c", "v__a", owner="ns/v",
+                pg.switch_alias(op, schema, "v", "v__c", "v__a", owner=OWNER,
                                 lock_timeout_ms=60_000,
                                 not_behind=Guard("a", "c", PARTITIONS, wait_seconds=60))
             outcome.append(None)
@@ -151,7 +153,7 @@ def test_a_candidate_trailing_a_serving_job_that_keeps_committing_still_switches
         try:
             with psycopg.connect(stack.pg_dsn, autocommit=True) as op:
                 pids.append(op.info.backend_pid)
-                pg.switch_alias(op, schema, "v", "v__c", "v__a", owner="ns/v",
+                pg.switch_alias(op, schema, "v", "v__c", "v__a", owner=OWNER,
                                 not_behind=Guard("a", "c", PARTITIONS, wait_seconds=60))
             outcome.append(None)
         except BaseException as exc:  # reported by the test thread

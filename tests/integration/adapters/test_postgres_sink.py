@@ -18,7 +18,10 @@ import pytest
 from psycopg import sql
 
 from derived_views.adapters import postgres_sink as pg
+from derived_views.core.observed import IndexOwner
 from dvstack.waiting import wait_for
+
+NS_A, NS_V = IndexOwner("ns", "a", "uid-a"), IndexOwner("ns", "v", "uid-v")
 
 
 def _ledger(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -91,14 +94,14 @@ def test_switch_alias_is_guarded_and_idempotent(conn: Any, schema: str) -> None:
     conn.execute(f"INSERT INTO \"{schema}\".v__r2 VALUES ('a', 2, 'x')")
     assert pg.alias_target(conn, schema, "v") is None
     with pytest.raises(RuntimeError, match="does not exist"):
-        pg.switch_alias(conn, schema, "v", "v__missing", None, owner="ns/a")
-    pg.switch_alias(conn, schema, "v", "v__r1", None, owner="ns/a")
+        pg.switch_alias(conn, schema, "v", "v__missing", None, owner=NS_A)
+    pg.switch_alias(conn, schema, "v", "v__r1", None, owner=NS_A)
     assert pg.alias_target(conn, schema, "v") == "v__r1"
     assert conn.execute(f'SELECT n FROM "{schema}".v').fetchall() == [(1,)]
     with pytest.raises(pg.AliasConflict):
-        pg.switch_alias(conn, schema, "v", "v__r2", "v__other", owner="ns/a")
-    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner="ns/a")  # new columns are fine
-    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner="ns/a")  # already there: no-op
+        pg.switch_alias(conn, schema, "v", "v__r2", "v__other", owner=NS_A)
+    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner=NS_A)  # new columns are fine
+    pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner=NS_A)  # already there: no-op
     assert conn.execute(f'SELECT n, extra FROM "{schema}".v').fetchall() == [(2, "x")]
     with pytest.raises(RuntimeError, match="served by view"):
         pg.drop_index(conn, schema, "v__r2", "r2", owner_uid="uid-a")
@@ -110,7 +113,7 @@ def test_readers_see_no_error_while_the_alias_switches(stack: Any, conn: Any, sc
     for rev in ("r1", "r2"):
         conn.execute(f'CREATE TABLE "{schema}"."v__{rev}" (k int PRIMARY KEY, rev text)')
         conn.execute(f"INSERT INTO \"{schema}\".\"v__{rev}\" SELECT g, '{rev}' FROM generate_series(1, 1000) g")
-    pg.switch_alias(conn, schema, "v", "v__r1", None, owner="ns/a")
+    pg.switch_alias(conn, schema, "v", "v__r1", None, owner=NS_A)
     errors: list[str] = []
     stalls: list[float] = []
     seen: set[str] = set()
@@ -136,7 +139,7 @@ def test_readers_see_no_error_while_the_alias_switches(stack: Any, conn: Any, sc
     for _ in range(40):
         target = "v__r2" if current == "v__r1" else "v__r1"
         with psycopg.connect(stack.pg_dsn, autocommit=True) as sc:
-            pg.switch_alias(sc, schema, "v", target, current, owner="ns/a")
+            pg.switch_alias(sc, schema, "v", target, current, owner=NS_A)
         current = target
     stop.set()
     for th in threads:
@@ -153,19 +156,84 @@ def test_existing_tables_report_the_row_estimate_after_analyze(conn: Any, schema
     assert pg.existing_tables(conn, schema, ["est__r1", "est__r2"]) == {"est__r1": 1234}
 
 
+def _alias_comment(conn: Any, schema: str, alias: str) -> Any:
+    row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')",
+                       (sql.Identifier(schema, alias).as_string(conn),)).fetchone()
+    return json.loads(row[0]) if row and row[0] else None
+
+
+SHOP = IndexOwner("shop", "orders", "uid-shop")
+
+
 def test_an_alias_owned_by_another_view_is_never_switched(conn: Any, schema: str) -> None:
     for rev in ("r1", "r2"):
         conn.execute(f'CREATE TABLE "{schema}"."own__{rev}" (k int)')
     assert pg.alias_owner(conn, schema, "own") is None  # no alias yet
-    pg.switch_alias(conn, schema, "own", "own__r1", None, owner="shop/orders")
-    assert pg.alias_owner(conn, schema, "own") == "shop/orders"
-    with pytest.raises(pg.AliasConflict, match="belongs to DerivedView shop/orders"):
-        pg.switch_alias(conn, schema, "own", "own__r2", "own__r1", owner="billing/orders")
+    pg.switch_alias(conn, schema, "own", "own__r1", None, owner=SHOP)
+    assert pg.alias_owner(conn, schema, "own") == SHOP
+    assert _alias_comment(conn, schema, "own") == {  # as an index table records its owner
+        "derivedviews.io/owner": {"namespace": "shop", "name": "orders", "uid": "uid-shop"},
+        "derivedviews.io/serving": "own__r1"}
+    billing = IndexOwner("billing", "orders", "uid-billing")
+    with pytest.raises(pg.AliasConflict, match=r"belongs to DerivedView shop/orders \(uid "
+                                               r"uid-shop\), not to DerivedView billing/orders"):
+        pg.switch_alias(conn, schema, "own", "own__r2", "own__r1", owner=billing)
     assert pg.alias_target(conn, schema, "own") == "own__r1"
     conn.execute(f'COMMENT ON VIEW "{schema}"."own" IS \'made by hand\'')
     assert pg.alias_owner(conn, schema, "own") is None  # unmarked: the next switch claims it
-    pg.switch_alias(conn, schema, "own", "own__r1", "own__r1", owner="billing/orders")
-    assert pg.alias_owner(conn, schema, "own") == "billing/orders"
+    pg.switch_alias(conn, schema, "own", "own__r1", "own__r1", owner=billing)
+    assert pg.alias_owner(conn, schema, "own") == billing
+
+
+def test_a_view_re_created_under_the_name_never_switches_the_old_one_s_alias(
+        conn: Any, schema: str) -> None:
+    """Deleted with deletionPolicy Retain, applied again: same namespace and name, another
+    UID, other SQL (so another index): the alias stays on the old view's index."""
+    for rev in ("r1", "r2"):
+        conn.execute(f'CREATE TABLE "{schema}"."again__{rev}" (k int)')
+    pg.switch_alias(conn, schema, "again", "again__r1", None, owner=SHOP)
+    re_created = IndexOwner("shop", "orders", "uid-shop-again")
+    with pytest.raises(pg.AliasConflict, match="belongs to DerivedView shop/orders "
+                                               r"\(uid uid-shop\)"):
+        pg.switch_alias(conn, schema, "again", "again__r2", "again__r1", owner=re_created)
+    with pytest.raises(pg.AliasConflict):  # nor repaired onto the index it serves
+        pg.switch_alias(conn, schema, "again", "again__r1", "again__r1", owner=re_created)
+    assert pg.alias_target(conn, schema, "again") == "again__r1"
+    assert pg.alias_owner(conn, schema, "again") == SHOP
+
+
+def test_an_alias_recorded_by_name_only_is_judged_by_name_and_gets_the_uid(
+        conn: Any, schema: str) -> None:
+    """An alias an operator from before UIDs were recorded switched: its view (by name)
+    switches it, and records its UID; from then on it is judged by UID."""
+    for rev in ("r1", "r2"):
+        conn.execute(f'CREATE TABLE "{schema}"."old__{rev}" (k int)')
+    pg.switch_alias(conn, schema, "old", "old__r1", None, owner=SHOP)
+    conn.execute(f'COMMENT ON VIEW "{schema}"."old" IS '
+                 "'derivedviews.io owner=shop/orders; serving index old__r1'")
+    assert pg.alias_owner(conn, schema, "old") == IndexOwner("shop", "orders", "")
+    with pytest.raises(pg.AliasConflict, match="belongs to DerivedView shop/orders, not to"):
+        pg.switch_alias(conn, schema, "old", "old__r2", "old__r1",
+                        owner=IndexOwner("billing", "orders", "uid-billing"))
+    pg.switch_alias(conn, schema, "old", "old__r1", "old__r1", owner=SHOP)  # same index
+    assert pg.alias_owner(conn, schema, "old") == SHOP
+    with pytest.raises(pg.AliasConflict):
+        pg.switch_alias(conn, schema, "old", "old__r2", "old__r1",
+                        owner=IndexOwner("shop", "orders", "uid-shop-again"))
+
+
+def test_a_switch_refuses_an_index_another_view_records_and_an_owner_without_uid(
+        conn: Any, schema: str) -> None:
+    conn.execute(f'CREATE TABLE "{schema}"."idx__r1" (k text PRIMARY KEY)')
+    _owned(conn, schema, "idx__r2", "billing", "orders", "uid-billing")
+    pg.switch_alias(conn, schema, "idx", "idx__r1", None, owner=SHOP)
+    with pytest.raises(pg.AliasConflict, match="index .*idx__r2 belongs to DerivedView "
+                                               r"billing/orders \(uid uid-billing\)"):
+        pg.switch_alias(conn, schema, "idx", "idx__r2", "idx__r1", owner=SHOP)
+    with pytest.raises(ValueError, match="needs its view's uid"):
+        pg.switch_alias(conn, schema, "idx", "idx__r1", "idx__r1",
+                        owner=IndexOwner("shop", "orders", ""))
+    assert pg.alias_target(conn, schema, "idx") == "idx__r1"
 
 
 # What people attach to the alias survives a cutover ------------------------------------------
@@ -231,7 +299,7 @@ def test_a_reader_with_select_on_the_alias_only_reads_through_every_cutover(
            "SELECT g, 'r1' FROM generate_series(1, 2000) g")
     _index(conn, schema, "g__r2", "k int PRIMARY KEY, rev text, extra text", rows.format(rev="r2"))
     _index(conn, schema, "g__r3", "k int PRIMARY KEY, rev text, extra text", rows.format(rev="r3"))
-    pg.switch_alias(conn, schema, "g", "g__r1", None, owner="ns/a")
+    pg.switch_alias(conn, schema, "g", "g__r1", None, owner=NS_A)
     conn.execute(f'GRANT SELECT ON "{schema}".g TO {reader}')
     for table in ("g__r1", "g__r2", "g__r3"):
         assert not conn.execute("SELECT has_table_privilege(%s, %s, 'SELECT')",
@@ -267,7 +335,7 @@ def test_a_reader_with_select_on_the_alias_only_reads_through_every_cutover(
             reads = len(stalls)
             wait_for(lambda n=reads: len(stalls) > n + 5, timeout=30, what="reads between switches")
             with psycopg.connect(stack.pg_dsn, autocommit=True) as sc:
-                pg.switch_alias(sc, schema, "g", target, current, owner="ns/a")
+                pg.switch_alias(sc, schema, "g", target, current, owner=NS_A)
             current = target
         reads = len(stalls)
         wait_for(lambda: len(stalls) > reads + 5, timeout=30, what="reads after the last switch")
@@ -291,7 +359,7 @@ def test_grants_and_owner_are_the_same_after_every_kind_of_switch(
     _index(conn, schema, "acl__a", "k int PRIMARY KEY, n int", "VALUES (1, 10)")
     _index(conn, schema, "acl__b", "k int PRIMARY KEY, n int, extra text", "VALUES (2, 20, 'x')")
     _index(conn, schema, "acl__c", "k int PRIMARY KEY, extra text", "VALUES (3, 'y')")
-    pg.switch_alias(conn, schema, "acl", "acl__a", None, owner="ns/a")
+    pg.switch_alias(conn, schema, "acl", "acl__a", None, owner=NS_A)
     view = f'"{schema}".acl'
     conn.execute(f"ALTER VIEW {view} OWNER TO {owner}")
     conn.execute(f"GRANT SELECT ON {view} TO {one}")
@@ -307,7 +375,7 @@ def test_grants_and_owner_are_the_same_after_every_kind_of_switch(
     # b adds a column (CREATE OR REPLACE), c drops one (DROP + CREATE), a drops one again
     for previous, target, k in (("acl__a", "acl__b", 2), ("acl__b", "acl__c", 3),
                                 ("acl__c", "acl__a", 1)):
-        pg.switch_alias(conn, schema, "acl", target, previous, owner="ns/a")
+        pg.switch_alias(conn, schema, "acl", target, previous, owner=NS_A)
         assert _grants(conn, schema, "acl") == before, target
         assert conn.execute("SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)",
                             (view,)).fetchone()[0] == ["security_barrier=true"]
@@ -321,11 +389,11 @@ def test_a_dependent_view_keeps_answering_and_an_incompatible_switch_is_refused(
     _index(conn, schema, "dep__d2", "n int, k int PRIMARY KEY, extra text",
            "VALUES (20, 2, 'x'), (30, 3, 'y')")  # same columns in another order, plus one
     _index(conn, schema, "dep__d3", "k int PRIMARY KEY, n text", "VALUES (4, 'forty')")
-    pg.switch_alias(conn, schema, "dep", "dep__d1", None, owner="ns/a")
+    pg.switch_alias(conn, schema, "dep", "dep__d1", None, owner=NS_A)
     conn.execute(f'CREATE VIEW "{schema}".report AS SELECT k, n * 2 AS twice FROM "{schema}".dep')
     conn.execute(f'CREATE MATERIALIZED VIEW "{schema}".snap AS '
                  f'SELECT count(*) AS n FROM "{schema}".dep')
-    pg.switch_alias(conn, schema, "dep", "dep__d2", "dep__d1", owner="ns/a")
+    pg.switch_alias(conn, schema, "dep", "dep__d2", "dep__d1", owner=NS_A)
     assert conn.execute(f'SELECT k, twice FROM "{schema}".report ORDER BY k').fetchall() == [
         (2, 40), (3, 60)]
     conn.execute(f'REFRESH MATERIALIZED VIEW "{schema}".snap')
@@ -345,7 +413,7 @@ def test_a_dependent_view_keeps_answering_and_an_incompatible_switch_is_refused(
     definition = conn.execute("SELECT pg_get_viewdef(to_regclass(%s))",
                               (f'"{schema}".dep',)).fetchone()
     with pytest.raises(pg.SwitchRefused) as caught:
-        pg.switch_alias(conn, schema, "dep", "dep__d3", "dep__d2", owner="ns/a")
+        pg.switch_alias(conn, schema, "dep", "dep__d3", "dep__d2", owner=NS_A)
     assert str(caught.value) == refused.message
     assert pg.alias_target(conn, schema, "dep") == "dep__d2"
     assert conn.execute("SELECT pg_get_viewdef(to_regclass(%s))",
@@ -355,7 +423,7 @@ def test_a_dependent_view_keeps_answering_and_an_incompatible_switch_is_refused(
     conn.execute(f'DROP VIEW "{schema}".report')
     conn.execute(f'DROP MATERIALIZED VIEW "{schema}".snap')
     assert pg.switch_blockers(conn, schema, "dep", ["dep__d3"]) == {}
-    pg.switch_alias(conn, schema, "dep", "dep__d3", "dep__d2", owner="ns/a")
+    pg.switch_alias(conn, schema, "dep", "dep__d3", "dep__d2", owner=NS_A)
     assert conn.execute(f'SELECT k, n FROM "{schema}".dep').fetchall() == [(4, "forty")]
 
 
@@ -372,15 +440,15 @@ def test_an_operator_without_superuser_switches_and_refuses_what_it_cannot_keep(
         _index(oc, schema, "ops__e1", "k int PRIMARY KEY, n int", "VALUES (1, 10)")
         _index(oc, schema, "ops__e2", "k int PRIMARY KEY, n int, extra text", "VALUES (2, 20, 'x')")
         _index(oc, schema, "ops__e3", "k int PRIMARY KEY, extra text", "VALUES (3, 'y')")
-        pg.switch_alias(oc, schema, "ops", "ops__e1", None, owner="ns/a")
+        pg.switch_alias(oc, schema, "ops", "ops__e1", None, owner=NS_A)
         oc.execute(f"GRANT SELECT ON {view} TO {reader}")
-        pg.switch_alias(oc, schema, "ops", "ops__e2", "ops__e1", owner="ns/a")
+        pg.switch_alias(oc, schema, "ops", "ops__e2", "ops__e1", owner=NS_A)
 
         # A DBA hands the alias to another role the operator's role belongs to
         conn.execute(f"ALTER VIEW {view} OWNER TO {app}")
         conn.execute(f"GRANT {app} TO {op}")
         before = _grants(conn, schema, "ops")
-        pg.switch_alias(oc, schema, "ops", "ops__e3", "ops__e2", owner="ns/a")  # re-created
+        pg.switch_alias(oc, schema, "ops", "ops__e3", "ops__e2", owner=NS_A)  # re-created
         assert _grants(conn, schema, "ops") == before and before[0] == app
         with roles.connect(reader) as rc:
             assert rc.execute(f"SELECT k FROM {view}").fetchall() == [(3,)]
@@ -392,7 +460,7 @@ def test_an_operator_without_superuser_switches_and_refuses_what_it_cannot_keep(
             f"view {schema}.ops is owned by role {app}, and role {op} (the sink Secret's user) "
             f"cannot act as it: GRANT {app} TO {op}, or ALTER VIEW {schema}.ops OWNER TO {op}")
         with pytest.raises(pg.SwitchRefused, match=f"GRANT {app} TO {op}"):
-            pg.switch_alias(oc, schema, "ops", "ops__e1", "ops__e3", owner="ns/a")
+            pg.switch_alias(oc, schema, "ops", "ops__e1", "ops__e3", owner=NS_A)
         assert pg.alias_target(oc, schema, "ops") == "ops__e3"
         assert _grants(conn, schema, "ops") == before
 
@@ -400,7 +468,7 @@ def test_an_operator_without_superuser_switches_and_refuses_what_it_cannot_keep(
         conn.execute(f"GRANT {app} TO {op}")
         _index(conn, schema, "ops__e4", "k int PRIMARY KEY, extra text", "VALUES (4, 'z')")
         with pytest.raises(pg.SwitchRefused, match=f"GRANT SELECT ON {schema}.ops__e4 TO {app}"):
-            pg.switch_alias(oc, schema, "ops", "ops__e4", "ops__e3", owner="ns/a")
+            pg.switch_alias(oc, schema, "ops", "ops__e4", "ops__e3", owner=NS_A)
         assert pg.alias_target(oc, schema, "ops") == "ops__e3"
 
 
@@ -467,13 +535,13 @@ def test_a_held_lock_makes_the_switch_fail_in_bounded_time(stack: Any, schema: s
         setup.execute(f'CREATE TABLE "{schema}".t__b (k text PRIMARY KEY)')
     creds = pg.PgConnection.from_secret_data(_secret_data(stack))
     with creds.connect(autocommit=True) as op:
-        pg.switch_alias(op, schema, "t", "t__a", None, owner="ns/v")
+        pg.switch_alias(op, schema, "t", "t__a", None, owner=NS_V)
     with psycopg.connect(stack.pg_dsn) as holder:
         holder.execute(f'LOCK TABLE "{schema}".t IN ACCESS SHARE MODE')  # an open transaction
         with creds.connect(autocommit=True) as op:
             started = time.monotonic()
             with pytest.raises(psycopg.errors.LockNotAvailable):
-                pg.switch_alias(op, schema, "t", "t__b", "t__a", owner="ns/v",
+                pg.switch_alias(op, schema, "t", "t__b", "t__a", owner=NS_V,
                                 lock_timeout_ms=1000)
             took = time.monotonic() - started
             assert took < 5, took
@@ -488,7 +556,7 @@ def test_drop_blockers_name_others_objects_on_the_alias_and_indexes(conn: Any,
                                                                     schema: str) -> None:
     conn.execute(f'CREATE TABLE "{schema}".t__a (k text PRIMARY KEY, n int)')
     conn.execute(f'CREATE TABLE "{schema}".t__b (k text PRIMARY KEY, n int)')
-    pg.switch_alias(conn, schema, "t", "t__a", None, owner="ns/v")
+    pg.switch_alias(conn, schema, "t", "t__a", None, owner=NS_V)
     assert pg.drop_blockers(conn, schema, "t", ["t__a", "t__b"]) == ()  # the alias is ours
     conn.execute(f'CREATE VIEW "{schema}".report AS SELECT count(*) FROM "{schema}".t')
     conn.execute(f'CREATE VIEW "{schema}".direct AS SELECT k FROM "{schema}".t__b')
@@ -514,7 +582,6 @@ def _owned(conn: Any, schema: str, table: str, namespace: str, name: str, uid: s
 
 
 def test_index_owners_are_read_back_from_the_tables(conn: Any, schema: str) -> None:
-    from derived_views.core.observed import IndexOwner
     _owned(conn, schema, "v__r1", "shop", "orders", "uid-shop")
     conn.execute(f'CREATE TABLE "{schema}".v__r2 (k text)')  # from before owners: none
     conn.execute(f'CREATE TABLE "{schema}".v__r3 (k text)')

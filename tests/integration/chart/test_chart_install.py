@@ -145,10 +145,16 @@ def test_spark_drivers_account_and_the_notes_on_job_namespaces(
     account = f"{release.unique_name}-spark"
     sts = kubectl.get_json("statefulset", release.fullname, "-n", ns)
     assert sts is not None and env_value(sts, "DV_SPARK_SERVICE_ACCOUNT") == account
-    for watched in (a, b):
+    for tenant in (a, b):
+        # the drivers run in the tenant's job namespace (jobs.namespace), made for it
+        watched = f"{tenant}-dv-jobs"
+        space = kubectl.get_json("namespace", watched)
+        assert space is not None and space["metadata"]["labels"][
+            "derivedviews.io/jobs-for"] == tenant
         for kind in ("serviceaccount", "role.rbac.authorization.k8s.io",
                      "rolebinding.rbac.authorization.k8s.io"):
             assert kubectl.get_json(kind, account, "-n", watched) is not None, (kind, watched)
+            assert kubectl.get_json(kind, account, "-n", tenant) is None, (kind, tenant)
         # The driver may run its executors: pods and what they use, in its own namespace.
         user = f"--as=system:serviceaccount:{watched}:{account}"
 
@@ -163,7 +169,7 @@ def test_spark_drivers_account_and_the_notes_on_job_namespaces(
         assert not can_i("get", "secrets")
     notes = helm_cli.run("get", "notes", release.name, "-n", ns).stdout
     assert "spark.jobNamespaces" in notes
-    assert account in notes and a in notes and b in notes
+    assert account in notes and f"{a}-dv-jobs" in notes and f"{b}-dv-jobs" in notes
 
 
 def test_namespace_users_get_views_through_the_default_roles(

@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from derived_views.adapters.kube import REQUEST_TIMEOUT, Kube
+from derived_views.core.actions import SecretCopy
 
 VIEW = {"metadata": {"name": "v", "namespace": "ns", "uid": "u", "resourceVersion": "7",
                      "finalizers": ["derivedviews.io/cleanup"]},
@@ -34,8 +35,10 @@ class _Recorder:
                 return {"items": []}
             if name == "list_namespaced_pod":
                 return SimpleNamespace(items=[])
-            if name == "get_namespaced_custom_object":
+            if name in ("get_namespaced_custom_object", "create_namespaced_custom_object"):
                 return VIEW
+            if name == "read_namespace":
+                return client.V1Namespace(metadata=client.V1ObjectMeta(labels={}))
             return None
         return call
 
@@ -57,9 +60,13 @@ def test_every_call_has_a_request_timeout() -> None:
     kube.event(VIEW, reason="R", message="m")
     kube.hold_secret("ns", "s", "x/other")
     kube.release_secret("ns", "s", "derivedviews.io/sink-secret", view="v")
+    kube.namespace_labels("ns-dv-jobs")
+    kube.copy_secret("ns-dv-jobs", SecretCopy("ns", "s", "dv-v-s"),
+                     {"apiVersion": "a/v1", "kind": "K", "name": "a", "uid": "u"}, {})
     names = {name for name, _ in calls}
     assert {"patch_namespaced_secret", "create_namespaced_event",
-            "patch_namespaced_custom_object", "list_namespaced_pod"} <= names
+            "patch_namespaced_custom_object", "list_namespaced_pod", "read_namespace",
+            "replace_namespaced_secret"} <= names
     untimed = [name for name, kwargs in calls if kwargs.get("_request_timeout") != REQUEST_TIMEOUT]
     assert untimed == []
     assert REQUEST_TIMEOUT <= 30

@@ -101,23 +101,62 @@ def test_cluster_mode_renders_cluster_role_and_cluster_peering(render: Any) -> N
         "ClusterKopfPeering", "Service", "PodDisruptionBudget",
         "ClusterRole", "ClusterRole",  # aggregated into view/edit/admin
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job",  # the CRD upgrade hook
-        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"])  # tenancy
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",  # tenancy
+        "ClusterRole"])  # the operator's rights in job namespaces, for the platform to bind
     args = container(objs)["args"]
     assert "--all-namespaces" in args
     assert not [a for a in args if a.startswith("--namespace")]
+    env = {e["name"]: e for e in container(objs)["env"]}
+    assert env["DV_JOB_NAMESPACE"]["value"] == "{namespace}-dv-jobs"  # jobs out of reach
+    assert env["DV_OPERATOR_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.namespace"
+
+
+def test_job_namespaces_are_made_for_their_tenants_with_the_operators_rights(
+        render: Any) -> None:
+    watched = ["team-a", "team-b"]
+    objs = render({"watch": {"mode": "namespaces", "namespaces": watched},
+                   "spark": {"checkpointSecretName": "dv-checkpoints"}})
+    spaces = {o["metadata"]["name"]: o["metadata"]["labels"] for o in kinds(objs, "Namespace")}
+    assert {n: labels["derivedviews.io/jobs-for"] for n, labels in spaces.items()} == {
+        "team-a-dv-jobs": "team-a", "team-b-dv-jobs": "team-b"}
+    bindings = [o for o in kinds(objs, "RoleBinding") if o["roleRef"]["kind"] == "ClusterRole"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(spaces)
+    jobs_role = next(o for o in kinds(objs, "ClusterRole")
+                     if o["metadata"]["name"].endswith("-jobs"))
+    secrets = [r for r in jobs_role["rules"] if "secrets" in r["resources"]]
+    assert secrets and set(secrets[0]["verbs"]) == {"get", "create", "update"}  # never list
+    spark_accounts = {o["metadata"]["namespace"] for o in kinds(objs, "ServiceAccount")
+                      if o["metadata"]["name"].endswith("-spark")}
+    assert spark_accounts == set(spaces)  # drivers run there, not in the tenants' namespaces
+    args = container(objs)["args"]
+    assert [a for a in args if a.startswith("--namespace")] == [
+        "--namespace=team-a", "--namespace=team-b", "--namespace=team-a-dv-jobs",
+        "--namespace=team-b-dv-jobs"]
+    checkpoint = one([o for o in kinds(objs, "Role")
+                      if o["metadata"]["name"].endswith("-checkpoint-secret")], "Role")
+    assert checkpoint["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                                    "resourceNames": ["dv-checkpoints"], "verbs": ["get"]}]
+    off = render({"watch": {"mode": "namespaces", "namespaces": watched},
+                  "jobs": {"namespace": ""}})
+    assert not kinds(off, "Namespace")
 
 
 def test_namespaces_mode_renders_roles_in_exactly_the_listed_namespaces(render: Any) -> None:
     watched = ["team-a", "team-b", "team-c"]
     objs = render({"watch": {"mode": "namespaces", "namespaces": watched}})
     for kind in ("Role", "RoleBinding", "KopfPeering"):
-        assert sorted(o["metadata"]["namespace"] for o in operators(objs, kind)) == watched, kind
+        served = [o for o in operators(objs, kind)
+                  if not o["metadata"]["namespace"].endswith("-dv-jobs")]
+        assert sorted(o["metadata"]["namespace"] for o in served) == watched, kind
     assert not kinds(objs, "ClusterKopfPeering")
     args = container(objs)["args"]
-    assert [a for a in args if a.startswith("--namespace")] == [f"--namespace={n}" for n in watched]
+    assert [a for a in args if a.startswith("--namespace")] == [
+        f"--namespace={n}" for n in [*watched, *(f"{n}-dv-jobs" for n in watched)]]
     assert "--all-namespaces" not in args
     # Nothing namespaced is granted cluster-wide in this mode: only Kopf's own reads.
-    cluster_role = one(operators(objs, "ClusterRole"), "ClusterRole")
+    cluster_role = one([o for o in operators(objs, "ClusterRole")
+                        if not o["metadata"]["name"].endswith("-jobs")], "ClusterRole")
     granted = {(g, res) for r in cluster_role["rules"] for g in r["apiGroups"]
                for res in r["resources"]}
     assert granted == {("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
@@ -137,7 +176,7 @@ def test_bindings_point_at_the_release_service_account(render: Any) -> None:
                                             "namespace": "ops"}]
             ref = binding["roleRef"]
             assert (ref["kind"], ref["name"]) in role_names
-            if binding["kind"] == "RoleBinding":
+            if binding["kind"] == "RoleBinding" and ref["kind"] == "Role":
                 role = next(o for o in kinds(objs, "Role") if o["metadata"]["name"] == ref["name"]
                             and o["metadata"]["namespace"] == binding["metadata"]["namespace"])
                 assert role
@@ -224,7 +263,11 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
                           "jobNamespaces": ["jobs"]},
     })
     env = {k: v for k, v in env_of(container(objs)).items() if isinstance(v, str)}
-    settings = from_env(env)
+    assert env_of(container(objs))["DV_OPERATOR_NAMESPACE"] == {
+        "fieldRef": {"fieldPath": "metadata.namespace"}}
+    settings = from_env({**env, "DV_OPERATOR_NAMESPACE": "ops"})  # as the pod gets it
+    assert (settings.job_namespace, settings.operator_namespace) == (
+        "{namespace}-dv-jobs", "ops")
     assert settings.lag_poll_seconds == 2.5
     assert settings.sink_pool_size == 9
     assert settings.spark_image == "registry.example/spark-job:9"
@@ -242,11 +285,13 @@ def test_default_settings_match_the_operator_defaults(render: Any) -> None:
     env = {k: v for k, v in env_of(container(render())).items() if isinstance(v, str)}
     # except metrics: off when the operator runs by hand, on (port 9090) in the chart; the
     # Spark drivers' account, which the chart always names (the Spark Operator chart's one in
-    # cluster mode); and the checkpoint base: a local directory serves a hand-run operator, a
-    # pod needs a store
+    # cluster mode); the checkpoint base: a local directory serves a hand-run operator, a
+    # pod needs a store; and where jobs run: in job namespaces out of tenants' reach on a
+    # cluster, beside the view for a hand-run operator (its stack has one user)
     assert from_env(env) == dataclasses.replace(from_env({}), metrics_port=9090,
                                                 spark_service_account="spark-operator-spark",
-                                                checkpoint_base="s3a://derived-views/checkpoints")
+                                                checkpoint_base="s3a://derived-views/checkpoints",
+                                                job_namespace="{namespace}-dv-jobs")
     # what a pod adds (KUBERNETES_SERVICE_HOST) passes the operator's own start-up check
     assert from_env({**env, "KUBERNETES_SERVICE_HOST": "10.0.0.1"}).in_cluster
 
@@ -274,15 +319,21 @@ def test_no_wildcard_verbs_resources_or_groups(render: Any, values: dict[str, An
 
 
 @pytest.mark.parametrize("values", ALL_VALUE_SETS)
-def test_secrets_are_only_ever_get_and_patch(render: Any, values: dict[str, Any]) -> None:
-    """Read by name, and patched only for the sink-secret finalizer; never listed or watched
-    (that would expose every Secret of the namespace)."""
+def test_secrets_are_never_listed_or_watched(render: Any, values: dict[str, Any]) -> None:
+    """Where views live: read by name, and patched only for the sink-secret finalizer. In job
+    namespaces: the copies the operator writes, read back by name. Never listed or watched
+    anywhere (that would expose every Secret of a namespace)."""
     secret_rules = [(o, r) for o, r in rules(render(values))
                     if "" in r["apiGroups"] and "secrets" in r["resources"]]
     assert secret_rules, "the operator must be able to read the Secrets a view references"
     for obj, rule in secret_rules:
-        assert rule["verbs"] == ["get", "patch"], \
-            f"{obj['kind']} {obj['metadata']['name']}: {rule}"
+        where = f"{obj['kind']} {obj['metadata']['name']}: {rule}"
+        if obj["metadata"]["name"].endswith("-jobs"):
+            assert rule["verbs"] == ["get", "create", "update"], where
+        elif rule.get("resourceNames"):
+            assert rule["verbs"] == ["get"], where  # the checkpoint Secret, to copy it
+        else:
+            assert rule["verbs"] == ["get", "patch"], where
 
 
 def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
@@ -296,7 +347,8 @@ def test_operator_permissions_are_exactly_what_it_uses(render: Any) -> None:
         ("", "pods"): {"get", "list", "watch"},
         ("", "events"): {"create", "patch", "list"},
     }
-    cluster = one(operators(render(), "ClusterRole"), "ClusterRole")
+    cluster = one([o for o in operators(render(), "ClusterRole")
+                   if not o["metadata"]["name"].endswith("-jobs")], "ClusterRole")
     namespaced = render(NAMESPACED)
     roles = operators(namespaced, "Role")
     assert len(roles) == 2
@@ -358,7 +410,8 @@ def test_spark_drivers_get_an_account_in_every_job_namespace_by_default(render: 
     assert name == "ops-rel-derived-views-spark"
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         mine = [o for o in kinds(objs, kind) if o["metadata"]["name"] == name]
-        assert sorted(o["metadata"]["namespace"] for o in mine) == ["team-a", "team-b"], kind
+        assert sorted(o["metadata"]["namespace"] for o in mine) == [
+            "team-a-dv-jobs", "team-b-dv-jobs"], kind
     for binding in kinds(objs, "RoleBinding"):
         if binding["metadata"]["name"] == name:
             assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name,
@@ -479,9 +532,9 @@ def test_the_kafka_and_checkpoint_rules_reach_the_admission_policy(render: Any) 
     dead-letter patterns and the checkpoint rule follow the values."""
     default = " ".join(v["expression"] for v in one(
         render({}), "ValidatingAdmissionPolicy")["spec"]["validations"])
-    assert ("bootstrapServers.split(',').all(s, (s.trim().startsWith('127.0.0.1:') "
-            "|| s.trim().startsWith('localhost:')) && s.trim().matches(") in default
-    assert "deadLetterTopic.startsWith('dlq.')" in default
+    assert ("bootstrapServers.split(',').all(s, s.trim().matches(") in default
+    assert "all(p, (h == '127.0.0.1') || (h.lowerAscii() == 'localhost'))" in default
+    assert "deadLetterTopic.startsWith('dlq.' + request.namespace + '.')" in default
     assert "!has(object.spec.spark.checkpointBase)" in default
     values = {"tenancy": {"kafka": {"clusters": [
         {"namespaces": ["shop-*"], "bootstrapServers": ["kafka.shop:9093"]},
@@ -490,7 +543,8 @@ def test_the_kafka_and_checkpoint_rules_reach_the_admission_policy(render: Any) 
     vap = one(render(values), "ValidatingAdmissionPolicy")
     rules = " ".join(v["expression"] for v in vap["spec"]["validations"])
     assert ("(request.namespace.startsWith('shop-')) && object.spec.source.kafka."
-            "bootstrapServers.split(',').all(s, (s.trim() == 'kafka.shop:9093') && ") in rules
+            "bootstrapServers.split(',').all(s, s.trim().matches(") in rules
+    assert "all(p, (h.lowerAscii() == 'kafka.shop' && int(p) == 9093))" in rules
     assert "(request.namespace.startsWith('')) && " in rules  # no namespaces: every namespace
     assert "127.0.0.1" not in rules
     assert "|| false" in rules  # no dead-letter topic allowed

@@ -130,7 +130,9 @@ class World:
     checkpoints: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     spent_checkpoints: set[str] = field(default_factory=set)
     alias: str | None = None
-    alias_owner: str | None = None
+    alias_owner: IndexOwner | str | None = None
+    """The owner the alias records; a `namespace/name` string is a record from before UIDs
+    were (judged by name)."""
     owners: dict[str, IndexOwner] = field(default_factory=dict)
     """Owner each index records (the job records its view's when it creates the table)."""
     namespace: str = NAMESPACE
@@ -300,6 +302,23 @@ class World:
                 return True
         return False
 
+    def recorded_alias_owner(self) -> IndexOwner | None:
+        owner = self.alias_owner
+        if isinstance(owner, str):
+            namespace, name = owner.split("/")
+            return IndexOwner(namespace, name, "")
+        return owner
+
+    def refuse_a_foreign_alias(self, done: str) -> None:
+        """The planner never asks to switch or drop an alias recorded for another view (by
+        UID; by name when recorded without one); the switch's adapter refuses it too."""
+        owner = self.recorded_alias_owner()
+        if owner is None or (owner.uid == self.uid if owner.uid
+                             else (owner.namespace, owner.name) == (self.namespace, self.name)):
+            return
+        self.violations.append(f"{done} the alias of {owner.describe()}")
+        raise ActionFailed(f"the alias belongs to {owner.describe()}")
+
     # observation --------------------------------------------------------------------------------
 
     def observe(self) -> Observed:
@@ -313,7 +332,7 @@ class World:
                 ledger={rev: LedgerPosition(dict(pos), at, earlier=self.earlier_batch(rev),
                                             history_start=self.ledger_starts.get(rev))
                         for rev, (pos, at) in self.ledger.items()},
-                alias_owner=self.alias_owner,
+                alias_owner=self.recorded_alias_owner(),
                 index_owners={t: o for t, o in self.owners.items() if t in self.tables},
                 drop_blockers=self.drop_blockers if self.deletion_timestamp else ())
         apps = {}
@@ -401,7 +420,9 @@ class World:
                     else:
                         del self.apps[name]
             case A.SwitchAlias(to_index=to, from_index=frm, not_behind=guard):
-                if self.alias == to:
+                self.refuse_a_foreign_alias("switched")
+                if self.alias == to:  # idempotent; a name-only record gets the UID
+                    self.alias_owner = IndexOwner(self.namespace, self.name, self.uid)
                     return
                 if self.alias != frm:
                     raise ActionFailed(f"alias points at {self.alias}, expected {frm}")
@@ -419,9 +440,10 @@ class World:
                 if to not in self.tables:
                     raise ActionFailed(f"{to} does not exist")
                 self.alias = to
-                self.alias_owner = f"{self.namespace}/{self.name}"
+                self.alias_owner = IndexOwner(self.namespace, self.name, self.uid)
                 self.ever_served = True
             case A.DropAlias():
+                self.refuse_a_foreign_alias("dropped")
                 self.alias = None
             case A.DropIndex(index=index, revision=revision):
                 if self.alias == index:

@@ -12,7 +12,18 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from core_samples import NAMESPACE, SQL_V1, T0, UID, VIEW, make_config, make_spec, spec_body
+from core_samples import (
+    I2,
+    NAMESPACE,
+    SQL_V1,
+    SQL_V2,
+    T0,
+    UID,
+    VIEW,
+    make_config,
+    make_spec,
+    spec_body,
+)
 from core_world import World
 
 from derived_views.api.status import DerivedViewStatus
@@ -126,6 +137,83 @@ def test_a_view_re_created_under_the_same_name_does_not_take_the_old_one_s_index
     again.reconcile()
     assert again.condition("Stalled") == ("True", reasons.INDEX_OWNED_BY_ANOTHER_VIEW)
     assert again.apps == {}
+
+
+def retained_and_re_created(alias_owner: IndexOwner | str | None = None,
+                             deletion_policy: str = "Retain") -> tuple[World, World]:
+    """The first view served SQL_V1, was deleted with Retain (its alias and index stay), and a
+    view of the same namespace and name (another UID) is applied with other SQL."""
+    first = World(spec_body(SQL_V1))
+    step([first], ticks=8)
+    assert first.alias == I1 and first.alias_owner == IndexOwner(NAMESPACE, VIEW, UID)
+    if alias_owner is not None:
+        first.alias_owner = alias_owner
+    again = twin(first, namespace=NAMESPACE, uid=OTHER_UID,
+                 body=spec_body(SQL_V2, deletionPolicy=deletion_policy))
+    again.alias, again.alias_owner = first.alias, first.alias_owner
+    return first, again
+
+
+def test_a_view_re_created_with_other_sql_does_not_take_over_the_retained_alias() -> None:
+    """Its index has another name (other content): only the alias's recorded UID refuses it."""
+    _, again = retained_and_re_created()
+    step([again], ticks=6)
+    assert again.condition("Stalled") == ("True", reasons.SINK_TABLE_CLAIMED)
+    assert again.apps == {} and sink_effects(again) == []
+    assert not any(isinstance(a, A.CreateSparkApplication) for p in again.plans for a in p)
+    assert I2 not in again.tables
+    assert again.alias == I1 and again.alias_owner == IndexOwner(NAMESPACE, VIEW, UID)
+    assert again.violations == []
+
+
+def test_the_claim_names_the_old_view_its_uid_and_what_to_do() -> None:
+    _, again = retained_and_re_created()
+    again.reconcile()
+    stalled = again.parsed_status().condition("Stalled")
+    assert stalled is not None and stalled.reason == reasons.SINK_TABLE_CLAIMED
+    message = stalled.message
+    assert f"public.orders_by_customer belongs to DerivedView {NAMESPACE}/{VIEW} (uid {UID})" \
+        in message
+    assert OTHER_UID in message and "deletionPolicy Retain" in message
+    assert "drop public.orders_by_customer and its indexes (public.orders_by_customer__*)" \
+        in message
+    assert "choose another spec.sink.postgres.table" in message
+
+
+def test_deleting_the_re_created_view_leaves_the_retained_alias_and_index() -> None:
+    """Even with deletionPolicy Delete: the alias and its index are the old view's (it never
+    held a finalizer: nothing of it waits for the operator)."""
+    _, again = retained_and_re_created(deletion_policy="Delete")
+    step([again], ticks=2)
+    tables, ledger = set(again.tables), dict(again.ledger)
+    again.deletion_timestamp = again.now
+    step([again], ticks=3)
+    assert (again.gone or not again.finalizers) and sink_effects(again) == []
+    assert again.alias == I1 and again.tables == tables and again.ledger == ledger
+    assert again.violations == []
+
+
+def test_an_alias_recorded_by_name_only_is_judged_by_name_and_gets_the_uid() -> None:
+    """From before UIDs were recorded: the view of its name owns it (as before the upgrade),
+    and its next switch records the UID, so no later view of the name takes it over."""
+    _, again = retained_and_re_created(alias_owner=f"{NAMESPACE}/{VIEW}")
+    step([again], ticks=12)
+    assert again.alias == I2 and again.alias_owner == IndexOwner(NAMESPACE, VIEW, OTHER_UID)
+    assert again.violations == []
+    later = twin(again, namespace=NAMESPACE, uid="uid-of-a-third-view",
+                 body=spec_body(SQL_V1))
+    later.alias, later.alias_owner = again.alias, again.alias_owner
+    later.reconcile()
+    assert later.condition("Stalled") == ("True", reasons.SINK_TABLE_CLAIMED)
+
+
+def test_an_alias_recorded_by_name_only_for_another_view_is_refused() -> None:
+    _, again = retained_and_re_created(alias_owner=f"billing/{VIEW}")
+    again.reconcile()
+    assert again.condition("Stalled") == ("True", reasons.SINK_TABLE_CLAIMED)
+    stalled = again.parsed_status().condition("Stalled")
+    assert stalled is not None and f"DerivedView billing/{VIEW};" in stalled.message
+    assert "two views cannot share an alias" in stalled.message
 
 
 # Hand-built observations --------------------------------------------------------------------

@@ -53,10 +53,12 @@ class Cluster(Secrets):
     def _write(self) -> None:
         assert not self.read_only, "observation wrote"
 
-    def spark_applications(self, namespace: str, view: str) -> list[dict[str, Any]]:
+    def spark_applications(self, namespace: str, view: str,
+                           view_namespace: str | None = None) -> list[dict[str, Any]]:
         return []
 
-    def driver_pods(self, namespace: str, view: str) -> list[dict[str, Any]]:
+    def driver_pods(self, namespace: str, view: str,
+                    view_namespace: str | None = None) -> list[dict[str, Any]]:
         return []
 
     def patch_view_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:

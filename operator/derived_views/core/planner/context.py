@@ -54,8 +54,9 @@ class Context:
     paused: bool
     retry_token: str | None
     promote_to: str
-    claimed_by: str | None
-    """Another view that owns the alias of this sink table: touch nothing of the sink's."""
+    claimed_by: IndexOwner | None
+    """Another view (another UID, or for an alias recorded by name only another name) the
+    alias of this sink table records as its owner: touch nothing of the sink's."""
     foreign: Mapping[str, IndexOwner]
     """Indexes another view records as its own (same name: same content and table): never
     resumed into, switched to or dropped; the desired or active one stalls the view."""
@@ -113,7 +114,8 @@ class Context:
             return []
         names = {self.spec.sink.secret_ref.name}
         base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
-        if self.cfg.checkpoint_secret and is_s3a(base):
+        if (self.cfg.checkpoint_secret and is_s3a(base)
+                and not self.cfg.job_namespace):  # else it is not in the view's namespace
             names.add(self.cfg.checkpoint_secret)
         return sorted(names)
 
@@ -176,8 +178,6 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
     desired = revision_of(spec)
     active = recorded_active(observed.status, sink)
     annotations = view.annotations
-    me = f"{view.namespace}/{view.name}"
-    owner = sink.alias_owner if sink is not None else None
     foreign = ownership.foreign_indexes(sink, view)
     index_of_active = naming.index_table(base, active) if active else None
     checkpoint_base = spec.spark.checkpoint_base
@@ -196,7 +196,7 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
         paused=view.paused and view.deletion_timestamp is None,
         retry_token=annotations.get(RETRY_ANNOTATION),
         promote_to=annotations.get(PROMOTE_ANNOTATION, "").strip(),
-        claimed_by=owner if owner not in (None, me) else None,
+        claimed_by=ownership.alias_claimed_by(sink, view),
         foreign=foreign,
         owned_refusal=ownership.first_refused(
             (naming.index_table(base, desired), index_of_active), foreign),

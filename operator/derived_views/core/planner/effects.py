@@ -6,13 +6,22 @@ or after this plan's switch) or of another view's index."""
 from __future__ import annotations
 
 from derived_views.core import reasons
-from derived_views.core.actions import CreateSparkApplication, DeleteSparkApplication, DropIndex
+from derived_views.core.actions import (
+    CreateSparkApplication,
+    DeleteSparkApplication,
+    DropIndex,
+    SecretCopy,
+)
 from derived_views.core.checkpoints import dropped_revision_location
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.revision import reader_schemas_of, with_content
 from derived_views.core.source_schema import reader_text
-from derived_views.core.sparkapplication import render_spark_application
+from derived_views.core.sparkapplication import (
+    job_secrets,
+    render_spark_application,
+    secret_copies,
+)
 from derived_views.core.sql_check import check_spec
 
 
@@ -21,7 +30,8 @@ def delete_app(ctx: Context, draft: Draft, revision: str) -> None:
     if ctx.paused or app is None or app.deleting:
         return
     if all(d.name != app.name for d in draft.deletes):
-        draft.deletes.append(DeleteSparkApplication(revision, app.name))
+        elsewhere = app.namespace if app.namespace not in ("", ctx.view.namespace) else ""
+        draft.deletes.append(DeleteSparkApplication(revision, app.name, elsewhere))
 
 
 def create_app(ctx: Context, draft: Draft, revision: str) -> None:
@@ -30,6 +40,8 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
         return
     if ctx.policy_refusal is not None or ctx.registry_problem is not None:
         return  # (a job whose registry cannot be asked would fail as it starts)
+    if ctx.obs.job_namespace_problem is not None:
+        return  # its job namespace is missing, or not the platform's for this namespace
     if revision in ctx.obs.driver_pods:
         return  # the previous job's driver pod is still there: a new one would be refused
     if revision in draft.held_jobs:
@@ -53,8 +65,12 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
         ctx.cfg.spark_template, config=ctx.cfg, namespace=ctx.view.namespace,
         view=ctx.view.name, uid=ctx.view.uid, spec=effective, revision=revision,
         checkpoint_location=record.checkpoint_location, reader_schemas=known)
+    copies: tuple[SecretCopy, ...] = ()
+    if manifest["metadata"]["namespace"] != ctx.view.namespace:
+        copies = secret_copies(job_secrets(effective, ctx.cfg, record.checkpoint_location),
+                               view=ctx.view.name, namespace=ctx.view.namespace, config=ctx.cfg)
     draft.creates.append(CreateSparkApplication(revision, manifest["metadata"]["name"],
-                                                manifest))
+                                                manifest, copies))
 
 
 def drop_index(ctx: Context, draft: Draft, revision: str) -> bool:

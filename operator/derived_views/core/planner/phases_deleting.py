@@ -31,7 +31,7 @@ def delete(ctx: Context, draft: Draft) -> None:
     elif ctx.claimed_by is not None:
         done = not ctx.apps
         message = (f"Stopped the view's jobs; left {ctx.where} and its "
-                   f"indexes to DerivedView {ctx.claimed_by}, which owns them.")
+                   f"indexes to {ctx.claimed_by.describe()}, which owns them.")
     elif ctx.sink is not None and ctx.sink.drop_blockers:
         done, message = deletion_blocked(ctx, draft, ctx.sink.drop_blockers, grace_over)
     elif ctx.sink is not None:

@@ -24,6 +24,13 @@ def checkpoint_not_durable(s: Standing) -> Verdict | None:
                    "the operator's base, or name a store every pod reaches")
 
 
+def job_namespace_unusable(s: Standing) -> Verdict | None:
+    problem = s.ctx.obs.job_namespace_problem
+    if problem is None:
+        return None
+    return Verdict("True", problem[0], problem[1] + s.keeps_serving)
+
+
 def refused_by_policy(s: Standing) -> Verdict | None:
     refusal = s.ctx.policy_refusal
     if refusal is None:
@@ -61,12 +68,11 @@ def check_refused(s: Standing) -> Verdict | None:
 
 
 def sink_table_claimed(s: Standing) -> Verdict | None:
-    if s.ctx.claimed_by is None:
+    ctx = s.ctx
+    if ctx.claimed_by is None:
         return None
-    return Verdict("True", reasons.SINK_TABLE_CLAIMED,
-                   f"{s.ctx.where} belongs to DerivedView {s.ctx.claimed_by}; "
-                   "two views cannot share an alias: choose another "
-                   f"{s.ctx.base_field}")
+    return Verdict("True", reasons.SINK_TABLE_CLAIMED, ownership.claim_message(
+        ctx.claimed_by, ctx.view, ctx.where, ctx.base_field))
 
 
 def index_owned_by_another_view(s: Standing) -> Verdict | None:
@@ -198,6 +204,7 @@ def active_index_missing(s: Standing) -> Verdict | None:
 PROBLEMS: tuple[Rule, ...] = (
     deletion_blocked,
     checkpoint_not_durable,
+    job_namespace_unusable,
     refused_by_policy,
     reader_schema_unknown,
     spec_refused,
