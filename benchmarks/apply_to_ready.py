@@ -62,7 +62,7 @@ from derived_views.api.spec import Cutover
 from derived_views.api.status import DerivedViewStatus
 from derived_views.cli.plot import write_png
 from derived_views.cli.plot_data import plot_data
-from derived_views.settings import from_env
+from derived_views.process.environment import from_env
 from dvstack import replay
 from dvstack import results as results_file
 from dvstack.cli import apply_crds

@@ -4,7 +4,7 @@ Builds an active and a candidate index of N rows each (a text key, two numbers; 
 candidate misses 1% of the keys) in a scratch schema of the stack's PostgreSQL, then
 times, on the same connection:
 - the baseline: `SELECT count(*)` of the candidate (one sequential scan);
-- each check as the operator runs it (core.checks + adapters.postgres_checks): rowCount,
+- each check as the operator runs it (core.cutover.checks + adapters.postgres.checks): rowCount,
   keySample (1,000 keys each way) and an assertion (`... WHERE balance < 0`).
 Reports each check's seconds and its ratio to the baseline (median of 5 runs); nothing
 here asserts a time.
@@ -23,9 +23,9 @@ from typing import Any
 
 import psycopg
 
-from derived_views.adapters.postgres_checks import run_checks
+from derived_views.adapters.postgres.checks import run_checks
 from derived_views.api.spec import CutoverChecks
-from derived_views.core.checks import CheckRequest
+from derived_views.core.check_runs import CheckRequest
 from dvstack.settings import load
 
 RUNS = 5

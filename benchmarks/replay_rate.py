@@ -69,8 +69,8 @@ from kubernetes import client, config
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
 from derived_views.api.spec import DEFAULT_MAX_OFFSETS_PER_TRIGGER
-from derived_views.core.avro_schema import spark_ddl
-from derived_views.core.sparkapplication import DRIVER_ONLY_ROLES, secret_mounts
+from derived_views.core.job.sparkapplication import DRIVER_ONLY_ROLES, secret_mounts
+from derived_views.core.judges.avro_schema import spark_ddl
 from dvstack import avro_orders, kafka_broker, replay
 from dvstack import results as results_file
 from dvstack.schema_registry_client import register

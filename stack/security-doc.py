@@ -97,7 +97,7 @@ def _checks(results: Path) -> tuple[str, str | None]:
     hostile, legitimate = found["hostile"], found.get("legitimate", [])
     lines = ["### Hostile cutover checks", "",
              f"{len(hostile)} check SQL texts from `tests/hostile_checks.py`, judged by "
-             "PostgreSQL's own parser (`core/check_sql.py`) and then, to show what the "
+             "PostgreSQL's own parser (`core/judges/assertion_sql.py`) and then, to show what the "
              "server would have done had a check got through, sent to the stack's "
              "PostgreSQL as a check role through the extended protocol "
              "(`tests/integration/adapters/test_postgres_check_protocol.py`); "

@@ -1,6 +1,6 @@
 """What a tenant writes as cutover-check SQL to get more than a read of its own index.
 
-One catalogue for the unit test of core.check_sql (refused before it runs, with the
+One catalogue for the unit test of core.judges.assertion_sql (refused before it runs, with the
 expected message), the integration test against the stack's PostgreSQL (what the
 server itself does with what gets past) and the table in docs/security.md. The
 legitimate checks must keep passing: an allowlist that refuses them is no use.
@@ -19,7 +19,7 @@ class Hostile:
     cls: str
     sql: str
     expected: str
-    """A part of core.check_sql's refusal."""
+    """A part of core.judges.assertion_sql's refusal."""
     unrun: str = ""
     """Why the integration test does not send it to the shared server anyway ("": it does)."""
 
@@ -297,12 +297,12 @@ LEGITIMATE: list[Legitimate] = [
 class Misread:
     what: str
     sql: str
-    """Accepted by core.check_sql; `{schema}` is the schema the sink user owns."""
+    """Accepted by core.judges.assertion_sql; `{schema}` is the schema the sink user owns."""
     settings: dict[str, str]
     """The sink user's own defaults, each value as `ALTER ROLE ... SET name = <value>` takes
     it (quoted where it must be); `{schema}` as above."""
     read: tuple[str, ...]
-    """The check's first row as core.check_sql read the text (PostgreSQL's defaults)."""
+    """The check's first row as core.judges.assertion_sql read the text (PostgreSQL's defaults)."""
     setup: str = ""
     """Run as the sink user first (its own objects)."""
 

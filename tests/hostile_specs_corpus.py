@@ -6,7 +6,7 @@ a Spark DDL in `source.schema` (format json) or an inline Avro reader schema (fo
 Each hostile one is refused before any job, with `reason` and a part of the refusal
 (`says`); a few are longer than the CRD allows (layer "admission": the spec is refused when
 read, and the schema judges refuse them too). Each legitimate one sits at a judge's limit
-(core.spark_ddl, core.avro_schema) and is accepted by every judge, so the time a judge takes
+(core.judges.spark_ddl, core.judges.avro_schema) and is accepted by every judge, so the time a judge takes
 on the worst of them is the most an accepted spec costs it.
 """
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import kopf
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache, OffsetsReader
-from derived_views.adapters.kafka_record_times import RecordTimesReader
-from derived_views.adapters.kube import (
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, OffsetsReader
+from derived_views.adapters.kafka.record_times import RecordTimesReader
+from derived_views.adapters.kube.client import (
     SPARK_GROUP,
     SPARK_PLURAL,
     SPARK_VERSION,
@@ -41,18 +41,18 @@ from derived_views.adapters.kube import (
 )
 from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION, VIEW_NAMESPACE_LABEL
-from derived_views.check_runner import CheckRunner
 from derived_views.core.cadence import ViewKey, next_pass_in
-from derived_views.core.kafka_connection import KafkaCluster
-from derived_views.core.sparkapplication import TEMPLATE_PATH, load_template
-from derived_views.failpoints import Failpoints
-from derived_views.heap import keep_trimmed
-from derived_views.metrics import Metrics
-from derived_views.pass_timers import PassTimers
+from derived_views.core.job.sparkapplication import TEMPLATE_PATH, load_template
+from derived_views.core.log.kafka_connection import KafkaCluster
+from derived_views.process.environment import from_env, operator_config
+from derived_views.process.failpoints import Failpoints
+from derived_views.process.malloc import keep_trimmed
+from derived_views.process.metrics import Metrics
+from derived_views.reconcile.check_runner import CheckRunner
 from derived_views.reconcile.deps import Deps
+from derived_views.reconcile.pass_timers import PassTimers
 from derived_views.reconcile.run import PassOutcome, run_pass
-from derived_views.settings import from_env, operator_config
-from derived_views.settled_watch import SettledWatch
+from derived_views.reconcile.settled_watch import SettledWatch
 
 SETTINGS = from_env()
 TOPIC_REGISTRATION_SECONDS = 600.0
@@ -182,7 +182,7 @@ class _QuietRefresh(logging.Filter):
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
-    # Kopf's own calls are bounded like ours (adapters.kube.REQUEST_TIMEOUT): a hung API
+    # Kopf's own calls are bounded like ours (adapters.kube.client.REQUEST_TIMEOUT): a hung API
     # server fails a call, it never holds a handler for good.
     settings.networking.connect_timeout = 10
     settings.networking.request_timeout = 60

@@ -7,8 +7,8 @@ import sys
 import kopf  # noqa: F401  (the CLI below imports it too; keeps the dependency explicit)
 from kopf.cli import main as kopf_main
 
-from derived_views.heap import limit_arenas
-from derived_views.settings import SettingsError, from_env
+from derived_views.process.environment import SettingsError, from_env
+from derived_views.process.malloc import limit_arenas
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ names a file, and then inert until a test *arms* that file with this job's revis
 (or empty, for any job). The first job to reach the point takes the file (an atomic
 rename to `<file>.held`, holding its pid) and waits until `<file>.release` exists or
 ten minutes pass. main.py reads the key once and hands the sink the failpoint as its
-`before_commit`; the operator has the same kind (derived_views.failpoints), in its own
+`before_commit`; the operator has the same kind (derived_views.process.failpoints), in its own
 image.
 """
 

@@ -50,7 +50,7 @@ def _jaas_quote(value: str) -> str:
 def sasl_options(env: Mapping[str, str]) -> dict[str, str]:
     """Kafka client security options from `env` (the Kafka Secret's keys, named as variables).
 
-    Same contract as the operator's `core.kafka_connection.client_settings`: protocol
+    Same contract as the operator's `core.log.kafka_connection.client_settings`: protocol
     SASL_SSL unless `securityProtocol` says SASL_PLAINTEXT or SSL; mechanism PLAIN
     unless SCRAM-SHA-256/512; a `ca.crt` PEM becomes a PEM truststore.
     """

@@ -65,7 +65,7 @@ operator dropping it while the start-up waited for the lock, a deadlock with a t
 starts over and judges the table it then finds."""
 OWNER_KEY = "derivedviews.io/owner"
 """The index table's COMMENT: `{"derivedviews.io/owner": {"namespace", "name", "uid"}}`, the
-view that created it (the operator reads it back: adapters/postgres_sink.py)."""
+view that created it (the operator reads it back: adapters/postgres/sink.py)."""
 
 Connect = Callable[[], psycopg.Connection[Any]]
 

@@ -6,7 +6,7 @@ the JVM (`reflect('java.lang.System', 'getenv', 'PGPASSWORD')`), runs a command
 IMMEDIATE`), loads code (`ADD JAR`), writes (`INSERT OVERWRITE DIRECTORY`) or
 reads files (`csv.\\`file:///...\\``) would hand the view's author the job's
 credentials. The operator refuses such SQL before any job starts
-(core/sql_policy.py, with sqlglot and a lexer that follows Spark's); this check
+(core/judges/transform_policy.py, with sqlglot and a lexer that follows Spark's); this check
 is the authority, because it judges what Spark itself parsed and analysed, and a
 job started by hand is held to the same rule.
 

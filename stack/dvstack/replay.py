@@ -19,9 +19,9 @@ import psycopg
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from derived_views.adapters.kafka_offsets import fetch_end_offsets
-from derived_views.adapters.postgres_sink import ledger_positions
-from derived_views.core.tenancy import SECRET_LABEL as VIEW_SECRET_LABEL
+from derived_views.adapters.kafka.offsets import fetch_end_offsets
+from derived_views.adapters.postgres.sink import ledger_positions
+from derived_views.core.judges.tenancy import SECRET_LABEL as VIEW_SECRET_LABEL
 
 ORDER_SCHEMA = "order_id STRING, customer_id STRING, amount DOUBLE, ts TIMESTAMP"
 ORDERS_BY_CUSTOMER_SQL = (

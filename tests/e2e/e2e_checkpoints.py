@@ -7,7 +7,7 @@ from typing import Any
 import botocore.session
 from botocore.config import Config
 
-from derived_views.core.checkpoints import split_s3a
+from derived_views.core.job.checkpoints import split_s3a
 from dvstack import replay
 
 

@@ -33,8 +33,8 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from derived_views.adapters.kube import Kube
-from derived_views.core import job_state
+from derived_views.adapters.kube.client import Kube
+from derived_views.core.job import job_state
 from derived_views.core.observed import (
     FAILED_MOUNT,
     driver_from_pod,
@@ -169,7 +169,7 @@ Scenario = Callable[[Any, Any, Runtime, str], Record]
 def missing_secret_then_created(stack: Any, api: Any, runtime: Runtime, topic: str) -> Record:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     app = application(stack, runtime, "late-secret", topic, secret="views-db")
-    app["spec"]["driver"]["secrets"] = [  # what core.sparkapplication.secret_mounts renders
+    app["spec"]["driver"]["secrets"] = [  # what core.job.sparkapplication.secret_mounts renders
         {"name": "late-db", "path": "/mnt/secrets/late-db", "secretType": "Generic"}]
     custom.create_namespaced_custom_object(G, V, runtime.namespace, P, app)
     with Poller(stack.kubeconfig, runtime.namespace, "late-secret") as poller:

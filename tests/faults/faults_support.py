@@ -22,8 +22,8 @@ from e2e_operator import operator_env
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
-from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW
-from derived_views.failpoints import BEFORE_SWITCH_ENV
+from derived_views.core.judges.tenancy import DEFAULT_SPARK_CONF_ALLOW
+from derived_views.process.failpoints import BEFORE_SWITCH_ENV
 from dvjob.failpoints import BEFORE_COMMIT_CONF
 from dvstack import replay
 from dvstack.traffic import AliasReader, LiveProducer

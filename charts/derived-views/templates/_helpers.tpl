@@ -240,7 +240,7 @@ write only this release's one. Call with (dict "root" $ "resource" "...").
 
 {{/*
 A CEL test that `var` matches one of `patterns` (a value, or a prefix ending in *):
-the operator's rule (core/tenancy.py `matches`) in CEL. The values schema keeps
+the operator's rule (core/judges/tenancy.py `matches`) in CEL. The values schema keeps
 quotes and backslashes out of patterns, so single-quoting them is safe.
 */}}
 {{- define "dv.celMatches" -}}

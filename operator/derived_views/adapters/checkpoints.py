@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from derived_views.adapters.kube import Kube, SecretMissing
+from derived_views.adapters.kube.client import Kube, SecretMissing
 from derived_views.api.constants import MANAGED_BY, MANAGED_BY_LABEL
-from derived_views.core import checkpoints
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.job import checkpoints
 
 log = logging.getLogger("derived_views")
 

@@ -25,9 +25,9 @@ def open_session(spec: DerivedViewSpec, secret_data: Mapping[str, str],
     """
     kind = spec.sink.kind
     if kind == "postgres":
-        from derived_views.adapters.postgres_session import PostgresSession
+        from derived_views.adapters.postgres.session import PostgresSession
         return PostgresSession.open(secret_data, config, pools)
     if kind == "opensearch":
-        from derived_views.adapters.opensearch_session import OpenSearchSession
+        from derived_views.adapters.opensearch.session import OpenSearchSession
         return OpenSearchSession.open(secret_data, config, pools)
     raise SinkSecretInvalid(f"sink kind {kind!r}: this operator serves {', '.join(SINK_KINDS)}")

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.checks import CheckRequest, Measurement
-from derived_views.core.monotonic import Guard
+from derived_views.core.check_runs import CheckRequest
+from derived_views.core.cutover.checks import Measurement
+from derived_views.core.cutover.monotonic import Guard
 from derived_views.core.observed import IndexOwner, LedgerPosition, SinkObserved
 
 
@@ -35,7 +36,7 @@ CATCH_UP_POLL_SECONDS = 0.1
 
 
 class SwitchDeferred(Exception):
-    """The switch would take readers back in time (core.monotonic), or the active's writes
+    """The switch would take readers back in time (core.cutover.monotonic), or the active's writes
     could not be held long enough to tell: nothing changed; a later pass tries again."""
 
 
@@ -48,7 +49,7 @@ def wait_until_level(guard: Guard, read_heads: Callable[[], Mapping[str, LedgerP
     A sink calls it twice: first with nothing held, then with the serving index's writes
     held. The level is fixed at the first read because, with nothing held, the serving job
     goes on committing: a candidate must not have to be level with a moving head, which it
-    is only by chance once its batches take longer than the trigger interval (core.monotonic).
+    is only by chance once its batches take longer than the trigger interval (core.cutover.monotonic).
     Held, the first read is the held level."""
     deadline = time.monotonic() + guard.wait_seconds
     level: LedgerPosition | None = None

@@ -1,6 +1,6 @@
 """`dv`: the people-facing CLI for DerivedViews (status, watch, promote, pause, rollback, plot).
 
-The imperative shell: it reads views through adapters.kube_views, decides with
+The imperative shell: it reads views through adapters.kube.views, decides with
 the pure modules beside it and prints with rich. Every expected failure ends
 as one `error: ...` line on stderr and a non-zero exit code, never a traceback.
 """
@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from derived_views.adapters.kube_views import (
+from derived_views.adapters.kube.views import (
     Views,
     ViewsError,
     client_from_kubeconfig,

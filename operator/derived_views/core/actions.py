@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from derived_views.api.status import CheckRun, DerivedViewStatus, Intent
-from derived_views.core.checks import CheckRequest
-from derived_views.core.monotonic import Guard
+from derived_views.core.check_runs import CheckRequest
+from derived_views.core.cutover.monotonic import Guard
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class SwitchAlias:
     to_index: str
     from_index: str | None
     not_behind: Guard | None = None
-    """Checked again in the same step, with the active's writes held (core.monotonic): the
+    """Checked again in the same step, with the active's writes held (core.cutover.monotonic): the
     candidate has committed at least as far as the active; otherwise nothing changes."""
 
 
@@ -121,7 +121,7 @@ class DropIndex:
     """The dropping view's metadata.uid: the adapter refuses an index recorded for another
     view (and, without one, any index with a recorded owner)."""
     checkpoints: str = field(default="", compare=False)
-    """The revision's build-0 checkpoint location (core.checkpoints.dropped_revision_location):
+    """The revision's build-0 checkpoint location (core.job.checkpoints.dropped_revision_location):
     once the index is dropped, the shell deletes the revision's checkpoints there (a failure
     is logged, never raised). Empty: none are deleted."""
 

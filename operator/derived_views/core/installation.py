@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from derived_views.core.judges.tenancy import TenancyPolicy
 from derived_views.core.naming import LEDGER_TABLE, job_namespace
-from derived_views.core.tenancy import TenancyPolicy
 
 DEFAULT_MAIN_APPLICATION_FILE = "local:///opt/derived-views/spark_templates/derived_view_job.py"
 
@@ -26,7 +26,7 @@ class OperatorConfig:
     """
 
     spark_template: str
-    """Text of spark_templates/sparkapplication.yaml (see core.sparkapplication.load_template)."""
+    """Text of spark_templates/sparkapplication.yaml (see core.job.sparkapplication.load_template)."""
     spark_image: str
     """Job image when the view does not name one."""
     checkpoint_base: str
@@ -40,7 +40,7 @@ class OperatorConfig:
     """`fs.s3a.endpoint.region` for s3a:// checkpoints."""
     in_cluster: bool = False
     """The operator runs in a pod: checkpoints must be on a store every pod reaches
-    (see core.checkpoints.durable_base_problem)."""
+    (see core.job.checkpoints.durable_base_problem)."""
     main_application_file: str = DEFAULT_MAIN_APPLICATION_FILE
     spark_jars: tuple[str, ...] = ()
     """`deps.jars`: the Kafka connector jars (and anything else every job needs)."""

@@ -20,10 +20,10 @@ from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL,
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import naming
-from derived_views.core.checks import Held
+from derived_views.core.check_runs import Held
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.judges.source_schema import pinned_reader
 from derived_views.core.revision import revision_of
-from derived_views.core.source_schema import pinned_reader
 from derived_views.core.times import parse_timestamp
 
 TopicPartition = tuple[str, int]
@@ -277,7 +277,7 @@ class Observed:
     record_times: Mapping[tuple[TopicPartition, int], dt.datetime | None] = field(
         default_factory=dict)
     """Kafka timestamps of the records at the ledger's committed offsets, for staleness
-    (core.staleness.RecordTimes: read after the end offsets, for `wanted_offsets`)."""
+    (core.log.staleness.RecordTimes: read after the end offsets, for `wanted_offsets`)."""
     missing_topics: frozenset[str] = frozenset()
     """Topics of `topics_to_observe` the Kafka cluster says do not exist."""
     source_problem: tuple[str, str] | None = None
@@ -292,7 +292,7 @@ class Observed:
     exists: a new SparkApplication must wait until the previous one's driver pod is gone."""
     switch_deferred: tuple[str, str] | None = None
     """(revision, why) when the sink deferred a switch to `revision` since the last pass
-    (core.monotonic: the candidate stayed behind the serving index)."""
+    (core.cutover.monotonic: the candidate stayed behind the serving index)."""
     checks: Held = field(default_factory=Held)
     """The view's cutover checks as the operator's check runner holds them: a finished run
     no pass has taken yet, and whether one is queued or measuring."""

@@ -34,7 +34,7 @@ CHECKING: Final = "Checking"
 """Reconciling: the gate holds and the cutover checks run (or wait to)."""
 BEHIND_ACTIVE: Final = "BehindActive"
 """Reconciling: the sink deferred the switch: the candidate stayed behind the serving index
-on a partition, and switching would take readers back in time (core.monotonic)."""
+on a partition, and switching would take readers back in time (core.cutover.monotonic)."""
 
 # --- lag (CaughtUp) ---------------------------------------------------------------------
 LAG_WITHIN_GATE: Final = "LagWithinGate"
@@ -49,7 +49,7 @@ SPEC_NOT_JUDGED: Final = "SpecNotJudged"
 INVALID_SCHEMA: Final = "InvalidSchema"
 INVALID_TRANSFORM: Final = "InvalidTransform"
 POLICY_VIOLATION: Final = "PolicyViolation"
-"""Everything the tenancy policy refuses (core.tenancy, core.sql_policy)."""
+"""Everything the tenancy policy refuses (core.judges.tenancy, core.judges.transform_policy)."""
 CHECKPOINT_NOT_DURABLE: Final = "CheckpointNotDurable"
 JOB_NAMESPACE_MISSING: Final = "JobNamespaceMissing"
 """The view's jobs run in a job namespace (DV_JOB_NAMESPACE) that does not exist or is not
@@ -82,7 +82,7 @@ than the log had from offset 0): retention or delete-records removed records bef
 replay read them. Not promoted under `source.history: complete`."""
 HYDRATING: Final = "Hydrating"
 """CaughtUp is False: the revision's index does not yet hold every record that existed when
-it was created; no gate opens before (core.history)."""
+it was created; no gate opens before (core.log.history)."""
 STALE: Final = "Stale"
 """Ready is False: the serving index is older than the gate (its job stopped, restarts or
 falls behind); Ready returns once it is back within the gate."""

@@ -40,7 +40,12 @@ from typing import Any
 
 from derived_views.api.spec import BadRecords, DerivedViewSpec
 from derived_views.api.status import RevisionContent, SubjectVersion
-from derived_views.core.source_schema import NONE_KNOWN, ReaderSchemas, pinned_reader, shape_text
+from derived_views.core.judges.source_schema import (
+    NONE_KNOWN,
+    ReaderSchemas,
+    pinned_reader,
+    shape_text,
+)
 
 REVISION_LENGTH = 10
 """Hex characters: 40 bits, so two revisions of one view colliding is not a practical concern,

@@ -9,16 +9,17 @@ import time
 from typing import Any
 
 from derived_views.adapters import checkpoints as ckpt
-from derived_views.adapters.kube import EventRefused
+from derived_views.adapters.kube.client import EventRefused
 from derived_views.adapters.sink import open_session
 from derived_views.adapters.sink_contract import SinkSession, SwitchDeferred
 from derived_views.api.constants import SECRET_FINALIZER, VIEW_LABEL, VIEW_NAMESPACE_LABEL
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.check_runner import Found, Measure
 from derived_views.core import actions as A
-from derived_views.core import checks
+from derived_views.core import check_runs
 from derived_views.core.cadence import ViewKey
+from derived_views.core.cutover import checks
 from derived_views.core.observed import IndexOwner, view_from_object
+from derived_views.reconcile.check_runner import Found, Measure
 from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.secrets import PassSecrets
 
@@ -38,7 +39,7 @@ def act(actions: list[A.Action], body: dict[str, Any], key: ViewKey, deps: Deps,
             released = _act(action, body, key, deps, sink, record) or released
         except SwitchDeferred as deferred:
             # Not a failure: the candidate is behind the serving index where the switch
-            # happens (core.monotonic). Nothing after the switch may be written (the status
+            # happens (core.cutover.monotonic). Nothing after the switch may be written (the status
             # would say it happened); the next pass observes again and holds or switches.
             log.info("%s/%s: cutover deferred: %s", *key, deferred)
             if isinstance(action, A.SwitchAlias) and action.not_behind is not None:
@@ -74,7 +75,7 @@ def _measure(spec: DerivedViewSpec, namespace: str, deps: Deps) -> Measure:
     tenancy check as the pass."""
     secret = spec.sink.secret_ref.name
 
-    def measure(req: checks.CheckRequest) -> Found:
+    def measure(req: check_runs.CheckRequest) -> Found:
         data = PassSecrets(deps.kube, namespace, deps.config.tenancy).secret_data(namespace,
                                                                                   secret)
         session = open_session(spec, data, deps.config, deps.sink_pools)

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache
-from derived_views.adapters.kafka_record_times import RecordTimesReader
-from derived_views.adapters.kafka_topic_configs import TopicConfigsCache
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache
+from derived_views.adapters.kafka.record_times import RecordTimesReader
+from derived_views.adapters.kafka.topic_configs import TopicConfigsCache
+from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.status import DerivedViewStatus
-from derived_views.check_runner import CheckRunner
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.kafka_connection import SourceOffsets
-from derived_views.failpoints import Failpoints
-from derived_views.metrics import Metrics
+from derived_views.core.log.kafka_connection import SourceOffsets
+from derived_views.process.failpoints import Failpoints
+from derived_views.process.metrics import Metrics
+from derived_views.reconcile.check_runner import CheckRunner
 from derived_views.reconcile.job_namespaces import JobNamespaces
-from derived_views.switch_deferrals import SwitchDeferrals
+from derived_views.reconcile.switch_deferrals import SwitchDeferrals
 
 
 @dataclass

@@ -10,22 +10,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from derived_views.adapters.kafka_offsets import OffsetsUnavailable
-from derived_views.adapters.kafka_record_times import RecordTimesUnavailable
-from derived_views.adapters.kube import EventsUnreadable, Kube, SecretMissing
+from derived_views.adapters.kafka.offsets import OffsetsUnavailable
+from derived_views.adapters.kafka.record_times import RecordTimesUnavailable
+from derived_views.adapters.kube.client import EventsUnreadable, Kube, SecretMissing
 from derived_views.adapters.sink import open_session
 from derived_views.adapters.sink_contract import SinkSecretInvalid, SinkSession, SinkUnavailable
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import reasons
 from derived_views.core.cadence import ViewKey
-from derived_views.core.job_state import KNOWN_STATES
-from derived_views.core.kafka_connection import (
+from derived_views.core.job.job_state import KNOWN_STATES
+from derived_views.core.judges.tenancy import cluster_refusal, secrets_of
+from derived_views.core.log.freshness import committed_beyond, decides_gate
+from derived_views.core.log.kafka_connection import (
     KafkaCluster,
     KafkaSecretInvalid,
     SourceOffsets,
     client_settings,
 )
+from derived_views.core.log.staleness import RecordTimes, wanted_offsets
 from derived_views.core.observed import (
     FAILED_MOUNT,
     DriverObserved,
@@ -44,9 +47,6 @@ from derived_views.core.observed import (
     view_from_object,
     with_drivers,
 )
-from derived_views.core.offsets_freshness import committed_beyond, decides_gate
-from derived_views.core.staleness import RecordTimes, wanted_offsets
-from derived_views.core.tenancy import cluster_refusal, secrets_of
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.job_namespaces import placement
 from derived_views.reconcile.registry_reading import registry_reading
@@ -170,7 +170,7 @@ def topic_configs(key: ViewKey, deps: Deps, offsets: SourceOffsets
 def record_times(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
                  offsets: SourceOffsets, sink: SinkObserved | None) -> RecordTimes:
     """Timestamps of the records at the observed revisions' committed offsets, read after the
-    end offsets (core.staleness); empty (staleness unknown) when they cannot be read."""
+    end offsets (core.log.staleness); empty (staleness unknown) when they cannot be read."""
     if sink is None or offsets.ends is None or offsets.cluster is None:
         return {}
     positions: list[LedgerPosition | None] = list(sink.ledger.values())

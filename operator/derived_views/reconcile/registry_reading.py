@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from derived_views.adapters.kube import SecretMissing
+from derived_views.adapters.kube.client import SecretMissing
 from derived_views.adapters.schema_registry import (
     SECRET_KEYS,
     Registry,
@@ -22,9 +22,9 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import reasons
 from derived_views.core.cadence import ViewKey
+from derived_views.core.judges.source_schema import value_subjects
+from derived_views.core.judges.tenancy import registry_refusal
 from derived_views.core.observed import RegistryObserved, reader_to_fetch
-from derived_views.core.source_schema import value_subjects
-from derived_views.core.tenancy import registry_refusal
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
 

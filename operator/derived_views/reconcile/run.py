@@ -1,5 +1,5 @@
 """One pass for one view: observe, plan, act, and what the caller learns (PassOutcome). A spec
-that cannot be read or judged ends Stalled (core.unjudged) instead of raising, and its
+that cannot be read or judged ends Stalled (core.judges.unjudged) instead of raising, and its
 deletion still runs."""
 
 from __future__ import annotations
@@ -17,15 +17,16 @@ from derived_views.api.constants import FINALIZER, SECRET_FINALIZER
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CONDITION_MESSAGE_LIMIT, DerivedViewStatus, clip_text
 from derived_views.core import actions as A
-from derived_views.core import reasons, unjudged
+from derived_views.core import reasons
 from derived_views.core.cadence import ViewKey, settled
-from derived_views.core.kafka_connection import SourceOffsets
+from derived_views.core.judges import unjudged
+from derived_views.core.log.kafka_connection import SourceOffsets
 from derived_views.core.observed import Observed, status_from_object
 from derived_views.core.plan import plan
 from derived_views.reconcile.act import act, emit
 from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.observe import observe
-from derived_views.settled_watch import Seen
+from derived_views.reconcile.settled_watch import Seen
 
 log = logging.getLogger("derived_views")
 
@@ -93,7 +94,7 @@ def _settled_reading(meta: dict[str, Any], status: DerivedViewStatus,
 
 def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
                record: PassRecord, *, stand_in: bool = False, planner: Planner = plan) -> bool:
-    """The pass; a spec that cannot be read or judged ends Stalled (core.unjudged) instead of
+    """The pass; a spec that cannot be read or judged ends Stalled (core.judges.unjudged) instead of
     raising, and its deletion still runs (`stand_in`: the spec is deletion_spec's)."""
     ns, name = key
     deleting = bool(body["metadata"].get("deletionTimestamp"))
@@ -113,7 +114,7 @@ def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
         record.stage = "plan"
         try:
             actions = planner(spec, seen.observed, now)
-        except Exception as exc:  # judging the author's input raised: core.unjudged
+        except Exception as exc:  # judging the author's input raised: core.judges.unjudged
             deps.metrics.reconcile_error(ns, name, "judge")
             log.warning("%s/%s: %s: %s", ns, name, reasons.SPEC_NOT_JUDGED,
                         unjudged.first_line(exc))
@@ -135,7 +136,7 @@ def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
 
 def _stall(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime, reason: str,
            message: str) -> None:
-    """Write the Stalled status of a spec that cannot run (core.unjudged, through
+    """Write the Stalled status of a spec that cannot run (core.judges.unjudged, through
     core.conditions: an unchanged condition keeps its lastTransitionTime); nothing when the
     stored status already says so, so an unjudged view is not written to on every poll."""
     patch = unjudged.stalled_status(body, reason, message, now)
@@ -146,7 +147,7 @@ def _stall(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime, rea
 def _delete_unjudged(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
                      record: PassRecord, why: str, *, stand_in: bool, planner: Planner) -> bool:
     """Delete a view whose spec cannot be read or judged: first by the planner's own deletion
-    on a stand-in spec (core.unjudged.deletion_spec: the sink, the deletion policy and the
+    on a stand-in spec (core.judges.unjudged.deletion_spec: the sink, the deletion policy and the
     jobs are the view's own; only what is judged is set aside); when even that cannot run,
     by what is safe without a spec (_release_unread)."""
     if not stand_in:

@@ -3,8 +3,8 @@ not let views use never handed out (the operator does not connect with it either
 
 from __future__ import annotations
 
-from derived_views.adapters.kube import Kube, SecretMissing
-from derived_views.core.tenancy import TenancyPolicy, secret_refusal
+from derived_views.adapters.kube.client import Kube, SecretMissing
+from derived_views.core.judges.tenancy import TenancyPolicy, secret_refusal
 
 
 class SecretNotLabelled(SecretMissing):

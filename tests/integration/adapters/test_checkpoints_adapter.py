@@ -17,9 +17,9 @@ from derived_views.adapters.checkpoints import (
     delete_dropped_revision,
     delete_revision_checkpoints,
 )
-from derived_views.adapters.kube import Kube
-from derived_views.core.checkpoints import dropped_revision_location
+from derived_views.adapters.kube.client import Kube
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.job.checkpoints import dropped_revision_location
 from dvstack import replay
 
 REVISION, OTHER = "71250ff800", "71250ff801"
@@ -105,7 +105,7 @@ def test_other_stores_are_refused_with_what_to_do() -> None:
 
 def planned_location(namespace: str, base: str) -> str:
     """Where the plan's DropIndex says the revision's checkpoints are: status recorded its
-    rebuild `<revision>.1`; the drop names the build-0 location (core.checkpoints)."""
+    rebuild `<revision>.1`; the drop names the build-0 location (core.job.checkpoints)."""
     return dropped_revision_location(
         [(REVISION, f"{base}/{namespace}/orders/{REVISION}.1")], None, "/unused", namespace,
         "orders", REVISION)

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kubernetes import client
 
-from derived_views.adapters.kafka_offsets import (
+from derived_views.adapters.kafka.offsets import (
     EndOffsetsCache,
     OffsetsReader,
     OffsetsUnavailable,
@@ -22,12 +22,12 @@ from derived_views.adapters.kafka_offsets import (
     fetch_log_starts,
     read_end_offsets,
 )
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.kafka_connection import KafkaCluster, client_settings
-from derived_views.core.tenancy import parse_policy
+from derived_views.core.judges.tenancy import parse_policy
+from derived_views.core.log.kafka_connection import KafkaCluster, client_settings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import end_offsets
 from dvstack import replay

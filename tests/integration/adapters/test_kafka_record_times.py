@@ -9,8 +9,8 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from derived_views.adapters.kafka_record_times import RecordTimesReader, RecordTimesUnavailable
-from derived_views.core.kafka_connection import KafkaCluster, client_settings
+from derived_views.adapters.kafka.record_times import RecordTimesReader, RecordTimesUnavailable
+from derived_views.core.log.kafka_connection import KafkaCluster, client_settings
 
 BASE = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 

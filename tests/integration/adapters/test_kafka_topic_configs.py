@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from derived_views.adapters.kafka_topic_configs import (
+from derived_views.adapters.kafka.topic_configs import (
     TopicConfigsCache,
     TopicConfigsUnavailable,
     describe_topic_configs,
 )
-from derived_views.core.kafka_connection import KafkaCluster, SourceOffsets, client_settings
+from derived_views.core.log.kafka_connection import KafkaCluster, SourceOffsets, client_settings
 from derived_views.core.observed import TopicRetention
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import topic_configs

@@ -13,9 +13,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from derived_views.adapters.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube
+from derived_views.adapters.kube.client import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.job.sparkapplication import load_template, render_spark_application
 from derived_views.core.observed import (
     FAILED_MOUNT,
     DriverObserved,
@@ -26,7 +27,6 @@ from derived_views.core.observed import (
     spark_application_from_object,
 )
 from derived_views.core.revision import revision_of
-from derived_views.core.sparkapplication import load_template, render_spark_application
 from dvstack.waiting import wait_for
 
 VIEW = "orders-by-customer"

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from derived_views.adapters.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube
+from derived_views.adapters.kube.client import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube
 from derived_views.api.constants import JOBS_FOR_LABEL
 from derived_views.core import actions as A
 from derived_views.reconcile.act import create_job

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from opensearchpy import NotFoundError, OpenSearch
 
-from derived_views.adapters import opensearch_ledger
-from derived_views.adapters.opensearch_session import AliasConflict, OpenSearchSession
+from derived_views.adapters.opensearch import ledger as opensearch_ledger
+from derived_views.adapters.opensearch.session import AliasConflict, OpenSearchSession
 from derived_views.adapters.sink_contract import (
     SinkPools,
     SinkSecretInvalid,
@@ -26,9 +26,10 @@ from derived_views.adapters.sink_contract import (
 )
 from derived_views.api.spec import CutoverChecks, DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.checks import CheckRequest, KeySampleFound, RowCounts
+from derived_views.core.check_runs import CheckRequest
+from derived_views.core.cutover.checks import KeySampleFound, RowCounts
+from derived_views.core.cutover.monotonic import Guard
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.monotonic import Guard
 from derived_views.core.observed import IndexOwner
 from dvstack.waiting import wait_for
 

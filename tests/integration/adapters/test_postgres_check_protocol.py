@@ -1,10 +1,10 @@
 """Cutover checks against the stack's PostgreSQL as a hostile tenant writes them: what the
 server does with each SQL text of tests/hostile_checks.py when it is run anyway (as if
-core.check_sql were bypassed), the extended protocol that refuses a second statement, the
+core.judges.assertion_sql were bypassed), the extended protocol that refuses a second statement, the
 time budget, and the pooled connection that is reset before anyone else gets it.
 
 The per-attempt results go to `results/hostile_checks.json` under the stack's state
-directory, for the table in docs/security.md: the refusal, how long core.check_sql took to
+directory, for the table in docs/security.md: the refusal, how long core.judges.assertion_sql took to
 judge the text (uncached), and what the server did with it.
 """
 
@@ -21,11 +21,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from derived_views.adapters.postgres_checks import run_checks
-from derived_views.adapters.postgres_pool import PgPool
+from derived_views.adapters.postgres.checks import run_checks
+from derived_views.adapters.postgres.pool import PgPool
 from derived_views.api.spec import CutoverChecks, SqlAssertion
-from derived_views.core import checks
-from derived_views.core.check_sql import check_sql_problem
+from derived_views.core import check_runs
+from derived_views.core.cutover import checks
+from derived_views.core.judges.assertion_sql import check_sql_problem
 from hostile_checks import HOSTILE, LEGITIMATE
 
 CAND, ACTIVE = "acct__cand000002", "acct__actv000002"
@@ -33,8 +34,8 @@ ESCAPED = "escaped_by_check"
 
 
 def request(schema: str, assertions: list[dict[str, Any]], *, budget: float | None = None
-            ) -> checks.CheckRequest:
-    return checks.CheckRequest(
+            ) -> check_runs.CheckRequest:
+    return check_runs.CheckRequest(
         revision="cand000002", schema=schema, index=CAND, active_index=ACTIVE,
         primary_key=("customer_id",), same_key=True,
         checks=CutoverChecks.model_validate({"assertions": assertions}), checks_hash="h",
@@ -200,7 +201,7 @@ def test_legitimate_checks_run_and_pass(conn: psycopg.Connection[Any], indexes: 
 
 def test_the_hostile_corpus_against_the_server(stack: Any, conn: psycopg.Connection[Any],
                                                indexes: str, check_role: str) -> None:
-    """Each hostile text refused by core.check_sql; run anyway as the check role, on a pooled
+    """Each hostile text refused by core.judges.assertion_sql; run anyway as the check role, on a pooled
     connection, nothing survives: no table, no write, no lock, no setting, no role."""
     pool = PgPool(1)
     key = f"hostile-{uuid.uuid4().hex[:8]}"
@@ -214,7 +215,7 @@ def test_the_hostile_corpus_against_the_server(stack: Any, conn: psycopg.Connect
         judged = time.perf_counter() - started
         assert refusal is not None and hostile.expected in refusal, hostile.sql
         entry: dict[str, Any] = {"class": hostile.cls, "sql": hostile.sql,
-                                 "layer": "core.check_sql", "message": refusal,
+                                 "layer": "core.judges.assertion_sql", "message": refusal,
                                  "judge_ms": round(judged * 1000, 3)}
         if hostile.unrun:
             entry["server"] = f"not run here ({hostile.unrun})"

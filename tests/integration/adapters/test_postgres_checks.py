@@ -18,8 +18,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from derived_views.adapters import postgres_checks
-from derived_views.adapters.postgres_checks import (
+from derived_views.adapters.postgres import checks as postgres_checks
+from derived_views.adapters.postgres.checks import (
     COLUMN_LIMIT,
     VALUE_LIMIT,
     capped_query,
@@ -27,15 +27,16 @@ from derived_views.adapters.postgres_checks import (
     session_settings,
 )
 from derived_views.api.spec import CutoverChecks, SqlAssertion
-from derived_views.core import checks
+from derived_views.core import check_runs
+from derived_views.core.cutover import checks
 from hostile_checks import MISREAD, Misread
 
 CAND, ACTIVE = "acct__cand000001", "acct__actv000001"
 
 
 def request(schema: str, body: dict[str, Any], *, active: str | None = ACTIVE
-            ) -> checks.CheckRequest:
-    return checks.CheckRequest(
+            ) -> check_runs.CheckRequest:
+    return check_runs.CheckRequest(
         revision="cand000001", schema=schema, index=CAND, active_index=active,
         primary_key=("customer_id",), same_key=True,
         checks=CutoverChecks.model_validate(body), checks_hash="h")
@@ -95,7 +96,7 @@ def test_a_slow_query_times_out_as_an_error(conn: psycopg.Connection[Any], index
 
 def test_checks_cannot_write(conn: psycopg.Connection[Any], indexes: str) -> None:
     # a data-modifying CTE gets past a naive "starts with SELECT"; the server refuses it even
-    # if core.check_sql were bypassed (this request never passed it): DECLARE CURSOR takes
+    # if core.judges.assertion_sql were bypassed (this request never passed it): DECLARE CURSOR takes
     # none, and the transaction is read-only besides
     req = request(indexes, {"assertions": [
         {"name": "writes", "sql": "WITH gone AS (DELETE FROM {index} RETURNING customer_id) "
@@ -319,7 +320,7 @@ def _as_text(row: tuple[Any, ...] | None) -> tuple[str, ...] | None:
 def test_the_sink_user_s_defaults_do_not_change_how_a_check_reads(
         sink_user: LoginRole, indexes: str, misread: Misread) -> None:
     """Each text reads otherwise in a plain session of a sink user whose defaults say so
-    (what core.check_sql could not see); as a check it reads as the policy read it."""
+    (what core.judges.assertion_sql could not see); as a check it reads as the policy read it."""
     session = sink_user(misread.settings, misread.setup)
     rendered = checks.rendered_sql(SqlAssertion(name="m", sql=misread.sql), indexes, CAND,
                                    ACTIVE)
@@ -334,7 +335,7 @@ SETTINGS_READ = ("SELECT current_setting('work_mem'), current_setting('hash_mem_
                  "current_setting('search_path'), current_setting('standard_conforming_strings'),"
                  " current_setting('client_encoding'), current_setting('temp_file_limit') "
                  "FROM {index} LIMIT 1")
-"""Refused by core.check_sql (current_setting); run here directly to read the session."""
+"""Refused by core.judges.assertion_sql (current_setting); run here directly to read the session."""
 
 
 def test_a_check_gets_no_more_memory_than_postgres_defaults_whatever_the_sink_user_set(

@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from derived_views.adapters import postgres_sink as pg
+from derived_views.adapters.postgres import sink as pg
 
 
 def _oid(conn: psycopg.Connection[Any], schema: str, table: str) -> int:

@@ -1,5 +1,5 @@
 """Readers never go back in time: the PostgreSQL switch against real PostgreSQL, with the
-serving job's commits held while it compares the two ledgers (core.monotonic)."""
+serving job's commits held while it compares the two ledgers (core.cutover.monotonic)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from derived_views.adapters import postgres_sink as pg
+from derived_views.adapters.postgres import sink as pg
 from derived_views.adapters.sink_contract import SwitchDeferred
-from derived_views.core.monotonic import Guard
+from derived_views.core.cutover.monotonic import Guard
 from derived_views.core.observed import IndexOwner
 from dvstack.waiting import wait_for
 

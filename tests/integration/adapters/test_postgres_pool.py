@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from derived_views.adapters.postgres_pool import PgPool
+from derived_views.adapters.postgres.pool import PgPool
 from derived_views.adapters.sink_contract import SinkUnavailable
 from dvstack.waiting import wait_for
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from derived_views.adapters import postgres_sink as pg
+from derived_views.adapters.postgres import sink as pg
 from derived_views.core.observed import IndexOwner
 from dvstack.waiting import wait_for
 
@@ -510,7 +510,7 @@ def test_prune_ledger_keeps_what_resume_and_the_rate_read(conn: Any, schema: str
 def test_prune_ledger_keeps_the_bad_record_counts(conn: Any, schema: str) -> None:
     """The status shows the sum of each revision's ledger rows' bad_records: pruning moves
     what the pruned rows counted into the oldest kept row, never loses it."""
-    from derived_views.adapters.postgres_bad_records import bad_record_counts
+    from derived_views.adapters.postgres.bad_records import bad_record_counts
 
     _ledger(conn, schema)
     conn.execute(f'ALTER TABLE "{schema}".dv_ledger ADD COLUMN bad_records bigint NOT NULL '

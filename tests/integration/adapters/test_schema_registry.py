@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache
+from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.schema_registry import (
     Registry,
     RegistryUnavailable,
@@ -26,7 +26,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import reasons
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.tenancy import parse_policy
+from derived_views.core.judges.tenancy import parse_policy
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets

@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from derived_views.core.tenancy import DEFAULT_SPARK_CONF_ALLOW, conf_rule
+from derived_views.core.judges.tenancy import DEFAULT_SPARK_CONF_ALLOW, conf_rule
 from dvstack.chart import Release, short_id
 from dvstack.waiting import wait_for
 from tenancy_attempts import (

@@ -202,7 +202,7 @@ def test_rollback_without_retained_content_is_a_clear_error(cli_env: CliEnv) -> 
 
 
 def test_a_stale_resource_version_is_a_conflict(cli_env: CliEnv) -> None:
-    from derived_views.adapters.kube_views import Conflict, Views
+    from derived_views.adapters.kube.views import Conflict, Views
 
     created = cli_env.create_view(spec_v2())
     views = Views(cli_env.as_account)

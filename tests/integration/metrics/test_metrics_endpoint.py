@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from derived_views.api.status import DerivedViewStatus
-from derived_views.metrics import Metrics
+from derived_views.process.metrics import Metrics
 from dvstack.processes import free_port
 from dvstack.waiting import wait_for
 

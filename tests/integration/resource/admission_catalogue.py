@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.sql_check import check_spec
+from derived_views.core.judges.transform import check_spec
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 DOC_TITLE = "# Admission: what the API server refuses, and what ends Stalled"
@@ -270,7 +270,7 @@ class Stall:
 
 
 def example_message(changes: dict[str, str], reason: str) -> str:
-    """The operator's message for VALID with these changes (core.sql_check, as planned)."""
+    """The operator's message for VALID with these changes (core.judges.transform, as planned)."""
     body = copy.deepcopy(VALID["spec"])
     body["source"]["schema"] = changes.get("schema", body["source"]["schema"])
     body["transform"]["sql"] = changes.get("sql", body["transform"]["sql"])
@@ -357,7 +357,7 @@ def render(messages: list[tuple[Case, int, str]]) -> str:
         "`Stalled` (and `Degraded`, `Ready=False`) with the reason below and starts no job;",
         "a view already serving keeps serving its active revision. The SQL is parsed with",
         "sqlglot's Spark dialect and resolved against `source.schema` plus the `_kafka_*`",
-        "(and `_debezium_*`) columns (`operator/derived_views/core/sql_check.py`); when the",
+        "(and `_debezium_*`) columns (`operator/derived_views/core/judges/transform.py`); when the",
         "check is unsure it lets the SQL through and the job decides. Python transforms are",
         "not checked. Measured (`tests/e2e/test_sql_checked_first.py`, five broken views",
         "applied at once to a running operator): 1.1-1.8 s from the apply to the Stalled",

@@ -30,7 +30,7 @@ NAME = "derivedviews.derivedviews.io"
 
 
 def run_hook(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "derived_views.crds_cli", *args],
+    return subprocess.run([sys.executable, "-m", "derived_views.cli.crds", *args],
                           env={**os.environ, "KUBECONFIG": stack.kubeconfig},
                           capture_output=True, text=True, timeout=120, check=False)
 

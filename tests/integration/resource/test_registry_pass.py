@@ -21,15 +21,15 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache
+from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.job.sparkapplication import load_template
+from derived_views.core.judges.tenancy import parse_policy
 from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
-from derived_views.core.sparkapplication import load_template
-from derived_views.core.tenancy import parse_policy
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
 from dvstack import replay

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache
+from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
 from derived_views.core.installation import OperatorConfig

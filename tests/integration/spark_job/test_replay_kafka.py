@@ -23,8 +23,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from job_submit import job_config, produce, rows, run_job, start
 from psycopg import sql
 
-from derived_views.adapters.postgres_progress import running_batches
-from derived_views.adapters.postgres_sink import ledger_positions
+from derived_views.adapters.postgres.progress import running_batches
+from derived_views.adapters.postgres.sink import ledger_positions
 from dvjob.batch_progress import PROGRESS_CONF
 from dvjob.first_batch import FIRST_BATCH_CONF
 from dvstack import replay

@@ -28,7 +28,7 @@ import pytest
 from botocore.config import Config
 from psycopg import sql
 
-from derived_views.core.checkpoints import s3a_hadoop_conf
+from derived_views.core.job.checkpoints import s3a_hadoop_conf
 from dvjob.batch_writer import PROGRESS_PREFIX
 from dvstack import replay
 from dvstack.waiting import wait_for

@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from derived_views.adapters import opensearch_ledger
+from derived_views.adapters.opensearch import ledger as opensearch_ledger
 from derived_views.core.observed import RunningBatch
 from dvjob.batch_progress import Progress
 from dvjob.batch_writer import BatchWriter
@@ -325,7 +325,7 @@ def test_the_operator_s_pruning_summary_is_no_batch(client: OpenSearch, names: N
     sink = make_sink(client, names)
     sink.write_batch(0, [order("o1", "c1", "1.00")], {"orders": {"0": 1}})
     sink.write_batch(1, [order("o2", "c2", "2.00")], {"orders": {"0": 2}})
-    # As the operator prunes (derived_views.adapters.opensearch_ledger): fold, then delete.
+    # As the operator prunes (derived_views.adapters.opensearch.ledger): fold, then delete.
     client.index(index=names.ledger, id=f"{REVISION}:pruned", params={"refresh": "true"},
                  body={"revision": REVISION, "folded_below": 1, "bad_records": 0})
     client.delete(index=names.ledger, id=f"{REVISION}:0", params={"refresh": "true"})

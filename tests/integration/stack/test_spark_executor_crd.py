@@ -19,8 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.job.sparkapplication import load_template, render_spark_application
 from derived_views.core.revision import revision_of
-from derived_views.core.sparkapplication import load_template, render_spark_application
 from dvstack import replay
 
 G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"

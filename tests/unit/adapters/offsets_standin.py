@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from derived_views.adapters.kafka_offsets import Fetched, OffsetsUnavailable
-from derived_views.core.kafka_connection import KafkaCluster
+from derived_views.adapters.kafka.offsets import Fetched, OffsetsUnavailable
+from derived_views.core.log.kafka_connection import KafkaCluster
 
 PLAIN = KafkaCluster.of("k:9092")
 ALICE = KafkaCluster.of("k:9092", {"sasl.username": "alice", "sasl.password": "a"})

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import pytest
 from offsets_standin import ALICE, BOB, PLAIN, Clock, FakeCluster
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
-from derived_views.core.kafka_connection import KafkaCluster
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
+from derived_views.core.log.kafka_connection import KafkaCluster
 
 
 def make(fake: FakeCluster, clock: Clock, interval: float = 5) -> EndOffsetsCache:

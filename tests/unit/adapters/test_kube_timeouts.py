@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client
 
-from derived_views.adapters.kube import REQUEST_TIMEOUT, Kube
+from derived_views.adapters.kube.client import REQUEST_TIMEOUT, Kube
 from derived_views.core.actions import SecretCopy
 
 VIEW = {"metadata": {"name": "v", "namespace": "ns", "uid": "u", "resourceVersion": "7",

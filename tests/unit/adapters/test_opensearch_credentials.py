@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from derived_views.adapters.opensearch_client import OpenSearchCredentials
+from derived_views.adapters.opensearch.client import OpenSearchCredentials
 
 
 def test_url_and_an_optional_user() -> None:

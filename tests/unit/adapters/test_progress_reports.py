@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from derived_views.adapters.opensearch_ledger import running_batch
-from derived_views.adapters.postgres_progress import _end_offsets
+from derived_views.adapters.opensearch.ledger import running_batch
+from derived_views.adapters.postgres.progress import _end_offsets
 from derived_views.core.observed import RunningBatch
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from derived_views.adapters.kafka_record_times import (
+from derived_views.adapters.kafka.record_times import (
     RecordTimesReader,
     RecordTimesUnavailable,
     Wanted,
 )
-from derived_views.core.kafka_connection import KafkaCluster
+from derived_views.core.log.kafka_connection import KafkaCluster
 
 CLUSTER = KafkaCluster.of("127.0.0.1:9092")
 T = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)

@@ -13,13 +13,13 @@ from collections.abc import Iterable
 import pytest
 from offsets_standin import ALICE, BOB, PLAIN, Clock
 
-from derived_views.adapters.kafka_topic_configs import (
+from derived_views.adapters.kafka.topic_configs import (
     ConfigsAnswer,
     TopicConfigsCache,
     TopicConfigsUnavailable,
     retention_of,
 )
-from derived_views.core.kafka_connection import KafkaCluster
+from derived_views.core.log.kafka_connection import KafkaCluster
 from derived_views.core.observed import TopicRetention
 
 WEEK = TopicRetention(retention_ms=604_800_000, retention_bytes=-1)

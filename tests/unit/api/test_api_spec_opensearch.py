@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.job_config import job_config
+from derived_views.core.job.job_config import job_config
 from derived_views.core.revision import revision_of
 
 POSTGRES: dict[str, Any] = {

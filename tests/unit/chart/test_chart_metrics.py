@@ -9,7 +9,7 @@ from typing import Any
 
 from chart_render import Render, RenderError
 
-from derived_views.metrics import Metrics
+from derived_views.process.metrics import Metrics
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "charts" / "derived-views" / "dashboards" \
     / "derived-views.json"

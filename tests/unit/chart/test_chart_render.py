@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from derived_views.settings import from_env
+from derived_views.process.environment import from_env
 from dvstack.chart import CHART
 
 NAMESPACED = {"watch": {"mode": "namespaces", "namespaces": ["team-a", "team-b"]}}

@@ -1,6 +1,6 @@
 """The tenancy admission policy's CEL, rendered from the chart's values: the same shapes of
 sparkConf values, host patterns and dead-letter placeholders as the operator's policy
-(core/tenancy.py). tests/integration/chart applies it to a real API server."""
+(core/judges/tenancy.py). tests/integration/chart applies it to a real API server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from chart_render import Render, RenderError
 
-from derived_views.core.tenancy import SHAPES
+from derived_views.core.judges.tenancy import SHAPES
 
 CONF_RULE = "spark.sparkConf key ' + k + ' takes "
 

@@ -89,7 +89,7 @@ def test_all_namespaces_with_a_view_is_refused(unreachable_kubeconfig: str) -> N
 
 
 def test_default_namespace_comes_from_the_context(unreachable_kubeconfig: str) -> None:
-    from derived_views.adapters.kube_views import default_namespace
+    from derived_views.adapters.kube.views import default_namespace
 
     assert default_namespace(unreachable_kubeconfig, None) == "team"
     assert default_namespace(unreachable_kubeconfig, "other") == "default"

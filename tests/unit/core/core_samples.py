@@ -8,8 +8,8 @@ from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.sparkapplication import load_template
-from derived_views.core.tenancy import SECRET_LABEL, KafkaClusters, TenancyPolicy
+from derived_views.core.job.sparkapplication import load_template
+from derived_views.core.judges.tenancy import SECRET_LABEL, KafkaClusters, TenancyPolicy
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 NAMESPACE = "shop"

@@ -24,6 +24,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.judges.tenancy import SECRET_LABEL, secrets_of
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
@@ -39,7 +40,6 @@ from derived_views.core.observed import (
 )
 from derived_views.core.patch import apply_merge_patch
 from derived_views.core.plan import plan
-from derived_views.core.tenancy import SECRET_LABEL, secrets_of
 
 SECRET_VALUES = ("pg-password-value", "kafka-password-value")
 PARTITIONS = {("orders", 0): 0, ("orders", 1): 0, ("payments", 0): 0}

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from derived_views.core import avro_schema
-from derived_views.core.avro_schema import (
+from derived_views.core.judges import avro_schema
+from derived_views.core.judges.avro_schema import (
     MAX_DEPTH,
     MAX_TEXT_CHARS,
     AvroSchemaError,
     AvroWork,
     spark_ddl,
 )
-from derived_views.core.spark_ddl import MAX_DDL_CHARS, MAX_NESTING, parse_schema
+from derived_views.core.judges.spark_ddl import MAX_DDL_CHARS, MAX_NESTING, parse_schema
 from hostile_specs_corpus import (
     LIMIT,
     TOO_LONG_DDL,

@@ -16,10 +16,10 @@ from test_sparkapplication import BODY, render
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import reasons
-from derived_views.core.job_config import job_config
+from derived_views.core.job.job_config import job_config
+from derived_views.core.judges.tenancy import secrets_of
+from derived_views.core.judges.transform import check_spec
 from derived_views.core.revision import content_of, job_settings_of, revision_of, with_content
-from derived_views.core.sql_check import check_spec
-from derived_views.core.tenancy import secrets_of
 from dvjob.config import parse_config
 
 READER = {"type": "record", "name": "Order", "fields": [

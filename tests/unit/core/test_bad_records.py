@@ -23,7 +23,7 @@ from derived_views.api.spec import DEAD_LETTER_MESSAGE, DEAD_LETTER_RULE, Derive
 from derived_views.api.status import DerivedViewStatus
 from derived_views.cli import rows
 from derived_views.core import actions as A
-from derived_views.core.job_config import job_config
+from derived_views.core.job.job_config import job_config
 from derived_views.core.observed import (
     LedgerPosition,
     Observed,
@@ -33,7 +33,7 @@ from derived_views.core.observed import (
 )
 from derived_views.core.plan import plan
 from derived_views.core.revision import job_settings_of, revision_of
-from derived_views.metrics import view_samples
+from derived_views.process.metrics import view_samples
 
 R1 = "71250ff800"
 ENDS = {("orders", 0): 120, ("orders", 1): 80}

@@ -1,4 +1,4 @@
-"""core.check_sql over the hostile and legitimate checks of tests/hostile_checks.py: every
+"""core.judges.assertion_sql over the hostile and legitimate checks of tests/hostile_checks.py: every
 hostile one refused with its message, every legitimate one accepted; what it refuses as too
 large, and how it delimits the one statement the adapter wraps."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from derived_views.api.spec import SqlAssertion
-from derived_views.core.check_sql import (
+from derived_views.core.cutover.checks import rendered_sql
+from derived_views.core.judges.assertion_sql import (
     ALLOWED_FUNCTIONS,
     SIZED,
     check_sql_problem,
     statement_text,
 )
-from derived_views.core.checks import rendered_sql
 from hostile_checks import HOSTILE, LEGITIMATE, MISREAD, Hostile, Legitimate, Misread
 
 SCHEMA, INDEX, ACTIVE = "team_a", "orders__cand000001", "orders__actv000001"

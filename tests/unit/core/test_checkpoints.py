@@ -1,10 +1,10 @@
-"""Where checkpoints may live and how S3A reaches them (core.checkpoints)."""
+"""Where checkpoints may live and how S3A reaches them (core.job.checkpoints)."""
 
 from __future__ import annotations
 
 import pytest
 
-from derived_views.core.checkpoints import (
+from derived_views.core.job.checkpoints import (
     belongs_to_revision,
     dropped_revision_location,
     durable_base_problem,

@@ -25,7 +25,8 @@ from pydantic import ValidationError
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CheckOutcome, CheckRun, DerivedViewStatus
 from derived_views.core import actions as A
-from derived_views.core import checks
+from derived_views.core import check_runs
+from derived_views.core.cutover import checks
 from derived_views.core.observed import (
     LedgerPosition,
     Observed,
@@ -74,16 +75,16 @@ def view(annotations: dict[str, str] | None = None) -> ViewObserved:
     return ViewObserved(NAMESPACE, VIEW, UID, 1, annotations or {}, ("derivedviews.io/cleanup",))
 
 
-def finished(run: CheckRun, *, active_index: str = I1) -> checks.Held:
+def finished(run: CheckRun, *, active_index: str = I1) -> check_runs.Held:
     """The check runner holding a finished run of the candidate's CHECKS on I2 beside
     `active_index`, the request written out by hand."""
     spec = spec_with(CHECKS)
     assert spec.cutover.checks is not None
-    request = checks.CheckRequest(
+    request = check_runs.CheckRequest(
         revision=V2, schema=spec.sink.scope, index=I2, active_index=active_index,
         primary_key=("customer_id",), same_key=True, checks=spec.cutover.checks,
         checks_hash=checks.checks_hash(spec.cutover.checks), budget_seconds=300.0)
-    return checks.Held(finished=checks.Finished(request, run))
+    return check_runs.Held(finished=check_runs.Finished(request, run))
 
 
 def observed(status: DerivedViewStatus, run: CheckRun | None = None) -> Observed:
@@ -92,7 +93,7 @@ def observed(status: DerivedViewStatus, run: CheckRun | None = None) -> Observed
         spark_applications={r: SparkApplicationObserved(f"{VIEW}-{r}", r, "RUNNING")
                             for r in (V1, V2)},
         sink=SinkObserved(frozenset({I1, I2}), I1, {r: LedgerPosition(ENDS, T0) for r in (V1, V2)}),
-        end_offsets=ENDS, checks=checks.Held() if run is None else finished(run),
+        end_offsets=ENDS, checks=check_runs.Held() if run is None else finished(run),
         secret_labels=SECRET_LABELS)
 
 
@@ -167,7 +168,7 @@ def test_parity_is_not_for_a_changed_key() -> None:
 
 # judging measurements ------------------------------------------------------------------------
 
-def request_for(checks_body: dict[str, Any]) -> checks.CheckRequest:
+def request_for(checks_body: dict[str, Any]) -> check_runs.CheckRequest:
     request = checks.due(spec_with(checks_body), migrating(), T0, stopped=False)
     assert request is not None
     return request
@@ -407,7 +408,7 @@ def test_a_due_run_is_submitted_after_the_status_once_and_dated_by_the_pass() ->
             submitted[0].request.active_index, submitted[0].at) == (V2, I2, I1, T0)
     kinds = [type(a).__name__ for a in actions]
     assert kinds.index("UpdateStatus") < kinds.index("SubmitChecks")
-    in_flight = replace(observed(migrating()), checks=checks.Held(in_flight=True))
+    in_flight = replace(observed(migrating()), checks=check_runs.Held(in_flight=True))
     assert _upkeep(plan(spec, in_flight, T0)) == []  # a view never has two runs
     unseen = replace(observed(migrating()), sink=None, sink_problem=("SinkUnreachable", "down"))
     assert _upkeep(plan(spec, unseen, T0)) == []
@@ -432,7 +433,7 @@ def test_a_paused_view_forgets_its_run_and_runs_none() -> None:
     paused = replace(observed(migrating(), failing_run()),
                      view=view({"derivedviews.io/paused": "true"}))
     assert _upkeep(plan(spec, paused, T0)) == [A.ForgetChecks()]
-    idle = replace(paused, checks=checks.Held())
+    idle = replace(paused, checks=check_runs.Held())
     assert _upkeep(plan(spec, idle, T0)) == []
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag
-from derived_views.core.deadlines import deadline_verdict
+from derived_views.core.cutover.deadlines import deadline_verdict
 from derived_views.core.observed import LedgerPosition
 
 T = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)

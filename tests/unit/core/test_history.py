@@ -1,4 +1,4 @@
-"""core.history over hand-built observations: where a revision's history starts, what it
+"""core.log.history over hand-built observations: where a revision's history starts, what it
 lacks against a baseline, gaps the log made, hydration (per partition and per topic)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core import history
-from derived_views.core.job_config import job_config
+from derived_views.core.job.job_config import job_config
+from derived_views.core.log import history
 from derived_views.core.observed import LedgerPosition, RunningBatch, TopicRetention
 from derived_views.core.revision import job_settings_of, revision_of
 

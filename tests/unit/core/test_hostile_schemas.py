@@ -5,8 +5,8 @@ is accepted, and the time each judge takes on its worst case goes to
 bounds are counted work, held by test_avro_schema.py and test_spark_ddl.py).
 
 The judges, in the order a pass meets them: reading the spec (the CRD's bounds, pydantic),
-the Avro reader schema's translation (core.avro_schema), the DDL check (core.spark_ddl, also
-over the DDL an accepted reader schema becomes), the spec's whole check (core.sql_check,
+the Avro reader schema's translation (core.judges.avro_schema), the DDL check (core.judges.spark_ddl, also
+over the DDL an accepted reader schema becomes), the spec's whole check (core.judges.transform,
 which the planner runs), and a planner pass of the tests' world (core.plan: judging, and
 rendering the job of an accepted spec).
 """
@@ -25,10 +25,11 @@ from core_world import World
 from pydantic import ValidationError
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core import reasons, sql_check
-from derived_views.core.avro_schema import MAX_DEPTH, AvroSchemaError, spark_ddl
+from derived_views.core import reasons
+from derived_views.core.judges import transform as sql_check
+from derived_views.core.judges.avro_schema import MAX_DEPTH, AvroSchemaError, spark_ddl
+from derived_views.core.judges.spark_ddl import MAX_DDL_CHARS, MAX_NESTING, DdlError, parse_schema
 from derived_views.core.observed import RegistryObserved
-from derived_views.core.spark_ddl import MAX_DDL_CHARS, MAX_NESTING, DdlError, parse_schema
 from dvstack.settings import load
 from hostile_specs_corpus import HOSTILE, KEY, LEGITIMATE, SchemaCase
 
@@ -89,13 +90,13 @@ def planner_pass(case: SchemaCase) -> str:
     return f"{stalled.reason}: {stalled.message}"
 
 
-SCHEMA_JUDGES = ("core.avro_schema.spark_ddl", "core.spark_ddl.parse_schema")
+SCHEMA_JUDGES = ("core.judges.avro_schema.spark_ddl", "core.judges.spark_ddl.parse_schema")
 JUDGES: dict[str, tuple[Callable[[SchemaCase], str], Callable[[SchemaCase], bool]]] = {
     "reading the spec (CRD bounds, pydantic)": (read_spec, lambda c: True),
-    "core.avro_schema.spark_ddl": (translate, lambda c: c.fmt == "avro"),
-    "core.spark_ddl.parse_schema": (ddl_check, lambda c: c.fmt == "json" or (
+    "core.judges.avro_schema.spark_ddl": (translate, lambda c: c.fmt == "avro"),
+    "core.judges.spark_ddl.parse_schema": (ddl_check, lambda c: c.fmt == "json" or (
         c.reason == reasons.INVALID_TRANSFORM or not c.says)),
-    "core.sql_check.check_spec": (spec_check, lambda c: c.layer == "operator"),
+    "core.judges.transform.check_spec": (spec_check, lambda c: c.layer == "operator"),
     "core.plan (a planner pass)": (planner_pass, lambda c: c.layer == "operator"),
 }
 """Each judge, and the cases it is given: a spec the CRD refuses reaches no later judge."""

@@ -1,12 +1,12 @@
-"""Pure decisions: a lost index (core.integrity) and partition growth (core.partition_growth)."""
+"""Pure decisions: a lost index (core.cutover.integrity) and partition growth (core.log.partition_growth)."""
 
 from __future__ import annotations
 
 import pytest
 
-from derived_views.core.integrity import lost_index_cause
+from derived_views.core.cutover.integrity import lost_index_cause
+from derived_views.core.log.partition_growth import growth_cause, orders_by_offset, partition_counts
 from derived_views.core.observed import LedgerPosition
-from derived_views.core.partition_growth import growth_cause, orders_by_offset, partition_counts
 
 HEAD = LedgerPosition({("orders", 0): 10}, batch_id=4, index_oid=16400)
 

@@ -8,7 +8,7 @@ import pytest
 from core_samples import SQL_V1, SQL_V2, make_spec, spec_body
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.job_config import job_config, job_config_json
+from derived_views.core.job.job_config import job_config, job_config_json
 from dvjob.config import parse_config
 
 R1 = "71250ff800"

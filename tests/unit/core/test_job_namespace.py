@@ -15,9 +15,9 @@ from derived_views.api.constants import JOBS_FOR_LABEL, VIEW_NAMESPACE_LABEL
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
 from derived_views.core import naming
-from derived_views.core.sparkapplication import render_spark_application
+from derived_views.core.job.sparkapplication import render_spark_application
+from derived_views.process.environment import SettingsError, from_env
 from derived_views.reconcile.job_namespaces import JobNamespaces, placement
-from derived_views.settings import SettingsError, from_env
 from dvjob.config import parse_config
 
 TEMPLATE = "{namespace}-dv-jobs"

@@ -1,4 +1,4 @@
-"""Every SparkApplication state, read with its driver pod, has one meaning (core.job_state).
+"""Every SparkApplication state, read with its driver pod, has one meaning (core.job.job_state).
 
 The state list is kubeflow/spark-operator v2.5.2's (api/v1beta2/sparkapplication_types.go),
 written out here by hand; the messages are the kubelet's and the Spark Operator's wording.
@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from core_world import driver_pod
 
-from derived_views.core.job_state import KNOWN_STATES, Kind, judge
+from derived_views.core.job.job_state import KNOWN_STATES, Kind, judge
 from derived_views.core.observed import (
     SparkApplicationObserved,
     driver_from_pod,

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from derived_views.core.kafka_connection import KafkaCluster, KafkaSecretInvalid, client_settings
+from derived_views.core.log.kafka_connection import (
+    KafkaCluster,
+    KafkaSecretInvalid,
+    client_settings,
+)
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

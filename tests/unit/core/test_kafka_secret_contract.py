@@ -14,9 +14,9 @@ import pytest
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.kafka_connection import KafkaSecretInvalid, client_settings
+from derived_views.core.job.sparkapplication import load_template, render_spark_application
+from derived_views.core.log.kafka_connection import KafkaSecretInvalid, client_settings
 from derived_views.core.revision import revision_of
-from derived_views.core.sparkapplication import load_template, render_spark_application
 from dvjob.config import parse_config
 from dvjob.credentials import Credentials, job_credentials
 from dvjob.errors import ConfigError

@@ -6,7 +6,7 @@ import datetime as dt
 
 from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag
-from derived_views.core.lag import commit_rate, compute_lag, reset_partitions, within_gate
+from derived_views.core.log.lag import commit_rate, compute_lag, reset_partitions, within_gate
 from derived_views.core.observed import LedgerPosition, RunningBatch
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)

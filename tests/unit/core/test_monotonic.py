@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from derived_views.core.monotonic import (
+from derived_views.core.cutover.monotonic import (
     Guard,
     batch_seconds,
     behind,

@@ -13,8 +13,8 @@ from derived_views.api.status import (
     Phase,
     RevisionStatus,
 )
+from derived_views.core.log.freshness import committed_beyond, decides_gate
 from derived_views.core.observed import LedgerPosition, SinkObserved
-from derived_views.core.offsets_freshness import committed_beyond, decides_gate
 from derived_views.core.revision import revision_of
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

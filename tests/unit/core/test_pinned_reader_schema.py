@@ -19,7 +19,10 @@ from derived_views.api.spec import MAX_SCHEMA, DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, RevisionStatus, SubjectVersion
 from derived_views.cli.rollback import spec_patch
 from derived_views.core import reasons
-from derived_views.core.job_config import job_config
+from derived_views.core.job.job_config import job_config
+from derived_views.core.judges.source_schema import ReaderSchemaUnknown, pinned_reader
+from derived_views.core.judges.transform import check_spec
+from derived_views.core.judges.unjudged import deletion_spec
 from derived_views.core.observed import reader_to_fetch
 from derived_views.core.patch import apply_merge_patch
 from derived_views.core.revision import (
@@ -29,9 +32,6 @@ from derived_views.core.revision import (
     revision_of,
     with_content,
 )
-from derived_views.core.source_schema import ReaderSchemaUnknown, pinned_reader
-from derived_views.core.sql_check import check_spec
-from derived_views.core.unjudged import deletion_spec
 from dvjob.config import parse_config
 
 PIN = SubjectVersion(subject="orders-value", version=3)

@@ -16,7 +16,7 @@ from core_samples import I1, I2, I3, R1, R2, R3, SQL_V1, SQL_V2, SQL_V3, T0, spe
 from core_world import World, run_until, served_world
 
 from derived_views.core import actions as A
-from derived_views.core.monotonic import Guard
+from derived_views.core.cutover.monotonic import Guard
 from derived_views.core.plan import plan
 
 APP1, APP2, APP3 = (f"orders-by-customer-{r}" for r in (R1, R2, R3))

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from derived_views.core import spark_ddl
-from derived_views.core.spark_ddl import (
+from derived_views.core.judges import spark_ddl
+from derived_views.core.judges.spark_ddl import (
     MAX_DDL_CHARS,
     MAX_NESTING,
     DdlError,

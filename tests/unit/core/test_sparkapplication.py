@@ -17,7 +17,7 @@ import yaml
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.sparkapplication import load_template, render_spark_application
+from derived_views.core.job.sparkapplication import load_template, render_spark_application
 from dvjob.config import parse_config
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"

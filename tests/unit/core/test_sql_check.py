@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core import reasons, sql_check
-from derived_views.core.spark_ddl import DdlError, parse_schema
-from derived_views.core.sql_check import aggregate_functions, check_spec, check_sql
-from derived_views.core.sql_policy import unsafe_sql
+from derived_views.core import reasons
+from derived_views.core.judges import transform as sql_check
+from derived_views.core.judges.spark_ddl import DdlError, parse_schema
+from derived_views.core.judges.transform import aggregate_functions, check_spec, check_sql
+from derived_views.core.judges.transform_policy import unsafe_sql
 
 ROOT = Path(__file__).resolve().parents[3]
 DDL = ("order_id STRING, customer_id STRING, amount DOUBLE, ts TIMESTAMP, "
@@ -363,7 +364,7 @@ def test_the_same_aggregate_over_json_passes() -> None:
 
 
 def test_the_operator_and_the_job_say_the_same_fix() -> None:
-    from derived_views.core.sql_check import DEBEZIUM_AGGREGATE_FIX
+    from derived_views.core.judges.transform import DEBEZIUM_AGGREGATE_FIX
     from dvjob.changelog import DEBEZIUM_AGGREGATE_FIX as JOB_FIX
 
     assert DEBEZIUM_AGGREGATE_FIX == JOB_FIX

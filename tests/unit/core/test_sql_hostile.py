@@ -15,11 +15,12 @@ import pytest
 from pydantic import ValidationError
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core import spark_allowlist, sql_policy
-from derived_views.core.spark_ddl import parse_schema
-from derived_views.core.spark_lexer import SqlTextError, lex
-from derived_views.core.sql_check import MESSAGE_CHARS, check_spec, check_sql
-from derived_views.core.sql_policy import unsafe_sql
+from derived_views.core.judges import spark_allowlist
+from derived_views.core.judges import transform_policy as sql_policy
+from derived_views.core.judges.spark_ddl import parse_schema
+from derived_views.core.judges.spark_lexer import SqlTextError, lex
+from derived_views.core.judges.transform import MESSAGE_CHARS, check_spec, check_sql
+from derived_views.core.judges.transform_policy import unsafe_sql
 from hostile_transforms import HOSTILE, LEGITIMATE, SCHEMA, Hostile
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from derived_views.core import sql_policy
-from derived_views.core.sql_policy import unsafe_sql
+from derived_views.core.judges import transform_policy as sql_policy
+from derived_views.core.judges.transform_policy import unsafe_sql
 from hostile_transforms import POSITIONS
 
 QUERIES = [

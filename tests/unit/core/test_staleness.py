@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 from derived_views.api.spec import Cutover
-from derived_views.core.lag import compute_lag, within_gate
+from derived_views.core.log.lag import compute_lag, within_gate
+from derived_views.core.log.staleness import record_age, staleness, wanted_offsets
 from derived_views.core.observed import LedgerPosition
-from derived_views.core.staleness import record_age, staleness, wanted_offsets
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 ENDS = {("orders", 0): 1000, ("orders", 1): 500}

@@ -11,8 +11,8 @@ import json
 from core_samples import SQL_V1, SQL_V2, SQL_V3, make_config, spec_body
 from core_world import World
 
-from derived_views.core import status_size
 from derived_views.core.naming import index_table
+from derived_views.core.planner import status_size
 
 TOPICS = [f"orders-region-{i:03d}" for i in range(100)]
 PARTITIONS = 64

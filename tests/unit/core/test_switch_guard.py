@@ -1,5 +1,5 @@
 """A cutover the sink says would break a dependent (or fail) is held back, told once, and
-happens as soon as the blocker is gone (core.switch_guard through the planner)."""
+happens as soon as the blocker is gone (core.cutover.switch_guard through the planner)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ import yaml
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import reasons
-from derived_views.core.sql_check import check_spec
-from derived_views.core.tenancy import (
+from derived_views.core.judges.tenancy import (
     DEFAULT_DEAD_LETTER_TOPICS,
     DEFAULT_KAFKA_CLUSTERS,
     DEFAULT_SCHEMA_REGISTRIES,
@@ -33,6 +32,7 @@ from derived_views.core.tenancy import (
     secrets_of,
     spec_refusal,
 )
+from derived_views.core.judges.transform import check_spec
 from tenancy_attempts import (
     ADMISSION,
     ALLOWED,

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import CONDITION_MESSAGE_LIMIT, Condition
 from derived_views.core import actions as A
-from derived_views.core import reasons, unjudged
+from derived_views.core import reasons
+from derived_views.core.judges import unjudged
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 DEEP_SQL = "SELECT " + "(" * 400 + "1" + ")" * 400 + " AS x FROM events"
@@ -34,13 +35,13 @@ def raised_in(module: str, exc: Exception) -> Exception:
 
 
 @pytest.mark.parametrize(("module", "step"), [
-    ("derived_views.core.sql_check", "the SQL check"),
-    ("derived_views.core.spark_ddl", "reading spec.source.schema"),
-    ("derived_views.core.avro_schema", "reading spec.source.avro.readerSchema"),
-    ("derived_views.core.source_schema", "reading the events' schema"),
-    ("derived_views.core.tenancy", "the tenancy policy"),
-    ("derived_views.core.sql_policy", "the tenancy policy's SQL check"),
-    ("derived_views.core.sparkapplication", "rendering the job"),
+    ("derived_views.core.judges.transform", "the SQL check"),
+    ("derived_views.core.judges.spark_ddl", "reading spec.source.schema"),
+    ("derived_views.core.judges.avro_schema", "reading spec.source.avro.readerSchema"),
+    ("derived_views.core.judges.source_schema", "reading the events' schema"),
+    ("derived_views.core.judges.tenancy", "the tenancy policy"),
+    ("derived_views.core.judges.transform_policy", "the tenancy policy's SQL check"),
+    ("derived_views.core.job.sparkapplication", "rendering the job"),
     ("derived_views.core.plan", "planning"),
     ("somewhere.else", "planning"),
 ])
@@ -64,18 +65,18 @@ def test_a_real_recursion_error_gives_a_bounded_message_with_type_and_first_line
 
 
 def test_a_schema_step_that_failed_suggests_a_smaller_schema() -> None:
-    exc = raised_in("derived_views.core.avro_schema", MemoryError())
+    exc = raised_in("derived_views.core.judges.avro_schema", MemoryError())
     message = unjudged.not_judged_message(exc, serving=None)
     assert message.startswith("reading spec.source.avro.readerSchema failed on this spec "
                               "(MemoryError): fix the spec (for example, a smaller, less "
                               "nested schema)")
-    sql = unjudged.not_judged_message(raised_in("derived_views.core.sql_check", MemoryError()),
+    sql = unjudged.not_judged_message(raised_in("derived_views.core.judges.transform", MemoryError()),
                                       serving=None)
     assert "(for example, less deeply nested SQL)" in sql
 
 
 def test_a_huge_exception_message_is_cut_to_its_first_line_and_the_limit() -> None:
-    exc = raised_in("derived_views.core.sql_check",
+    exc = raised_in("derived_views.core.judges.transform",
                     ValueError("unknown column " + "x" * 32768 + "\nsecond line"))
     message = unjudged.not_judged_message(exc, serving=None)
     assert message.startswith("the SQL check failed on this spec (ValueError: unknown column x")

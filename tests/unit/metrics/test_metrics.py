@@ -9,7 +9,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from derived_views.api.status import DerivedViewStatus
-from derived_views.metrics import Metrics, gate_to_switch_seconds
+from derived_views.process.metrics import Metrics, gate_to_switch_seconds
 
 T = "2026-11-23T08:00:00Z"
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from derived_views import heap
+from derived_views.process import malloc as heap
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 

@@ -7,7 +7,12 @@ import sys
 
 import pytest
 
-from derived_views.settings import DEFAULT_CHECKPOINT_BASE, SettingsError, from_env, operator_config
+from derived_views.process.environment import (
+    DEFAULT_CHECKPOINT_BASE,
+    SettingsError,
+    from_env,
+    operator_config,
+)
 
 IN_POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
 
@@ -75,7 +80,7 @@ def test_the_sink_pool_size_is_a_positive_whole_number(raw: str, problem: str) -
 def test_the_trigger_interval_reaches_the_jobs_configuration() -> None:
     """A platform's micro-batch interval (DV_TRIGGER_SECONDS) is what the job is told."""
     from derived_views.api.spec import DerivedViewSpec
-    from derived_views.core.job_config import job_config
+    from derived_views.core.job.job_config import job_config
     from derived_views.core.revision import revision_of
 
     assert from_env({}).trigger_seconds == 1.0

@@ -1,10 +1,10 @@
 """The Kubernetes side of the shell's unit tests: Secrets held in memory, each labelled for
-views, answering as `adapters.kube.Kube.secret` does."""
+views, answering as `adapters.kube.client.Kube.secret` does."""
 
 from __future__ import annotations
 
-from derived_views.adapters.kube import SecretMissing
-from derived_views.core.tenancy import SECRET_LABEL
+from derived_views.adapters.kube.client import SecretMissing
+from derived_views.core.judges.tenancy import SECRET_LABEL
 
 
 class Secrets:

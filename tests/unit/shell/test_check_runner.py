@@ -13,8 +13,9 @@ import pytest
 
 from derived_views.api.spec import CutoverChecks
 from derived_views.api.status import CheckOutcome
-from derived_views.check_runner import CheckRunner
-from derived_views.core.checks import AssertionAnswer, CheckRequest, Held, Measurement
+from derived_views.core.check_runs import CheckRequest, Held
+from derived_views.core.cutover.checks import AssertionAnswer, Measurement
+from derived_views.reconcile.check_runner import CheckRunner
 
 T0 = dt.datetime(2026, 11, 26, 12, tzinfo=dt.UTC)
 Found = dict[str, tuple[Measurement, float]]
@@ -139,7 +140,7 @@ def test_forget_drops_a_queued_run_before_it_measures() -> None:
 
 
 def test_the_operator_settings_bound_the_runner() -> None:
-    from derived_views.settings import SettingsError, from_env
+    from derived_views.process.environment import SettingsError, from_env
 
     base = {"DV_CHECKPOINT_BASE": "s3a://bucket/checkpoints"}
     assert (from_env(base).check_concurrency, from_env(base).check_budget_seconds) == (2, 300.0)

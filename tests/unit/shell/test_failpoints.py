@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from derived_views import failpoints as operator_failpoints
+from derived_views.process import failpoints as operator_failpoints
 from dvjob import failpoints as job_failpoints
 
 Hold = Callable[[str, str], None]

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from derived_views import handlers
-from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
-from derived_views.core.kafka_connection import KafkaCluster
-from derived_views.pass_timers import PassTimers
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
+from derived_views.core.log.kafka_connection import KafkaCluster
+from derived_views.reconcile.pass_timers import PassTimers
 from derived_views.reconcile.run import PassOutcome
-from derived_views.settled_watch import Seen, SettledWatch
+from derived_views.reconcile.settled_watch import Seen, SettledWatch
 
 KEY = ("shop", "orders")
 SEEN = Seen(KafkaCluster.of("k:9092"), frozenset({"a"}), {("a", 0): 3}, frozenset())

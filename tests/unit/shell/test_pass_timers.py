@@ -6,7 +6,7 @@ import threading
 import time
 
 from derived_views.core.cadence import ViewKey
-from derived_views.pass_timers import PassTimers
+from derived_views.reconcile.pass_timers import PassTimers
 
 A, B, C = ("ns", "a"), ("ns", "b"), ("other", "c")
 

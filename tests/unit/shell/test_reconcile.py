@@ -16,15 +16,15 @@ from typing import Any, NoReturn, cast
 import pytest
 from secrets_standin import Secrets
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
+from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.sink_contract import SinkSession, SwitchDeferred
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
-from derived_views.core.checks import CheckRequest, Held
+from derived_views.core.check_runs import CheckRequest, Held
+from derived_views.core.cutover.monotonic import Guard
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.monotonic import Guard
 from derived_views.core.observed import Observed
 from derived_views.reconcile.act import act
 from derived_views.reconcile.deps import Deps, PassRecord

@@ -9,16 +9,16 @@ from typing import Any, cast
 
 from secrets_standin import Secrets
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
+from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.schema_registry import Registry, RegistryUnavailable, SchemaNotFound
 from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import reasons
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.judges.tenancy import TenancyPolicy
 from derived_views.core.revision import content_of, revision_of
-from derived_views.core.tenancy import TenancyPolicy
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets

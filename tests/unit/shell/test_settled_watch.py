@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from offsets_standin import ALICE, PLAIN, Clock, FakeCluster
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache
+from derived_views.adapters.kafka.offsets import EndOffsetsCache
 from derived_views.core.cadence import ViewKey
-from derived_views.settled_watch import Seen, SettledWatch
+from derived_views.reconcile.settled_watch import Seen, SettledWatch
 
 
 def _watch(fake: FakeCluster, clock: Clock) -> tuple[SettledWatch, list[ViewKey]]:

@@ -11,8 +11,8 @@ from typing import Any, cast
 import pytest
 from secrets_standin import Secrets
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
+from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.sink import SINK_KINDS, open_session
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec

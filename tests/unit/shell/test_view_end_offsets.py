@@ -12,12 +12,12 @@ from typing import Any, cast
 
 from secrets_standin import Secrets
 
-from derived_views.adapters.kafka_offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
-from derived_views.adapters.kube import Kube
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
+from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.installation import OperatorConfig
-from derived_views.core.kafka_connection import KafkaCluster
+from derived_views.core.log.kafka_connection import KafkaCluster
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import end_offsets
 

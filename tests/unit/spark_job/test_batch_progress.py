@@ -115,7 +115,7 @@ def test_an_interval_of_zero_starts_no_thread() -> None:
 
 def test_the_job_writes_its_reports_where_the_operator_reads_them() -> None:
     """Two sides that cannot import each other name the same table and document."""
-    from derived_views.adapters.opensearch_ledger import _progress_id
+    from derived_views.adapters.opensearch.ledger import _progress_id
     from derived_views.core.naming import progress_table as operator_table
     from dvjob.sink_opensearch_mapping import progress_id
     from dvjob.sink_postgres import progress_table as job_table

@@ -19,9 +19,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.spark_ddl import parse_schema
-from derived_views.core.sql_check import check_spec, check_sql
-from derived_views.core.sql_policy import unsafe_sql
+from derived_views.core.judges.spark_ddl import parse_schema
+from derived_views.core.judges.transform import check_spec, check_sql
+from derived_views.core.judges.transform_policy import unsafe_sql
 from dvjob import sql_guard
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError

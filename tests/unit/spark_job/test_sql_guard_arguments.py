@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from derived_views.core.sql_policy import schema_text_problem, unsafe_sql
+from derived_views.core.judges.transform_policy import schema_text_problem, unsafe_sql
 from dvjob import sql_guard
 from dvjob.errors import ConfigError
 from dvjob.sql_allowlist import FUNCTIONS, OPTION_KEYS, SCHEMA_ARGUMENTS

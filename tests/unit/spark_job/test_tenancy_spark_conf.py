@@ -1,4 +1,4 @@
-"""The tenancy policy's sparkConf allowlist (core/tenancy.py) against Spark 4.0 itself: each
+"""The tenancy policy's sparkConf allowlist (core/judges/tenancy.py) against Spark 4.0 itself: each
 key is one Spark defines, Spark's own default value fits the key's shape, values of the shape
 parse with Spark's own converter, and a codec key would take a class name (why codecs are
 limited to Spark's short names)."""
@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from derived_views.core.tenancy import CODECS, DEFAULT_SPARK_CONF_ALLOW, conf_rule
+from derived_views.core.judges.tenancy import CODECS, DEFAULT_SPARK_CONF_ALLOW, conf_rule
 
 SAMPLES = {"bool": ["true", "false"], "int": ["8"], "number": ["0.5"],
            "size": ["64m", "1g", "10MB", "1048576"], "duration": ["30s", "500ms", "5min", "120"],

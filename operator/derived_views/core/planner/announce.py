@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from derived_views.core import conditions as cond
 from derived_views.core import reasons
-from derived_views.core.job_state import Judgement, Kind
+from derived_views.core.job.job_state import Judgement, Kind
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 

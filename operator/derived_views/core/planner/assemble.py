@@ -22,14 +22,15 @@ from derived_views.api.status import (
     ViewPhase,
     shown_lag,
 )
-from derived_views.core import checks, status_size
 from derived_views.core import conditions as cond
 from derived_views.core.actions import Action, RecordIntent, UpdateStatus, describe
+from derived_views.core.cutover import checks
 from derived_views.core.patch import merge_patch
-from derived_views.core.planner import announce, readings, verdicts
+from derived_views.core.planner import announce, readings, status_size
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.records import BUILDING, checks_column
+from derived_views.core.planner.rules import verdicts
 from derived_views.core.times import seconds_between
 
 

@@ -13,9 +13,14 @@ from dataclasses import dataclass
 from derived_views.api.constants import PROMOTE_ANNOTATION, RETRY_ANNOTATION
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, Phase, RevisionStatus, SubjectVersion
-from derived_views.core import checks, naming, ownership, tenancy
-from derived_views.core.checkpoints import durable_base_problem, is_s3a
+from derived_views.core import check_runs, naming, ownership
+from derived_views.core.cutover import checks
 from derived_views.core.installation import OperatorConfig
+from derived_views.core.job.checkpoints import durable_base_problem, is_s3a
+from derived_views.core.judges import tenancy
+from derived_views.core.judges.source_schema import ReaderSchemas, pinned_reader
+from derived_views.core.judges.tenancy import PolicyRefusal
+from derived_views.core.judges.transform import Refusal, check_spec
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
@@ -25,9 +30,6 @@ from derived_views.core.observed import (
     ViewObserved,
 )
 from derived_views.core.revision import reader_schemas_of, revision_of
-from derived_views.core.source_schema import ReaderSchemas, pinned_reader
-from derived_views.core.sql_check import Refusal, check_spec
-from derived_views.core.tenancy import PolicyRefusal
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,9 @@ class Context:
     the view is created (a running one is left alone: the policy gates what starts)."""
     check_refusal: tuple[str, str] | None
     """A check's SQL the policy refuses: the candidate builds, but is never promoted on it."""
-    checks_due: checks.CheckRequest | None
-    """The candidate's cutover checks this pass wants measured (core.checks.due), if any."""
-    checks_taken: checks.Finished | None
+    checks_due: check_runs.CheckRequest | None
+    """The candidate's cutover checks this pass wants measured (core.cutover.checks.due), if any."""
+    checks_taken: check_runs.Finished | None
     """The check runner's finished run of exactly `checks_due`: the one this pass records.
     A finished run of other checks or tables speaks for nothing and is forgotten."""
 
@@ -172,7 +174,7 @@ def tenancy_refusal(spec: DerivedViewSpec, observed: Observed) -> PolicyRefusal 
 
 def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Context:
     """The pass's context; the refusals are judged in this order (each may raise, see
-    core.unjudged)."""
+    core.judges.unjudged)."""
     view, sink = observed.view, observed.sink
     base = spec.sink.base_name
     desired = revision_of(spec)
@@ -210,4 +212,4 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
                                                index_of_active),
         checks_due=due,
         checks_taken=(finished if finished is not None and due is not None
-                      and checks.same_request(finished.request, due) else None))
+                      and check_runs.same_request(finished.request, due) else None))

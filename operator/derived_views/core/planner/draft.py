@@ -25,7 +25,7 @@ from derived_views.core.actions import (
     SwitchAlias,
     Upkeep,
 )
-from derived_views.core.job_state import Judgement
+from derived_views.core.job.job_state import Judgement
 from derived_views.core.observed import SwitchBlocker
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.records import clip
@@ -36,10 +36,10 @@ class PromotionHold:
     """Why the candidate, caught up and stable, is not promoted on this pass."""
 
     cause: Literal["history", "checks", "approval", "blocker", "behind"]
-    """history: its index lacks history readers have (core.history; `source.history`
+    """history: its index lacks history readers have (core.log.history; `source.history`
     complete); checks: failing or not yet run; approval: waiting for the promote annotation;
-    blocker: the sink refuses the switch (see core.switch_guard); behind: the sink deferred
-    the last switch, the candidate short of the serving index (core.monotonic; `detail`)."""
+    blocker: the sink refuses the switch (see core.cutover.switch_guard); behind: the sink deferred
+    the last switch, the candidate short of the serving index (core.cutover.monotonic; `detail`)."""
     blocker: SwitchBlocker | None = None
     detail: str | None = None
 

@@ -12,17 +12,17 @@ from derived_views.core.actions import (
     DropIndex,
     SecretCopy,
 )
-from derived_views.core.checkpoints import dropped_revision_location
-from derived_views.core.planner.context import Context
-from derived_views.core.planner.draft import Draft
-from derived_views.core.revision import reader_schemas_of, with_content
-from derived_views.core.source_schema import reader_text
-from derived_views.core.sparkapplication import (
+from derived_views.core.job.checkpoints import dropped_revision_location
+from derived_views.core.job.sparkapplication import (
     job_secrets,
     render_spark_application,
     secret_copies,
 )
-from derived_views.core.sql_check import check_spec
+from derived_views.core.judges.source_schema import reader_text
+from derived_views.core.judges.transform import check_spec
+from derived_views.core.planner.context import Context
+from derived_views.core.planner.draft import Draft
+from derived_views.core.revision import reader_schemas_of, with_content
 
 
 def delete_app(ctx: Context, draft: Draft, revision: str) -> None:

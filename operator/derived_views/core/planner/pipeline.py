@@ -15,18 +15,16 @@ from derived_views.api.constants import FINALIZER
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.actions import Action
 from derived_views.core.observed import Observed
-from derived_views.core.planner import (
-    context,
-    phases_candidate,
-    phases_cutover,
-    phases_deleting,
-    phases_served,
-    phases_start,
-    phases_upkeep,
-)
+from derived_views.core.planner import context
 from derived_views.core.planner.assemble import assemble
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
+from derived_views.core.planner.phases import candidate as phases_candidate
+from derived_views.core.planner.phases import cutover as phases_cutover
+from derived_views.core.planner.phases import deleting as phases_deleting
+from derived_views.core.planner.phases import served as phases_served
+from derived_views.core.planner.phases import start as phases_start
+from derived_views.core.planner.phases import upkeep as phases_upkeep
 
 PlanPhase = Callable[[Context, Draft], None]
 

@@ -10,9 +10,10 @@ import datetime as dt
 from typing import Any
 
 from derived_views.api.status import Lag, Phase
-from derived_views.core import history, integrity, partition_growth
-from derived_views.core.job_state import Kind, judge
-from derived_views.core.lag import compute_lag, reset_partitions, within_gate
+from derived_views.core.cutover import integrity
+from derived_views.core.job.job_state import Kind, judge
+from derived_views.core.log import history, partition_growth
+from derived_views.core.log.lag import compute_lag, reset_partitions, within_gate
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.records import BUILDING
@@ -55,7 +56,7 @@ def lag_of(ctx: Context, draft: Draft, revision: str) -> Lag | None:
 
 
 def resets_of(ctx: Context, draft: Draft, revision: str) -> list[str]:
-    """Partitions whose log fell below what the revision's index holds (see core.lag)."""
+    """Partitions whose log fell below what the revision's index holds (see core.log.lag)."""
     if ctx.obs.end_offsets is None:
         return []
     return reset_partitions(ctx.obs.end_offsets, topics_of(ctx, draft, revision),
@@ -67,7 +68,7 @@ def missing_topics_of(ctx: Context, draft: Draft, revision: str) -> list[str]:
 
 
 def lost_cause(ctx: Context, revision: str) -> str | None:
-    """Why the revision's index no longer holds what its ledger claims (core.integrity)."""
+    """Why the revision's index no longer holds what its ledger claims (core.cutover.integrity)."""
     if ctx.sink is None:
         return None
     return integrity.lost_index_cause(ctx.index(revision), ctx.position_of(revision),
@@ -75,7 +76,7 @@ def lost_cause(ctx: Context, revision: str) -> str | None:
 
 
 def growth_cause(ctx: Context, draft: Draft, revision: str) -> str | None:
-    """Why partition growth may have made the revision's index wrong (core.partition_growth)."""
+    """Why partition growth may have made the revision's index wrong (core.log.partition_growth)."""
     record = draft.records.get(revision)
     if record is None:
         return None
@@ -111,7 +112,7 @@ def hydration_target(ctx: Context, topics: list[str]) -> dict[str, int] | None:
 
 
 def shortfall_of(ctx: Context, draft: Draft, revision: str) -> history.Shortfall:
-    """What the revision's index lacks (core.history): against where the active's history
+    """What the revision's index lacks (core.log.history): against where the active's history
     starts, or offset 0 for a view's first revision (and for the active itself)."""
     record = draft.records.get(revision)
     topics = topics_of(ctx, draft, revision)
@@ -134,7 +135,7 @@ def shortfall_of(ctx: Context, draft: Draft, revision: str) -> history.Shortfall
 def gaps_seen(ctx: Context, revision: str, recorded: dict[str, int] | None,
               topics: list[str]) -> dict[str, int]:
     """Records the log has deleted before the revision's replay read them, as this pass
-    sees it (core.history.gaps_now)."""
+    sees it (core.log.history.gaps_now)."""
     if ctx.sink is None:
         return {}
     position = ctx.position_of(revision)

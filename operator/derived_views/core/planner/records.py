@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import Lag, Phase, RevisionStatus
-from derived_views.core import checks
-from derived_views.core.deadlines import TORN_DOWN_REASONS
+from derived_views.core.cutover import checks
+from derived_views.core.cutover.deadlines import TORN_DOWN_REASONS
 
 BUILDING = frozenset({Phase.Pending, Phase.Backfilling, Phase.CaughtUp})
 FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})

@@ -1,0 +1,57 @@
+"""A run of a view's cutover checks as the shell carries it: what is asked of the sink, and
+what the check runner holds for a pass. Plain data below the observation (the observation
+holds a `Held`, an action a `CheckRequest`); core.cutover.checks decides when to ask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from derived_views.api.spec import CutoverChecks
+from derived_views.api.status import CheckRun
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """What the adapter runs: the candidate's index, the active's, and the checks."""
+
+    revision: str
+    schema: str
+    index: str
+    active_index: str | None
+    """None for a view's first revision: parity checks are skipped."""
+    primary_key: tuple[str, ...]
+    same_key: bool
+    """The active's primary key is the candidate's: parity checks compare like with like."""
+    checks: CutoverChecks
+    checks_hash: str
+    budget_seconds: float | None = None
+    """Seconds all of the run's queries may take together (the operator's
+    DV_CHECK_BUDGET_SECONDS): 32 assertions of up to an hour each must not hold a sink
+    connection and a check worker for a day. None: each query's own timeout only."""
+
+    @property
+    def parity(self) -> bool:
+        return self.active_index is not None and self.same_key
+
+
+def same_request(a: CheckRequest, b: CheckRequest) -> bool:
+    """The same checks of the same tables (the budget is the runner's, not the request's)."""
+    return replace(a, budget_seconds=None) == replace(b, budget_seconds=None)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished run as the check runner holds it until a pass takes it: what was asked,
+    and its judged results (dated when it was submitted)."""
+
+    request: CheckRequest
+    run: CheckRun
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the operator's check runner holds for a view, as a pass reads it."""
+
+    finished: Finished | None = None
+    in_flight: bool = False
+    """A run of the view is queued or measuring: no second one is submitted."""
