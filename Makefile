@@ -92,7 +92,7 @@ lint: setup
 	$(VENV)/bin/mypy
 	# The Spark job runs on the Spark image's Python 3.10 (Ubuntu 22.04), not ours.
 	$(VENV)/bin/mypy --python-version 3.10 spark_templates/dvjob spark_templates/derived_view_job.py
-	$(VENV)/bin/lint-imports
+	PYTHONPATH=spark_templates $(VENV)/bin/lint-imports
 	H=$$($(PY) -c 'from dvstack.helm import helm_binary; from dvstack.settings import load; print(helm_binary(load()))') && \
 	  $$H lint --strict charts/derived-views && \
 	  $$H lint --strict charts/derived-views --set watch.mode=namespaces --set 'watch.namespaces={a,b}'

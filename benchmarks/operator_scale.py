@@ -10,7 +10,7 @@ stand-in executor is stopped for the run (`python -m dvstack up` starts it
 again at the end), and this script plays each job: it sets every
 SparkApplication's state to RUNNING, as the Spark Operator would, and commits
 one ledger batch carrying the topic's end offsets through the job's own sink
-code (`dvjob.sink_postgres`), with no rows.  The operator is the real one, as
+code (`dvjob.sinks.postgres.sink`), with no rows.  The operator is the real one, as
 its own process with production settings (lag poll 5 s, default pool size),
 watching the benchmark's namespace only, so views other runs or tests left on
 the stack are neither passed nor counted.
@@ -59,8 +59,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))
 
 from dvjob.config import parse_config  # noqa: E402
-from dvjob.sink_postgres import PostgresSink  # noqa: E402
-from dvjob.sink_schema import table_layout  # noqa: E402
+from dvjob.sinks.postgres.sink import PostgresSink  # noqa: E402
+from dvjob.sinks.schema import table_layout  # noqa: E402
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")

@@ -34,7 +34,7 @@ the sizes differ only in the topic's length.  Where the time goes comes from
 the job's own `dvjob timing` lines (executors staging, the merge transaction)
 and the ledger's commit times (the rest: Spark's planning, offsets, checkpoint).
 At the largest size the mirror also replays as one batch into an empty index,
-with the sink's bulk merge (dvjob.pg_bulk) and without it; its merge
+with the sink's bulk merge (dvjob.sinks.postgres.bulk) and without it; its merge
 transaction's rows/s is set against the COPY of the same run.
 
 Results go to .stack/results/bench_replay.json; benchmarks/report.py turns
@@ -81,9 +81,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))
 
 from dvjob.first_batch import FIRST_BATCH_CONF  # noqa: E402
-from dvjob.sink import BULK_LOAD_CONF  # noqa: E402
-from dvjob.sink_postgres import index_ddl  # noqa: E402
-from dvjob.sink_schema import TableLayout, table_layout  # noqa: E402
+from dvjob.sinks.postgres.sink import index_ddl  # noqa: E402
+from dvjob.sinks.registry import BULK_LOAD_CONF  # noqa: E402
+from dvjob.sinks.schema import TableLayout, table_layout  # noqa: E402
 
 NAMESPACE = "bench"
 SECRET = "views-db"
@@ -214,7 +214,7 @@ def mirror_layout() -> TableLayout:
 
 def copy_text(orders: Sequence[Mapping[str, Any]]) -> bytes:
     """The orders as COPY text rows of the mirror's index, values as the job sends them
-    (timestamps as ISO text with an explicit UTC offset, dvjob.sink_schema)."""
+    (timestamps as ISO text with an explicit UTC offset, dvjob.sinks.schema)."""
     return "".join(f"{o['order_id']}\t{o['customer_id']}\t{o['amount']!r}\t"
                    f"{str(o['ts']).replace('T', ' ')}.000000+00:00\n" for o in orders).encode()
 
@@ -319,7 +319,7 @@ def run_replay(info: dict[str, Any], custom: Any, shape: Shape, topic: str, even
         app["spec"]["driver"]["javaOptions"] = FULL_JIT
         if first_batch is not None:  # the job's first-batch bound (dvjob.first_batch), 0: off
             app["spec"]["sparkConf"][FIRST_BATCH_CONF] = str(first_batch)
-        if bulk_load is not None:  # the PostgreSQL sink's bulk merge (dvjob.pg_bulk)
+        if bulk_load is not None:  # the PostgreSQL sink's bulk merge (dvjob.sinks.postgres.bulk)
             app["spec"]["sparkConf"][BULK_LOAD_CONF] = str(bulk_load).lower()
         started = time.monotonic()
         custom.create_namespaced_custom_object("sparkoperator.k8s.io", "v1beta2", NAMESPACE,

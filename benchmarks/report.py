@@ -654,7 +654,7 @@ def _first_load_section(replay: Json | None) -> list[str]:
     lines = ["## A first replay into an empty index", "",
              f"The mirror view's {_count(loads.get('events'))} events replayed as one batch "
              "into an empty index (no first-batch bound, `spark.derivedviews.firstBatchOffsets"
-             "=0`), once with the sink's bulk merge (`dvjob/pg_bulk.py`: the batch holds at "
+             "=0`), once with the sink's bulk merge (`dvjob/sinks/postgres/bulk.py`: the batch holds at "
              "least as many rows as an index no reader sees, so its primary key is dropped, "
              "each key's last row inserted and the key rebuilt, all in the batch's "
              "transaction) and once without it (`spark.derivedviews.bulkLoad=false`). The "

@@ -1,11 +1,11 @@
-"""The derived-view replay job: Kafka (from genesis) -> parse -> transform -> PostgreSQL.
+"""The derived-view replay job: Kafka (from genesis) -> parse -> transform -> a sink.
 
-Modules, in pipeline order: `config` (the operator's contract), `load` (Kafka
-reader options), `parse` (value JSON + Kafka metadata columns), `transform`
-(the view's SQL or Python function), `sink_schema` (Spark -> PostgreSQL
-columns), `offsets` (a batch's end offsets from the checkpoint's offset log),
-`sink_postgres` (one transaction per batch: rows + ledger), `bad_records`
-(count and dead-letter what the bad-record policy left out), `batch_writer`
-(the foreachBatch callable), `errors` (one-line failures) and `main` (wires
-them to a streaming query).
+In pipeline order: `config` (the operator's contract), `source` (Kafka reader options,
+values into columns, Debezium and Avro, bad records), `sql` (the guard on the view's SQL),
+`transform` (the view's SQL or Python function), `offsets` (a batch's range from the
+checkpoint), `sinks` (the contract, the registry, PostgreSQL and OpenSearch),
+`batch_writer` (the foreachBatch callable), `first_batch`, `credentials`, `errors` (one-line
+failures) and `main` (wires them to a streaming query). pyproject.toml's import contracts
+hold the layers: main over the batch writer, over the sink registry, over each sink, over the
+sink contract.
 """

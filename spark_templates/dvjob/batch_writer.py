@@ -23,8 +23,8 @@ from dvjob.offsets import (
     read_history_start,
     start_offsets,
 )
-from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows, Sink
-from dvjob.sink_schema import TableLayout, sink_projection
+from dvjob.sinks.contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows, Sink
+from dvjob.sinks.schema import TableLayout, sink_projection
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -86,7 +86,7 @@ class _Model(BaseModel):
 
 
 class BadRecordsConfig(_Model):
-    """What the job does with a record it cannot turn into index rows (see dvjob.bad_records)."""
+    """What the job does with a record it cannot turn into index rows (see dvjob.source.bad_records)."""
 
     policy: Literal["fail", "skip", "deadLetter"] = "fail"
     dead_letter_topic: str | None = Field(default=None, min_length=1)
@@ -177,7 +177,7 @@ class SinkConfig(_Model):
     the ledger index; `schema` has no meaning there.
     """
 
-    kind: Literal["postgres", "opensearch"] = "postgres"  # which dvjob.sink module writes
+    kind: Literal["postgres", "opensearch"] = "postgres"  # which dvjob.sinks.registry module writes
     table: str
     db_schema: PgIdentifier = Field(default="public", alias="schema")
     primary_key: list[PgIdentifier] = Field(min_length=1)

@@ -26,9 +26,16 @@ from pathlib import Path
 
 from dvjob.config import JobConfig
 from dvjob.errors import ConfigError
-from dvjob.load import ENV_CA, ENV_MECHANISM, ENV_PASSWORD, ENV_PROTOCOL, ENV_SECRET, ENV_USERNAME
-from dvjob.pg_stage import libpq_keywords, read_secret_dir
-from dvjob.schema_registry import REGISTRY_KEYS
+from dvjob.sinks.postgres.stage import libpq_keywords, read_secret_dir
+from dvjob.source.load import (
+    ENV_CA,
+    ENV_MECHANISM,
+    ENV_PASSWORD,
+    ENV_PROTOCOL,
+    ENV_SECRET,
+    ENV_USERNAME,
+)
+from dvjob.source.schema_registry import REGISTRY_KEYS
 
 DRIVER_SECRETS = "spark.kubernetes.driver.secrets."
 EXECUTOR_SECRETS = "spark.kubernetes.executor.secrets."

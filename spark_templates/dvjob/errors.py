@@ -17,7 +17,7 @@ class ConfigError(JobError):
 class NullKeyError(JobError):
     """A row has a NULL primary-key column; no sink can key a row by NULL.
 
-    Raised under the bad-record policy `fail` (dvjob.sink_contract.null_key_error), whichever
+    Raised under the bad-record policy `fail` (dvjob.sinks.contract.null_key_error), whichever
     sink found the row.
     """
 

@@ -18,9 +18,6 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from dvjob import sql_guard
-from dvjob.avro_source import avro_start
-from dvjob.bad_records import BadRecordScreen
 from dvjob.batch_progress import (
     PROGRESS_CONF,
     ProgressReporter,
@@ -28,7 +25,6 @@ from dvjob.batch_progress import (
     progress_setting,
 )
 from dvjob.batch_writer import BatchWriter
-from dvjob.changelog import refuse_changelog_aggregates
 from dvjob.checkpoint import HadoopPaths, set_aside_if_stale
 from dvjob.config import JobConfig, TriggerConfig, config_from_argv
 from dvjob.credentials import job_credentials
@@ -40,10 +36,14 @@ from dvjob.first_batch import (
     first_batch_setting,
     run_first_batch,
 )
-from dvjob.load import kafka_reader_options, load_kafka_stream, redacted
-from dvjob.parse import parse_events, value_schema
-from dvjob.sink import BULK_LOAD_CONF, bulk_load_setting, open_sink
-from dvjob.sink_schema import table_layout
+from dvjob.sinks.registry import BULK_LOAD_CONF, bulk_load_setting, open_sink
+from dvjob.sinks.schema import table_layout
+from dvjob.source.avro_reader import avro_start
+from dvjob.source.bad_records import BadRecordScreen
+from dvjob.source.changelog import refuse_changelog_aggregates
+from dvjob.source.load import kafka_reader_options, load_kafka_stream, redacted
+from dvjob.source.parse import parse_events, value_schema
+from dvjob.sql import guard as sql_guard
 from dvjob.transform import apply_transform
 
 # Applied only when the submitter's Spark configuration does not set them.

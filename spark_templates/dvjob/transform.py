@@ -16,9 +16,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from dvjob import sql_guard
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError
+from dvjob.sql import guard as sql_guard
 
 TransformFunction = Callable[[DataFrame], DataFrame]
 

@@ -22,7 +22,7 @@ LEDGER_TABLE = "dv_ledger"
 
 def progress_table(ledger: str) -> str:
     """Where each revision's running batch reports how far it has read, beside the ledger
-    (the job's dvjob.sink_postgres.progress_table names the same table)."""
+    (the job's dvjob.sinks.postgres.sink.progress_table names the same table)."""
     return f"{ledger[:54]}_progress"
 
 

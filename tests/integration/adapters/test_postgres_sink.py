@@ -52,7 +52,7 @@ def test_the_history_start_is_read_from_the_newest_row_with_or_without_the_colum
     """A ledger from before jobs recorded where their replay began has no such column: read
     as not recorded. Once a job adds it (its own DDL), rows written before stay NULL, and a
     revision's history start is its newest row's."""
-    from dvjob.sink_postgres import history_start_column_ddl
+    from dvjob.sinks.postgres.sink import history_start_column_ddl
 
     _ledger(conn, schema)
     conn.execute(f'INSERT INTO "{schema}".dv_ledger (revision, batch_id, end_offsets) VALUES '

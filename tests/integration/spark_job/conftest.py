@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from dvjob.sink_postgres import Connect
+from dvjob.sinks.postgres.sink import Connect
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from typing import Any
 
 from psycopg import sql
 
-from dvjob.sink_postgres import Connect, PostgresSink
-from dvjob.sink_schema import SinkColumn, TableLayout
+from dvjob.sinks.postgres.sink import Connect, PostgresSink
+from dvjob.sinks.schema import SinkColumn, TableLayout
 
 REVISION = "3f9c1a2b4d5e"
 TABLE = "orders__3f9c1a2b4d5e"

@@ -30,7 +30,7 @@ from pg_sink_samples import (
 from psycopg import sql
 
 from dvjob.integrity import IndexLostError
-from dvjob.sink_postgres import PostgresSink
+from dvjob.sinks.postgres.sink import PostgresSink
 from dvstack import replay
 
 pytestmark = pytest.mark.integration

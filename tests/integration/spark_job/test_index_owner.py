@@ -13,12 +13,12 @@ import pytest
 from psycopg import sql
 
 from dvjob.errors import ConfigError
-from dvjob.sink_postgres import (
+from dvjob.sinks.postgres.sink import (
     Connect,
     IndexOwnedElsewhereError,
     PostgresSink,
 )
-from dvjob.sink_schema import SinkColumn, TableLayout
+from dvjob.sinks.schema import SinkColumn, TableLayout
 
 pytestmark = pytest.mark.integration
 

@@ -52,9 +52,8 @@ from pyspark.sql.types import (
 from dvjob.batch_writer import BatchWriter
 from dvjob.errors import JobError, NullKeyError
 from dvjob.offsets import OffsetLogError
-from dvjob.pg_stage import PartitionCopier
-from dvjob.sink_contract import FrameRows
-from dvjob.sink_postgres import (
+from dvjob.sinks.contract import FrameRows
+from dvjob.sinks.postgres.sink import (
     Connect,
     IndexOwnedElsewhereError,
     IndexTableMismatchError,
@@ -65,7 +64,8 @@ from dvjob.sink_postgres import (
     stage_prefix,
     stage_table_ddl,
 )
-from dvjob.sink_schema import SinkColumn, TableLayout, table_layout
+from dvjob.sinks.postgres.stage import PartitionCopier
+from dvjob.sinks.schema import SinkColumn, TableLayout, table_layout
 from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -436,7 +436,7 @@ def test_start_up_drops_the_staging_tables_a_crashed_run_left(
 
 def test_a_staged_batch_keeps_every_type_s_values_exact(
         spark: SparkSession, connect: Connect, schema: str, tmp_path: Path) -> None:
-    """The staged path sends COPY text Spark built (dvjob.pg_copy_text): each value must read
+    """The staged path sends COPY text Spark built (dvjob.sinks.postgres.copy_text): each value must read
     back as itself, including text that looks like COPY syntax."""
     output = StructType([StructField(n, t) for n, t in [
         ("k", StringType()), ("n", LongType()), ("i", IntegerType()), ("d", DoubleType()),
@@ -478,7 +478,7 @@ def test_a_staged_batch_keeps_every_type_s_values_exact(
 
 
 class RecordingPolicy:
-    """The bad-record policy `skip` as the sink sees it (dvjob.sink.BadRecordHandler)."""
+    """The bad-record policy `skip` as the sink sees it (dvjob.sinks.registry.BadRecordHandler)."""
 
     def __init__(self) -> None:
         self.null_keys: list[tuple[int, str, tuple[Any, ...]]] = []
@@ -581,7 +581,7 @@ def test_a_bulk_merge_that_fails_leaves_the_index_and_its_key_as_they_were(
             sql.Identifier(schema, TABLE)))
 
 
-# The start-up's lock: the index table's own (dvjob.sink_postgres.INDEX_LOCK_MODE).
+# The start-up's lock: the index table's own (dvjob.sinks.postgres.sink.INDEX_LOCK_MODE).
 
 SHOP = {"namespace": "shop", "name": "orders", "uid": "uid-shop"}
 BILLING = {"namespace": "billing", "name": "orders", "uid": "uid-billing"}

@@ -38,7 +38,8 @@ from dvjob.batch_progress import Progress
 from dvjob.batch_writer import BatchWriter
 from dvjob.errors import NullKeyError
 from dvjob.integrity import IndexLostError
-from dvjob.sink_opensearch import (
+from dvjob.sinks.opensearch.mapping import index_body, ledger_body
+from dvjob.sinks.opensearch.sink import (
     BulkRefusedError,
     ForeignIndexError,
     IndexMappingMismatchError,
@@ -46,8 +47,7 @@ from dvjob.sink_opensearch import (
     LedgerMismatchError,
     OpenSearchSink,
 )
-from dvjob.sink_opensearch_mapping import index_body, ledger_body
-from dvjob.sink_schema import SinkColumn, TableLayout, table_layout
+from dvjob.sinks.schema import SinkColumn, TableLayout, table_layout
 from dvstack.waiting import wait_for
 
 pytestmark = pytest.mark.integration

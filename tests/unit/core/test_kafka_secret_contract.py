@@ -20,7 +20,7 @@ from derived_views.core.revision import revision_of
 from dvjob.config import parse_config
 from dvjob.credentials import Credentials, job_credentials
 from dvjob.errors import ConfigError
-from dvjob.load import sasl_options
+from dvjob.source.load import sasl_options
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 SPEC = DerivedViewSpec.model_validate({

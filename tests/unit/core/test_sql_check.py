@@ -162,7 +162,7 @@ def test_debezium_columns_exist_only_for_debezium() -> None:
 
 
 def test_the_metadata_columns_are_the_jobs() -> None:
-    parse = pytest.importorskip("dvjob.parse")
+    parse = pytest.importorskip("dvjob.source.parse")
     assert sql_check.KAFKA_COLUMNS == parse.KAFKA_COLUMNS
     assert sql_check.DEBEZIUM_COLUMNS == parse.DEBEZIUM_COLUMNS
 
@@ -365,6 +365,6 @@ def test_the_same_aggregate_over_json_passes() -> None:
 
 def test_the_operator_and_the_job_say_the_same_fix() -> None:
     from derived_views.core.judges.transform import DEBEZIUM_AGGREGATE_FIX
-    from dvjob.changelog import DEBEZIUM_AGGREGATE_FIX as JOB_FIX
+    from dvjob.source.changelog import DEBEZIUM_AGGREGATE_FIX as JOB_FIX
 
     assert DEBEZIUM_AGGREGATE_FIX == JOB_FIX

@@ -62,7 +62,7 @@ def test_every_legitimate_transform_is_allowed_by_the_operator(what: str, sql: s
 
 
 def test_the_operator_and_the_job_allow_the_same_functions() -> None:
-    from dvjob import sql_allowlist
+    from dvjob.sql import allowlist as sql_allowlist
 
     assert spark_allowlist.FUNCTIONS == sql_allowlist.FUNCTIONS
     assert spark_allowlist.REFUSED_FUNCTIONS == sql_allowlist.REFUSED_FUNCTIONS
@@ -102,7 +102,7 @@ JSON_TYPES = [
 def test_the_operator_and_the_job_read_json_types_alike(text: str) -> None:
     """Two copies of one strict reader (the operator ships no job code): the same verdicts
     and words on every shape, udt or not, deep or not."""
-    from dvjob import sql_guard
+    from dvjob.sql import guard as sql_guard
 
     assert sql_policy.json_type_problem(text) == sql_guard.json_type_problem(text)
 

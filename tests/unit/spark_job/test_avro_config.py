@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from test_config import VALID
 
-from dvjob.avro_decoding import (
+from dvjob.config import parse_config
+from dvjob.errors import ConfigError
+from dvjob.source.avro_decoding import (
     UNKNOWN_ID_MARK,
     Decoding,
     field_at,
     resolution_cause,
     unknown_ids,
 )
-from dvjob.config import parse_config
-from dvjob.errors import ConfigError
-from dvjob.schema_registry import (
+from dvjob.source.schema_registry import (
     MAX_ANSWER_BYTES,
     Registry,
     SchemaNotFound,

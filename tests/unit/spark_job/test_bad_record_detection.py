@@ -10,11 +10,11 @@ import pytest
 from kafka_records import KafkaRecord
 from pyspark.sql import DataFrame
 
-from dvjob.bad_records import range_reader_options, range_text, writer_options
 from dvjob.config import TransformConfig, parse_config
 from dvjob.errors import ConfigError
 from dvjob.offsets import start_offsets
-from dvjob.parse import BAD_CAUSE, bad_records, parse_events, value_schema
+from dvjob.source.bad_records import range_reader_options, range_text, writer_options
+from dvjob.source.parse import BAD_CAUSE, bad_records, parse_events, value_schema
 from dvjob.transform import apply_transform
 
 KafkaFrame = Callable[[Sequence[KafkaRecord]], DataFrame]

@@ -117,8 +117,8 @@ def test_the_job_writes_its_reports_where_the_operator_reads_them() -> None:
     """Two sides that cannot import each other name the same table and document."""
     from derived_views.adapters.opensearch.ledger import _progress_id
     from derived_views.core.naming import progress_table as operator_table
-    from dvjob.sink_opensearch_mapping import progress_id
-    from dvjob.sink_postgres import progress_table as job_table
+    from dvjob.sinks.opensearch.mapping import progress_id
+    from dvjob.sinks.postgres.sink import progress_table as job_table
 
     for ledger in ("dv_ledger", "x" * 63):
         assert job_table(ledger) == operator_table(ledger)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from dvjob.batch_writer import PROGRESS_PREFIX, batch_records, progress_line
-from dvjob.sink_contract import BatchOutcome
+from dvjob.sinks.contract import BatchOutcome
 
 
 def test_progress_line_is_one_json_object() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dvjob.errors import ConfigError
-from dvjob.sink import bulk_load_setting
+from dvjob.sinks.registry import bulk_load_setting
 
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("", True), (" true ", True),

@@ -9,10 +9,10 @@ import pytest
 from kafka_records import KafkaRecord
 from pyspark.sql import DataFrame, SparkSession
 
-from dvjob.changelog import combining_nodes, refuse_changelog_aggregates
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError
-from dvjob.parse import parse_events, value_schema
+from dvjob.source.changelog import combining_nodes, refuse_changelog_aggregates
+from dvjob.source.parse import parse_events, value_schema
 from dvjob.transform import apply_transform
 
 ROW_DDL = "id INT, customer STRING, amount DOUBLE"

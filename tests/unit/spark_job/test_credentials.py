@@ -13,7 +13,7 @@ import pytest
 from dvjob.config import parse_config
 from dvjob.credentials import job_credentials
 from dvjob.errors import ConfigError
-from dvjob.pg_stage import libpq_keywords, read_secret_dir
+from dvjob.sinks.postgres.stage import libpq_keywords, read_secret_dir
 
 CONFIG: dict[str, Any] = {
     "view": "shop/v", "revision": "r1",

@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError, one_line
-from dvjob.parse import parse_events, value_schema
-from dvjob.sink_schema import DELETED_COLUMN
+from dvjob.sinks.schema import DELETED_COLUMN
+from dvjob.source.parse import parse_events, value_schema
 from dvjob.transform import apply_transform
 
 ROW_DDL = "id INT, name STRING"

@@ -13,7 +13,7 @@ from typing import Any
 
 import fastavro
 
-from dvjob.avro_decoding import debezium_readers
+from dvjob.source.avro_decoding import debezium_readers
 
 ROW = {"type": "record", "name": "Account", "namespace": "shop", "fields": [
     {"name": "id", "type": "int"}, {"name": "owner", "type": "string"},

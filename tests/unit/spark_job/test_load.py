@@ -6,7 +6,7 @@ import pytest
 
 from dvjob.config import SourceConfig
 from dvjob.errors import ConfigError
-from dvjob.load import kafka_reader_options, redacted
+from dvjob.source.load import kafka_reader_options, redacted
 
 
 def _source(**overrides: object) -> SourceConfig:

@@ -14,7 +14,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType, T
 
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError
-from dvjob.parse import parse_events, value_schema
+from dvjob.source.parse import parse_events, value_schema
 from dvjob.transform import apply_transform
 
 KafkaRecord = tuple[str | None, str | None, int, int]

@@ -12,8 +12,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from dvjob.config import parse_config
 from dvjob.credentials import Credentials
 from dvjob.errors import ConfigError
-from dvjob.sink import open_sink
-from dvjob.sink_schema import table_layout
+from dvjob.sinks.registry import open_sink
+from dvjob.sinks.schema import table_layout
 
 CONFIG: dict[str, Any] = {
     "view": "shop/orders", "revision": "r1",

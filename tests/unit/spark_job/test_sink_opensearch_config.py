@@ -12,10 +12,10 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from dvjob.config import parse_config
 from dvjob.credentials import Credentials
 from dvjob.errors import ConfigError
-from dvjob.sink import SINK_KINDS, open_sink
-from dvjob.sink_opensearch import OpenSearchSink
-from dvjob.sink_opensearch_client import redacted_url
-from dvjob.sink_schema import table_layout
+from dvjob.sinks.opensearch.client import redacted_url
+from dvjob.sinks.opensearch.sink import OpenSearchSink
+from dvjob.sinks.registry import SINK_KINDS, open_sink
+from dvjob.sinks.schema import table_layout
 
 CONFIG: dict[str, Any] = {
     "view": "shop/orders", "revision": "r1",

@@ -31,8 +31,8 @@ from pyspark.sql.types import (
 
 from dvjob.errors import ConfigError, JobError, NullKeyError
 from dvjob.offsets import EndOffsets
-from dvjob.sink_contract import FAIL_ON_NULL_KEY
-from dvjob.sink_opensearch_docs import (
+from dvjob.sinks.contract import FAIL_ON_NULL_KEY
+from dvjob.sinks.opensearch.docs import (
     Documents,
     bulk_body,
     bulk_chunks,
@@ -42,8 +42,8 @@ from dvjob.sink_opensearch_docs import (
     sort_items,
     value_json,
 )
-from dvjob.sink_opensearch_mapping import index_body, ledger_body, ledger_id
-from dvjob.sink_schema import SinkColumn, TableLayout, table_layout
+from dvjob.sinks.opensearch.mapping import index_body, ledger_body, ledger_id
+from dvjob.sinks.schema import SinkColumn, TableLayout, table_layout
 
 ORDERS = TableLayout(
     columns=(SinkColumn("order_id", "text"), SinkColumn("customer_id", "text"),

@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 )
 
 from dvjob.errors import ConfigError
-from dvjob.sink_schema import (
+from dvjob.sinks.schema import (
     SinkColumn,
     TableLayout,
     UnsupportedTypeError,

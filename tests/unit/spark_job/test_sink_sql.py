@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from dvjob.sink_postgres import (
+from dvjob.sinks.postgres.sink import (
     batch_table_ddl,
     claim_statement,
     copy_statement,
@@ -15,7 +15,7 @@ from dvjob.sink_postgres import (
     recorded_offsets_statement,
     upsert_statement,
 )
-from dvjob.sink_schema import SinkColumn, TableLayout
+from dvjob.sinks.schema import SinkColumn, TableLayout
 
 ORDERS = TableLayout(
     columns=(SinkColumn("customer_id", "text"), SinkColumn("orders", "bigint"),

@@ -22,9 +22,9 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.judges.spark_ddl import parse_schema
 from derived_views.core.judges.transform import check_spec, check_sql
 from derived_views.core.judges.transform_policy import unsafe_sql
-from dvjob import sql_guard
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError
+from dvjob.sql import guard as sql_guard
 from dvjob.transform import apply_transform
 from hostile_transforms import HOSTILE, LEGITIMATE, SCHEMA, Hostile
 from tenancy_attempts import SQL

@@ -21,9 +21,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from derived_views.core.judges.transform_policy import schema_text_problem, unsafe_sql
-from dvjob import sql_guard
 from dvjob.errors import ConfigError
-from dvjob.sql_allowlist import FUNCTIONS, OPTION_KEYS, SCHEMA_ARGUMENTS
+from dvjob.sql import guard as sql_guard
+from dvjob.sql.allowlist import FUNCTIONS, OPTION_KEYS, SCHEMA_ARGUMENTS
 from hostile_transforms import HOSTILE, SCHEMA, SCHEMA_ARGS, UDT, UDT_DEEP, UDT_STRUCT, struct_of
 
 INT_A = struct_of('"integer"')

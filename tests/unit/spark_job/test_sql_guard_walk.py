@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from dvjob import sql_guard, sql_tree
 from dvjob.errors import ConfigError
-from dvjob.sql_allowlist import FUNCTIONS, REFUSED_EXPRESSIONS, TABLE_FUNCTIONS
+from dvjob.sql import guard as sql_guard
+from dvjob.sql import tree as sql_tree
+from dvjob.sql.allowlist import FUNCTIONS, REFUSED_EXPRESSIONS, TABLE_FUNCTIONS
 from hostile_transforms import ALLOWED, FILLERS, LEGITIMATE, POSITIONS, SCHEMA
 
 HINT_RULE = "a hint's parameters may only be column names and numbers"

@@ -31,7 +31,7 @@ def _summary_id(revision: str) -> str:
 
 
 def _progress_id(revision: str) -> str:
-    """The job's report of its running batch (dvjob.sink_opensearch_mapping.progress_id)."""
+    """The job's report of its running batch (dvjob.sinks.opensearch.mapping.progress_id)."""
     return f"{revision}:progress"
 
 
@@ -256,7 +256,7 @@ def _fold(client: OpenSearch, ledger: str, revision: str, keep_from: int) -> Non
 
 
 def in_flight_id(revision: str) -> str:
-    """As the job names it (dvjob.sink_opensearch_mapping.in_flight_id)."""
+    """As the job names it (dvjob.sinks.opensearch.mapping.in_flight_id)."""
     return f"{revision}:in-flight"
 
 

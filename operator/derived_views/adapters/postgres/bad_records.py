@@ -1,7 +1,7 @@
 """How many records each revision left out under its bad-record policy, from the ledger.
 
 The job writes each batch's count into that batch's ledger row, in the batch's
-transaction (see spark_templates/dvjob/bad_records.py), so the sum is exact:
+transaction (see spark_templates/dvjob/source/bad_records.py), so the sum is exact:
 a replayed batch is never counted twice.  Ledgers written before the column
 existed have none: every revision then counts 0.
 """

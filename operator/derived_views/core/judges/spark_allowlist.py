@@ -5,7 +5,7 @@ release (EXECUTE IMMEDIATE, IDENTIFIER(), table-valued functions), and a name
 this list does not hold is refused by that name. The function list is Spark
 4.0's FunctionRegistry less what reaches the JVM, reads files or parses XML
 (external entities); the job keeps an identical copy
-(spark_templates/dvjob/sql_allowlist.py; a unit test holds the two equal).
+(spark_templates/dvjob/sql/allowlist.py; a unit test holds the two equal).
 """
 
 from __future__ import annotations

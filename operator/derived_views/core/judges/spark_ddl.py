@@ -22,7 +22,7 @@ from typing import NamedTuple
 from derived_views.api.spec import MAX_SCHEMA
 
 RESERVED_PREFIXES = ("_kafka_", "_debezium_")
-"""Prefixes of the metadata columns the job adds (spark_templates/dvjob/parse.py)."""
+"""Prefixes of the metadata columns the job adds (spark_templates/dvjob/source/parse.py)."""
 
 PRIMITIVE_TYPES = frozenset({
     "boolean", "tinyint", "byte", "smallint", "short", "int", "integer", "bigint", "long",

@@ -48,7 +48,7 @@ EVENTS_VIEW = "events"
 KAFKA_COLUMNS = ("_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset",
                  "_kafka_timestamp", "_kafka_tombstone")
 DEBEZIUM_COLUMNS = ("_debezium_op", "_debezium_ts_ms", "_debezium_deleted")
-"""The metadata columns the job adds to `events` (spark_templates/dvjob/parse.py; a unit
+"""The metadata columns the job adds to `events` (spark_templates/dvjob/source/parse.py; a unit
 test holds the two lists equal)."""
 
 GENERATED_NAMES = re.compile(r"^(col|key|value|pos|c\d+|col\d+|window|session_window)$")
@@ -398,7 +398,7 @@ DEBEZIUM_AGGREGATE_FIX = (
     "_debezium_deleted AS _dv_deleted FROM events with primaryKey [id], and aggregate when "
     "reading: a PostgreSQL view over the alias (SELECT customer_id, sum(amount) FROM <alias> "
     "GROUP BY customer_id) is always current")
-"""The job's own words (dvjob/changelog.py refuses the same at its start; a test keeps the
+"""The job's own words (dvjob/source/changelog.py refuses the same at its start; a test keeps the
 two equal): the operator says it before any job starts."""
 
 

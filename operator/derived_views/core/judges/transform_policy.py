@@ -6,7 +6,7 @@ SQL has ways out of a query (`reflect('java.lang.System', 'getenv', ...)`,
 `java_method`, `SELECT TRANSFORM(...) USING 'cmd'`, `ADD JAR`, `INSERT
 OVERWRITE DIRECTORY`, `parquet.\\`path\\`` relations, `EXECUTE IMMEDIATE`).
 This is the operator's check, made before any job starts, for fast feedback;
-the job's guard (spark_templates/dvjob/sql_guard.py) decides with Spark's own
+the job's guard (spark_templates/dvjob/sql/guard.py) decides with Spark's own
 parser and analyzer, on the same allowlists. Check SQL for PostgreSQL is judged
 by PostgreSQL's own parser instead (core/judges/assertion_sql.py).
 

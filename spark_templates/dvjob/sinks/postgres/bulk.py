@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from dvjob.sink_schema import TableLayout
+from dvjob.sinks.schema import TableLayout
 
 BULK_MAINTENANCE_WORK_MEM = "256MB"
 BULK_SAVEPOINT = "dv_bulk_load"

@@ -10,8 +10,8 @@ credentials. The operator refuses such SQL before any job starts
 is the authority, because it judges what Spark itself parsed and analysed, and a
 job started by hand is held to the same rule.
 
-It is an allowlist (dvjob/sql_allowlist.py). Before Spark analyses anything,
-every tree node of the parsed plan, wherever Spark keeps it (dvjob/sql_tree.py:
+It is an allowlist (dvjob/sql/allowlist.py). Before Spark analyses anything,
+every tree node of the parsed plan, wherever Spark keeps it (dvjob/sql/tree.py:
 named windows, pipe operators, hints, lambdas, subqueries), must be a query node
 or an expression that calls only listed built-ins; a function that reads a type
 from a string (`from_json`, `variant_get`, ...) gets a string literal that names
@@ -31,9 +31,9 @@ from typing import Any, cast
 from py4j.java_gateway import JavaObject  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 
-from dvjob import sql_tree
 from dvjob.errors import ConfigError
-from dvjob.sql_allowlist import (
+from dvjob.sql import tree as sql_tree
+from dvjob.sql.allowlist import (
     FUNCTIONS,
     MOST_ARGUMENTS,
     OPTION_KEYS,

@@ -2,7 +2,7 @@
 
 The job's plan (parse, transform, the bad-record screen, the checkpoint) is the
 same for every sink; only how a batch lands exactly once differs.  A sink is a
-module implementing `dvjob.sink_contract.Sink`, registered in `open_sink`: a new
+module implementing `dvjob.sinks.contract.Sink`, registered in `open_sink`: a new
 sink is a new module plus one line here, not edits across the job.
 """
 
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from dvjob.config import JobConfig
 from dvjob.errors import ConfigError
-from dvjob.sink_contract import Sink
-from dvjob.sink_schema import TableLayout
+from dvjob.sinks.contract import Sink
+from dvjob.sinks.schema import TableLayout
 
 if TYPE_CHECKING:
     from dvjob.credentials import Credentials
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SINK_KINDS = ("postgres", "opensearch")
 
 BULK_LOAD_CONF = "spark.derivedviews.bulkLoad"
-"""Spark configuration that turns the PostgreSQL sink's bulk merge (dvjob.pg_bulk) off
+"""Spark configuration that turns the PostgreSQL sink's bulk merge (dvjob.sinks.postgres.bulk) off
 (false) or on (true, the default): off only to measure what it gains."""
 
 
@@ -43,7 +43,7 @@ def open_sink(config: JobConfig, layout: TableLayout, credentials: Credentials, 
     """The sink the configuration names; the import is lazy so a job loads one client."""
     kind = config.sink.kind
     if kind == "postgres":
-        from dvjob.sink_postgres import PostgresSink, connect_with, describe_target
+        from dvjob.sinks.postgres.sink import PostgresSink, connect_with, describe_target
         app_name = f"dvjob-{config.revision}"
         return PostgresSink(connect=connect_with(app_name, credentials.postgres),
                             schema=config.sink.db_schema, table=config.sink.table,
@@ -54,8 +54,8 @@ def open_sink(config: JobConfig, layout: TableLayout, credentials: Credentials, 
                             target=describe_target(credentials.postgres),
                             bulk_load=bulk_load)
     if kind == "opensearch":
-        from dvjob.sink_opensearch import OpenSearchSink
-        from dvjob.sink_opensearch_client import client_from
+        from dvjob.sinks.opensearch.client import client_from
+        from dvjob.sinks.opensearch.sink import OpenSearchSink
         client, url = client_from(credentials.opensearch)
         return OpenSearchSink(client=client, url=url, index=config.sink.table,
                               ledger_index=config.sink.ledger_table, view=config.view,

@@ -35,9 +35,9 @@ from dvjob.batch_progress import Progress
 from dvjob.errors import ConfigError, JobError
 from dvjob.integrity import IndexLostError
 from dvjob.offsets import EndOffsets
-from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome
-from dvjob.sink_opensearch_client import Failing, redacted_url
-from dvjob.sink_opensearch_docs import (
+from dvjob.sinks.contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome
+from dvjob.sinks.opensearch.client import Failing, redacted_url
+from dvjob.sinks.opensearch.docs import (
     BulkLine,
     Documents,
     bulk_body,
@@ -45,7 +45,7 @@ from dvjob.sink_opensearch_docs import (
     refusal_cause,
     sort_items,
 )
-from dvjob.sink_opensearch_mapping import (
+from dvjob.sinks.opensearch.mapping import (
     LEDGER_PROPERTIES,
     in_flight_id,
     index_body,
@@ -55,7 +55,7 @@ from dvjob.sink_opensearch_mapping import (
     ledger_id,
     progress_id,
 )
-from dvjob.sink_schema import TableLayout
+from dvjob.sinks.schema import TableLayout
 
 CHUNK_ACTIONS = 5000
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -99,7 +99,7 @@ class LiveIndex:
 
 class OpenSearchSink:
     """Writes batches of one revision into its index, exactly once per batch id
-    (dvjob.sink.Sink)."""
+    (dvjob.sinks.registry.Sink)."""
 
     def __init__(self, *, client: OpenSearch, url: str, index: str, ledger_index: str,
                  view: str, revision: str, layout: TableLayout,

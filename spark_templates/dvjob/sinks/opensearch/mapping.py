@@ -1,6 +1,6 @@
 """The OpenSearch mappings: the revision's index (from the layout) and the ledger index.
 
-Pure data, unit-tested without a server; dvjob.sink_opensearch creates and checks them.
+Pure data, unit-tested without a server; dvjob.sinks.opensearch.sink creates and checks them.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dvjob.errors import ConfigError
-from dvjob.sink_schema import SinkColumn, TableLayout
+from dvjob.sinks.schema import SinkColumn, TableLayout
 
 KEYWORD_IGNORE_ABOVE = 8191
 """Longer strings stay in the source but are not indexed: Lucene refuses a term over 32766

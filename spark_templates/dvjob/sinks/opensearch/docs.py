@@ -3,7 +3,7 @@
 Pure functions, no client, so the rules of docs/sinks.md ("OpenSearch") are
 unit-tested without a server.  The JSON is written here, not by the client's
 serializer: it would turn a Decimal into a float, and a column's transport
-(dvjob.sink_schema) already tells how its values arrive: timestamps as ISO text
+(dvjob.sinks.schema) already tells how its values arrive: timestamps as ISO text
 with an offset, nested values as JSON text (spliced in unparsed).
 """
 
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dvjob.errors import ConfigError, JobError
-from dvjob.sink_contract import BadRecordHandler
-from dvjob.sink_opensearch_mapping import check_field_names
-from dvjob.sink_schema import SinkColumn, TableLayout
+from dvjob.sinks.contract import BadRecordHandler
+from dvjob.sinks.opensearch.mapping import check_field_names
+from dvjob.sinks.schema import SinkColumn, TableLayout
 
 MAX_ID_BYTES = 512
 """OpenSearch refuses a longer document id."""
@@ -65,7 +65,7 @@ def _decimal(value: Any) -> str:
 
 
 def _timestamp_text(value: Any) -> str:
-    """`yyyy-MM-dd HH:mm:ss.SSSSSS+hh:mm` (dvjob.sink_schema, in the session's zone) to ISO
+    """`yyyy-MM-dd HH:mm:ss.SSSSSS+hh:mm` (dvjob.sinks.schema, in the session's zone) to ISO
     8601 in UTC: the same revision builds the same sources whatever the zone."""
     instant = dt.datetime.fromisoformat(str(value)).astimezone(dt.timezone.utc)
     return json.dumps(instant.isoformat(timespec="microseconds"))

@@ -28,10 +28,10 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from dvjob.avro_decoding import Decoding
 from dvjob.offsets import EARLIEST, EndOffsets, read_end_offsets, start_offsets
-from dvjob.parse import BAD_CAUSE, bad_records
-from dvjob.sink_contract import NULL_KEY_CAUSE, null_key_error
+from dvjob.sinks.contract import NULL_KEY_CAUSE, null_key_error
+from dvjob.source.avro_decoding import Decoding
+from dvjob.source.parse import BAD_CAUSE, bad_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -15,7 +15,7 @@ lock and then sees the claim), COPY the
 rows into a temporary table, DELETE the keys whose last row is flagged deleted,
 upsert the others, record the counts.  Within a batch the last row of a key
 wins (rows arrive in Kafka order per partition).  A staged batch at least as
-large as an index no reader sees yet merges in bulk instead (dvjob.pg_bulk).
+large as an index no reader sees yet merges in bulk instead (dvjob.sinks.postgres.bulk).
 """
 
 from __future__ import annotations
@@ -33,19 +33,20 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from dvjob import pg_bulk, pg_stage
 from dvjob.batch_progress import Progress
 from dvjob.errors import ConfigError, JobError
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
-from dvjob.pg_stage import PartitionCopier
-from dvjob.sink_contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows
-from dvjob.sink_schema import DELETED_COLUMN, SinkColumn, TableLayout
+from dvjob.sinks.contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows
+from dvjob.sinks.postgres import bulk as pg_bulk
+from dvjob.sinks.postgres import stage as pg_stage
+from dvjob.sinks.postgres.stage import PartitionCopier
+from dvjob.sinks.schema import DELETED_COLUMN, SinkColumn, TableLayout
 
 BATCH_TABLE = "_dv_batch"
 ORDINAL_COLUMN = "_dv_ord"
 STAGE_PREFIX = "_dv_stage_"
-"""Staging tables of large batches (dvjob.pg_stage): `_dv_stage_<revision digest>_<token>`."""
+"""Staging tables of large batches (dvjob.sinks.postgres.stage): `_dv_stage_<revision digest>_<token>`."""
 SHARED_DDL_LOCK_TIMEOUT = "5s"
 """How long the start-up waits for a lock on the shared ledger (a long reader of it blocks
 ALTER TABLE) before failing with a clear error; the job is restarted and tries again."""
@@ -246,7 +247,7 @@ def stage_prefix(revision: str) -> str:
 
 
 def stage_table_ddl(schema: str, table: str, layout: TableLayout) -> sql.Composed:
-    """A staging table the executors fill (dvjob.pg_stage): UNLOGGED, as nothing in it needs
+    """A staging table the executors fill (dvjob.sinks.postgres.stage): UNLOGGED, as nothing in it needs
     to survive a crash; the merge checks it holds every row written."""
     return sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(_qualified(schema, table),
                                                            _batch_columns(layout))
@@ -350,7 +351,7 @@ def finish_statement(schema: str, ledger_table: str) -> sql.Composed:
 
 class PostgresSink:
     """Writes batches of one revision into its index table, exactly once per batch id
-    (dvjob.sink.Sink)."""
+    (dvjob.sinks.registry.Sink)."""
 
     def __init__(self, *, connect: Connect, schema: str, table: str, ledger_table: str,
                  revision: str, layout: TableLayout,
@@ -360,7 +361,7 @@ class PostgresSink:
                  bulk_load: bool = True) -> None:
         self._connect = connect
         # A staged batch at least as large as the unserved index loads without its primary
-        # key, rebuilt after (dvjob.pg_bulk); off only to measure what that gains.
+        # key, rebuilt after (dvjob.sinks.postgres.bulk); off only to measure what that gains.
         self.bulk_load = bulk_load
         # The view this job writes for ({namespace, name, uid}); None only for a configuration
         # from before owners were recorded (it may write only into an index with no owner).
@@ -551,7 +552,7 @@ class PostgresSink:
         decides about rows with a NULL key and settles the batch's left-out
         records before the commit; without it a NULL key fails the batch.
         A large batch's rows (`FrameRows.parallel`) are staged by the executors
-        first (dvjob.pg_stage) and merged by the same transaction.  The ledger row records
+        first (dvjob.sinks.postgres.stage) and merged by the same transaction.  The ledger row records
         `history_start` (None: NULL).
         """
         if not (isinstance(rows, FrameRows) and rows.parallel) or self._has_batch(batch_id):
@@ -567,7 +568,7 @@ class PostgresSink:
                                      secret_dir=self.stage_secret_dir)
             from pyspark import cloudpickle  # the executors may not have the dvjob package
             cloudpickle.register_pickle_by_value(pg_stage)  # type: ignore[no-untyped-call]
-            from dvjob.pg_copy_text import copy_text_lines
+            from dvjob.sinks.postgres.copy_text import copy_text_lines
             lines = copy_text_lines(rows.frame)
             started = time.monotonic()
             written = lines.rdd.mapPartitionsWithIndex(copier).collect()

@@ -3,7 +3,7 @@
 `avro_start` fetches the writers registered under the topics' value subjects (and, for
 Debezium's Avro converter, key subjects) and checks that `from_avro` reads the reader schema
 as the DDL the operator derived. When a query
-stops at a schema id it does not know (dvjob.avro_decoding), `learn_from` fetches it and
+stops at a schema id it does not know (dvjob.source.avro_decoding), `learn_from` fetches it and
 the driver restarts the query from its checkpoint: the batch that stopped had committed
 nothing, so it runs again, whole, with the id decoded or counted as bad.
 """
@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from dvjob.avro_decoding import (
+from dvjob.config import JobConfig
+from dvjob.source.avro_decoding import (
     Decoding,
     check_reader_type,
     debezium_readers,
@@ -22,8 +23,7 @@ from dvjob.avro_decoding import (
     resolution_cause,
     unknown_ids,
 )
-from dvjob.config import JobConfig
-from dvjob.schema_registry import Registry, registry_from
+from dvjob.source.schema_registry import Registry, registry_from
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

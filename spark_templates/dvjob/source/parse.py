@@ -32,8 +32,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
-from dvjob.avro_decoding import Decoding, cause, decoded
 from dvjob.errors import ConfigError
+from dvjob.source.avro_decoding import Decoding, cause, decoded
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,5 +1,5 @@
 """What the job asks of a sink: the contract every sink module implements (a leaf: the
-sinks import it, and the registry in dvjob.sink imports the sinks).
+sinks import it, and the registry in dvjob.sinks.registry imports the sinks).
 
 Also the one policy a sink applies when it is given none: a NULL primary key fails the
 batch, with the same message the view's `fail` policy gives.
@@ -33,7 +33,7 @@ def null_key_error(batch_id: int, column: str, row_text: str | None = None) -> N
 
 
 class BadRecordHandler(Protocol):
-    """The view's bad-record policy as the sink sees it (dvjob.bad_records.BadRecordScreen)."""
+    """The view's bad-record policy as the sink sees it (dvjob.source.bad_records.BadRecordScreen)."""
 
     def null_key(self, batch_id: int, column: str, row: Sequence[Any]) -> None:
         """A row with a NULL key column: raise to fail the batch, or keep it to count."""

@@ -4,7 +4,7 @@ A record in the Confluent wire format names its writer's schema by a global id; 
 fetches each id once (`GET /schemas/ids/{id}`). At start it learns the ids already
 registered under each topic's value subject (TopicNameStrategy: `<topic>-value`), so a
 replay decodes its history without a restart; an id met later (a producer's new version,
-another naming strategy) is fetched then (dvjob.avro_decoding).
+another naming strategy) is fetched then (dvjob.source.avro_decoding).
 
 The registry's URL and credentials are the `registry` Secret's mounted files (`url`,
 optional `username` and `password` for HTTP basic authentication, optional `ca.crt`):

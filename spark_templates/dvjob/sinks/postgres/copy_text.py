@@ -3,7 +3,7 @@
 Why: a staging task that receives typed rows spends most of its time in Python
 turning each value into COPY text (psycopg's write_row); Spark builds the same
 text in the JVM, in generated code, and the task then only writes strings.  The
-values are the sink projection's (dvjob.sink_schema: timestamps already as ISO
+values are the sink projection's (dvjob.sinks.schema: timestamps already as ISO
 text with an offset, nested values as JSON text), so each type's text here is
 what PostgreSQL's input function for the column's type reads back as the same
 value: integers and decimals as digits, doubles as Java's round-trip decimal
@@ -21,7 +21,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, DataType, StringType
 
-from dvjob.sink_schema import DELETED_COLUMN, column_named
+from dvjob.sinks.schema import DELETED_COLUMN, column_named
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -5,10 +5,10 @@ one Python process, while the executors' cores wait.  For a batch worth it
 (dvjob.batch_writer decides) the PostgreSQL sink creates an UNLOGGED staging
 table, each Spark task COPYs its partition into it from its own connection,
 and the driver then merges the staging table into the index together with the
-batch's ledger row in ONE transaction (dvjob.sink_postgres): the index still
+batch's ledger row in ONE transaction (dvjob.sinks.postgres.sink): the index still
 changes only in that transaction, so exactly-once holds; staging is scratch.
 
-Rows arrive as COPY text lines Spark built (dvjob.pg_copy_text), which the
+Rows arrive as COPY text lines Spark built (dvjob.sinks.postgres.copy_text), which the
 task only numbers, joins and writes.
 
 A task first deletes what an earlier attempt of the same partition left, so a

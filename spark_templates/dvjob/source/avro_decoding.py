@@ -41,7 +41,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import StructType
 
 from dvjob.errors import ConfigError
-from dvjob.schema_registry import Registry, SchemaNotFound
+from dvjob.source.schema_registry import Registry, SchemaNotFound
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
