@@ -1,6 +1,6 @@
 # The operator image; the Spark job image is spark_templates/Dockerfile. Without a
-# Docker engine, `python -m dvstack.images build` builds both with buildah, on base
-# images of its own passed as PYTHON_IMAGE (stack/dvstack/images.py).
+# Docker engine, `python -m dvstack.images.build build` builds both with buildah, on base
+# images of its own passed as PYTHON_IMAGE (stack/dvstack/images/build.py).
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS build

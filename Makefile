@@ -47,7 +47,7 @@ demo: setup
 
 ## demo-cdc: a database's changes through Debezium and Kafka into a view, migrated live
 demo-cdc: setup
-	$(PY) -m dvstack.demo_cdc
+	$(PY) -m dvstack.demo.cdc
 
 ## crds: regenerate the DerivedView CRD from the models and copy it into the chart
 crds: setup

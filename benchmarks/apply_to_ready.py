@@ -63,11 +63,11 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.cli.plot import write_png
 from derived_views.cli.plot_data import plot_data
 from derived_views.process.environment import from_env
-from dvstack import replay
-from dvstack import results as results_file
 from dvstack.cli import apply_crds
 from dvstack.settings import load
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing import results as results_file
+from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))

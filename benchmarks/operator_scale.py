@@ -49,11 +49,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, config
 
-from dvstack import processes, replay
-from dvstack import results as results_file
+from dvstack import processes
 from dvstack.cli import SPARK_EXECUTOR, apply_crds
 from dvstack.settings import load
-from dvstack.waiting import TimedOut, wait_for
+from dvstack.testing import replay
+from dvstack.testing import results as results_file
+from dvstack.testing.waiting import TimedOut, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))

@@ -71,11 +71,12 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType, T
 from derived_views.api.spec import DEFAULT_MAX_OFFSETS_PER_TRIGGER
 from derived_views.core.job.sparkapplication import DRIVER_ONLY_ROLES, secret_mounts
 from derived_views.core.judges.avro_schema import spark_ddl
-from dvstack import avro_orders, kafka_broker, replay
-from dvstack import results as results_file
-from dvstack.schema_registry_client import register
+from dvstack.services import kafka_broker
 from dvstack.settings import KAFKA_VERSION, SPARK_VERSION, Settings, load
-from dvstack.waiting import wait_for
+from dvstack.testing import avro_orders, replay
+from dvstack.testing import results as results_file
+from dvstack.testing.schema_registry_client import register
+from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))

@@ -1,12 +1,12 @@
 """Order records in Avro for the tests: three compatible writer versions and one that cannot
-be resolved to them; the Confluent wire format is dvstack.avro_orders' (fastavro, never
+be resolved to them; the Confluent wire format is dvstack.testing.avro_orders' (fastavro, never
 Spark's), shared with the replay benchmark."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dvstack.avro_orders import wire
+from dvstack.testing.avro_orders import wire
 
 __all__ = ["BAD_WRITER", "CHANNEL", "CUSTOMER", "GIFT", "ID", "W1", "W2", "W3", "order_record",
            "wire"]

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from dvstack import replay
 from dvstack.settings import load
-from dvstack.test_phases import FILE_SECONDS, PHASE_ENV, in_phase
+from dvstack.testing import replay
+from dvstack.testing.phases import FILE_SECONDS, PHASE_ENV, in_phase
 
 TESTS = Path(__file__).resolve().parent
 pytest_plugins = ["suite_timing"]
@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark tests by folder so `-m "not e2e"` and friends work without boilerplate; keep
-    the phase's tests (see dvstack.test_phases), longest files first."""
+    the phase's tests (see dvstack.testing.phases), longest files first."""
     for item in items:
         path = Path(str(item.fspath))
         if TESTS / "integration" in path.parents:
@@ -172,8 +172,8 @@ def namespace(jobs_on_node: bool, kube_api_client: Any) -> Iterator[str]:
     Spark jobs' ServiceAccount, as the chart makes it."""
     from kubernetes import client
 
-    from dvstack.node_support import NAMESPACE_LABEL
-    from dvstack.waiting import wait_for
+    from dvstack.node.support import NAMESPACE_LABEL
+    from dvstack.testing.waiting import wait_for
 
     core = client.CoreV1Api(kube_api_client)
     name = f"t-{uuid.uuid4().hex[:10]}"

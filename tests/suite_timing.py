@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from dvstack.settings import load
-from dvstack.test_phases import FILE_SECONDS, PHASE_ENV, timing_file
+from dvstack.testing.phases import FILE_SECONDS, PHASE_ENV, timing_file
 
 SHOWN = 15
 """Rows of each table printed in the summary (the JSON holds them all; fixtures under 0.1 s,

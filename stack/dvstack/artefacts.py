@@ -207,7 +207,7 @@ def opensearch_home(settings: Settings) -> Path:
 
 def apicurio_registry_home(settings: Settings) -> Path:
     """Apicurio Registry's built application (the Quarkus runner jar and `lib/`), unpacked
-    once; the schema registry runs it with `java -jar` (dvstack.schema_registry)."""
+    once; the schema registry runs it with `java -jar` (dvstack.services.schema_registry)."""
     home = settings.cache_dir / f"apicurio-registry-{APICURIO_VERSION}"
     marker = home / ".complete"
     if marker.is_file():

@@ -18,29 +18,28 @@ from typing import Any
 
 import yaml
 
-from dvstack import (
-    artefacts,
+from dvstack import artefacts, processes
+from dvstack.demo import sample
+from dvstack.helm import cached_helm, helm_binary
+from dvstack.node import daemons as node
+from dvstack.node import host as node_host
+from dvstack.node import support as node_support
+from dvstack.services import (
     kafka_broker,
     kafka_connect,
     kube_api,
-    node,
-    node_host,
-    node_support,
     opensearch_server,
     postgres_server,
-    processes,
     restarts,
     s3_store,
-    sample,
     schema_registry,
-    spark_crd,
-    spark_jvm,
-    spark_operator,
-    test_phases,
 )
-from dvstack.helm import cached_helm, helm_binary
 from dvstack.settings import AUTO, Settings, load
-from dvstack.waiting import wait_for
+from dvstack.spark import crd as spark_crd
+from dvstack.spark import jvm as spark_jvm
+from dvstack.spark import kubeflow_operator as spark_operator
+from dvstack.testing import phases as test_phases
+from dvstack.testing.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
               kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, schema_registry.NAME,
@@ -115,7 +114,7 @@ def _start_executor(settings: Settings, spark_submit: Path, jars: list[Path],
     if processes.running(settings, SPARK_EXECUTOR):
         return
     processes.start(settings, SPARK_EXECUTOR, [
-        sys.executable, "-m", "dvstack.spark_executor",
+        sys.executable, "-m", "dvstack.spark.stand_in",
         "--kubeconfig", str(settings.kubeconfig),
         "--spark-submit", str(spark_submit),
         "--jars", ",".join(str(j) for j in jars),
@@ -249,7 +248,7 @@ class _NodeBuilds:
     def __init__(self, settings: Settings) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from dvstack import images
+        from dvstack.images import build as images
 
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="node-build")
         self.futures: list[Future[Any]] = [
@@ -271,7 +270,7 @@ def _node_images(settings: Settings) -> dict[str, Any]:
     """The project's two images, built from its Dockerfiles (cached by content), and the
     Spark Operator's, imported into the node; and the job template a two-core node can
     schedule."""
-    from dvstack import images
+    from dvstack.images import build as images
 
     built = {**images.build_images(settings),
              spark_operator.IMAGE: spark_operator.image(settings)}

@@ -28,7 +28,7 @@ APICURIO_VERSION = "3.0.9"
 """The schema registry (Confluent-compatible API); 3.3 needs Java 21, the machine has 17.
 stack/jars/apicurio-registry/pom.xml pins it too."""
 NODE_ADDRESS = "10.217.0.1"
-"""The stack's address on its own bridge (dvstack.node): where pods reach its services."""
+"""The stack's address on its own bridge (dvstack.node.daemons): where pods reach its services."""
 LOOPBACK = "127.0.0.1"
 AUTO = "auto"
 """`DV_NODE=auto`: the real node wherever the machine can run it (`make test`)."""
@@ -127,7 +127,7 @@ def node_mode(state_dir: Path) -> bool:
         pass
     if raw != AUTO:
         return False
-    from dvstack import node_support
+    from dvstack.node import support as node_support
 
     return node_support.auto_reason() is None
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # /opt/entrypoint.sh of the local Spark base image (localhost/dv-spark, built by
-# stack/dvstack/images.py), standing in for the official Spark image's entry point.
+# stack/dvstack/images/build.py), standing in for the official Spark image's entry point.
 #
 # Spark's Kubernetes backend starts every pod of an application with this image's
 # entry point and one of two first arguments ("Running on Kubernetes", custom images):

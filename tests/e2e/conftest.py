@@ -23,10 +23,10 @@ from e2e_operator import (
     watched,
 )
 
-from dvstack import replay
 from dvstack.cli import apply_crds
 from dvstack.processes import free_port
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR_START_SECONDS = 300

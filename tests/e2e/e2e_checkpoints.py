@@ -8,7 +8,7 @@ import botocore.session
 from botocore.config import Config
 
 from derived_views.core.job.checkpoints import split_s3a
-from dvstack import replay
+from dvstack.testing import replay
 
 
 def checkpoint_env(stack: Any, prefix: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from e2e_checkpoints import checkpoint_env
 
-from dvstack import replay
+from dvstack.testing import replay
 
 
 def second_namespace(namespace: str) -> str:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 
 def orders_by_customer(events: list[dict[str, Any]]) -> dict[str, tuple[int, float]]:

@@ -1,5 +1,5 @@
 """Helpers of the operator e2e tests: a view handle, the test's own recomputation, and the
-live traffic (a producer and a reader of the alias, from dvstack.traffic, which the demo
+live traffic (a producer and a reader of the alias, from dvstack.testing.traffic, which the demo
 shares)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import psycopg
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 

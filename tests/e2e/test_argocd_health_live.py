@@ -26,10 +26,10 @@ from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from argocd_lua import CUSTOMIZATION, health
-from dvstack import replay
 from dvstack.cli import apply_crds
-from dvstack.traffic import LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = os.environ.get("DV_CAPTURE_ARGOCD_TESTDATA") == "1"

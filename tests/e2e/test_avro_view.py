@@ -30,10 +30,10 @@ from e2e_views import G, P, V, ViewHandle, alias_rows
 from kubernetes import client
 
 from avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
-from dvstack import replay
-from dvstack.schema_registry_client import register
-from dvstack.traffic import AliasReader
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.schema_registry_client import register
+from dvstack.testing.traffic import AliasReader
+from dvstack.testing.waiting import wait_for
 
 READER_V2 = order_record(*W3["fields"], GIFT)
 SQL_V1 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue FROM events "

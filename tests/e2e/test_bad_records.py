@@ -28,9 +28,9 @@ from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.traffic import LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
 
 COLUMNS = ["orders", "revenue"]
 

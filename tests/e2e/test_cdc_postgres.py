@@ -10,7 +10,7 @@ debezium` mirrors the table from the JSON topic (v1), then migrates, while the w
 running and a reader queries the alias, to a new SQL over the Avro topic (v2: the team moved
 its connector to Avro; a content change, so a replay of the Avro topic from offset 0). After
 each, the index equals the source table's current state as the test reads it from the
-database (the truth), with v2's derived columns computed in Python (`dvstack.cdc.v2_of`): 0
+database (the truth), with v2's derived columns computed in Python (`dvstack.services.debezium.v2_of`): 0
 rows differ, deleted rows included: JSON and Avro change events, deletes and tombstones
 alike, in one Spark job per revision.
 Figures go to `.stack/results/cdc_postgres.json`.
@@ -29,8 +29,7 @@ from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.cdc import (
+from dvstack.services.debezium import (
     AVRO_ROW_SCHEMA,
     MIRROR_COLUMNS,
     MIRROR_SQL,
@@ -43,8 +42,9 @@ from dvstack.cdc import (
     settle,
     v2_of,
 )
-from dvstack.traffic import AliasReader
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader
+from dvstack.testing.waiting import wait_for
 
 SEED_ROWS = 2_000
 

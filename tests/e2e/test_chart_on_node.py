@@ -52,12 +52,12 @@ from e2e_views import (
 )
 from kubernetes import client
 
-from dvstack import replay
 from dvstack.chart import Helm, short_id, unique_name
 from dvstack.helm import helm_binary
 from dvstack.settings import load
-from dvstack.traffic import AliasReader, LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader, LiveProducer
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.real_node
 

@@ -23,9 +23,9 @@ from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, aggregate, alias_rows, parse_time
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.traffic import AliasReader, LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader, LiveProducer
+from dvstack.testing.waiting import wait_for
 
 BALANCES = ("SELECT customer_id, count(*) AS orders, sum(amount) AS balance FROM events "
             "{where} GROUP BY customer_id")

@@ -39,9 +39,9 @@ from e2e_views import (
 )
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.traffic import AliasReader, LiveProducer, MonotonicWitness
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader, LiveProducer, MonotonicWitness
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.product_defaults  # the jobs' 1 s trigger included
 

@@ -18,9 +18,9 @@ from e2e_views import G, P, V, ViewHandle, ledger_rows, sink_relations, view_bod
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack import replay
-from dvstack.traffic import LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
 
 SECRET_FINALIZER = "derivedviews.io/sink-secret"  # written out: the test's own expectation
 

@@ -24,8 +24,9 @@ import pytest
 from e2e_replay import app_status, orders_by_customer, wait_caught_up
 from kubernetes import client
 
-from dvstack import replay, spark_operator
-from dvstack.waiting import wait_for
+from dvstack.spark import kubeflow_operator as spark_operator
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 EVENTS = 100_000
 PARTITIONS = 3

@@ -23,8 +23,8 @@ from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
 from derived_views.api.constants import PAUSED_ANNOTATION
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 from hostile_checks import HOSTILE, Hostile
 from hostile_transforms import SCHEMA
 

@@ -20,9 +20,9 @@ from typing import Any
 from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.traffic import LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
 
 MESSAGE_LIMIT = 1024  # written out: the test's own expectation of a condition's length
 DEEP_SQL = ("SELECT customer_id, " + "(" * 400 + "amount" + ")" * 400

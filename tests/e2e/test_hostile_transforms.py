@@ -22,8 +22,8 @@ from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 from hostile_transforms import HOSTILE, SCHEMA, Hostile
 
 

@@ -21,9 +21,9 @@ from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.traffic import AliasReader, LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader, LiveProducer
+from dvstack.testing.waiting import wait_for
 
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "
           "FROM events GROUP BY customer_id")

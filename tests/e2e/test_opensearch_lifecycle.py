@@ -21,9 +21,9 @@ from e2e_views import G, P, V, ViewHandle, expected_rows, parse_time
 from kubernetes import client
 from opensearchpy import NotFoundError, OpenSearch
 
-from dvstack import replay
-from dvstack.traffic import LiveProducer, SearchAliasReader, SearchMonotonicWitness
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer, SearchAliasReader, SearchMonotonicWitness
+from dvstack.testing.waiting import wait_for
 
 SQL = {
     "v1": "SELECT customer_id, count(*) AS orders, sum(amount) AS revenue "

@@ -23,8 +23,8 @@ from e2e_operator import GATE_SECONDS
 from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue "
        "FROM events GROUP BY customer_id")

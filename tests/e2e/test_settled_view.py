@@ -26,8 +26,8 @@ from kubernetes import client
 
 from dvstack.cli import apply_crds
 from dvstack.processes import free_port
-from dvstack.traffic import LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")

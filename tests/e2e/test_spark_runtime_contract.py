@@ -1,7 +1,7 @@
 """The stand-in held to the real Spark Operator: the same SparkApplications on both, the
 transitions the operator reads compared.
 
-The stand-in (`dvstack.spark_executor`) runs most tests' jobs because it is faster; it is
+The stand-in (`dvstack.spark.stand_in`) runs most tests' jobs because it is faster; it is
 only worth that while the operator cannot tell it from the real one. Each scenario runs
 at once in a namespace the stand-in serves and in one labelled for the real node, and a
 poller records what the operator would judge on every pass (`job_state.judge` of the
@@ -42,9 +42,9 @@ from derived_views.core.observed import (
     spark_application_from_object,
 )
 from derived_views.reconcile.observe import with_mount_failure
-from dvstack import replay
-from dvstack.node_support import NAMESPACE_LABEL
-from dvstack.waiting import wait_for
+from dvstack.node.support import NAMESPACE_LABEL
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.real_node
 

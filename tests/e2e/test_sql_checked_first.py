@@ -20,8 +20,8 @@ from typing import Any
 from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 GOOD_SQL = "SELECT customer_id, count(*) AS orders FROM events GROUP BY customer_id"
 BROKEN: dict[str, tuple[str, str, str, str]] = {

@@ -23,9 +23,9 @@ from typing import Any
 from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
-from dvstack import replay
-from dvstack.traffic import LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
 from tenancy_attempts import ADMISSION, MISSING_SECRET, SQL, Attempt
 
 COLUMNS = ["orders", "revenue"]

@@ -28,9 +28,9 @@ from e2e_views import ViewHandle, expected_rows, wait_alias_equals
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from dvstack import replay
 from dvstack.processes import free_port
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 # the tutorial's operator watches all namespaces, as the chart installs it: it would
 # reconcile the views of the tests running beside it

@@ -37,9 +37,9 @@ from e2e_views import (
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack import replay
-from dvstack.traffic import LiveProducer
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
 
 REFUSALS = ("IndexOwnedByAnotherView", "SinkTableClaimed")
 """The second view's Stalled reason: the index's recorded owner, or (once the first serves)

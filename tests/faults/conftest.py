@@ -16,8 +16,8 @@ import pytest
 from faults_support import OperatorProcess, results_dir
 from reliability_table import write_from
 
-from dvstack import replay
 from dvstack.cli import apply_crds
+from dvstack.testing import replay
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = Path(__file__).resolve().parent
@@ -70,7 +70,7 @@ def _delete_views(kube_api_client: Any, namespace: str, process: OperatorProcess
     from e2e_views import G, P, V
     from kubernetes import client
 
-    from dvstack.waiting import TimedOut, wait_for
+    from dvstack.testing.waiting import TimedOut, wait_for
 
     custom = client.CustomObjectsApi(kube_api_client)
     if process.proc is None or process.proc.poll() is not None:

@@ -25,9 +25,9 @@ from kubernetes import client
 from derived_views.core.judges.tenancy import DEFAULT_SPARK_CONF_ALLOW
 from derived_views.process.failpoints import BEFORE_SWITCH_ENV
 from dvjob.failpoints import BEFORE_COMMIT_CONF
-from dvstack import replay
-from dvstack.traffic import AliasReader, LiveProducer
-from dvstack.waiting import TimedOut, wait_for
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader, LiveProducer
+from dvstack.testing.waiting import TimedOut, wait_for
 
 RATE = 20  # records/s during every scenario (a 2-core machine shared with other jobs)
 BACKLOG = 6_000  # records in the topic before the view exists, written an hour ago

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from faults_support import BUILDING, Scene, sql
 
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 EDITS = 10
 WINDOW_SECONDS = 5.0

@@ -22,9 +22,9 @@ from faults_support import (
     delete_view,
 )
 
-from dvstack import restarts
+from dvstack.services import restarts
 from dvstack.settings import load
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 # Kafka, PostgreSQL and the API server go down under every other test's feet
 pytestmark = pytest.mark.exclusive

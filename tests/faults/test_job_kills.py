@@ -26,7 +26,7 @@ from faults_support import (
 )
 from spec_edits import check, edit_ten_times
 
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 
 def test_a_driver_killed_mid_replay_and_mid_batch_then_ten_edits_lose_nothing(

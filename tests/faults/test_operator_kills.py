@@ -25,7 +25,7 @@ from faults_support import (
     delete_view,
 )
 
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 MIGRATIONS = 2
 PHASES = ("Pending", "Backfilling", "between intent and switch", "Retiring")

@@ -20,7 +20,7 @@ from derived_views.adapters.checkpoints import (
 from derived_views.adapters.kube.client import Kube
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.checkpoints import dropped_revision_location
-from dvstack import replay
+from dvstack.testing import replay
 
 REVISION, OTHER = "71250ff800", "71250ff801"
 # Paths under <base>/<ns>/<view>/: what the job and the planner write there.

@@ -30,8 +30,8 @@ from derived_views.core.judges.tenancy import parse_policy
 from derived_views.core.log.kafka_connection import KafkaCluster, client_settings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import end_offsets
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 
 def _admin(bootstrap: str) -> AdminClient:

@@ -22,7 +22,7 @@ from derived_views.core.log.kafka_connection import KafkaCluster, SourceOffsets,
 from derived_views.core.observed import TopicRetention
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import topic_configs
-from dvstack import replay
+from dvstack.testing import replay
 
 
 def _topic(bootstrap: str, config: Mapping[str, str] | None = None) -> str:

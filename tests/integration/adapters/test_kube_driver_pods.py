@@ -27,7 +27,7 @@ from derived_views.core.observed import (
     spark_application_from_object,
 )
 from derived_views.core.revision import revision_of
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 VIEW = "orders-by-customer"
 R1, R2 = "71250ff800", "5d31ce3608"

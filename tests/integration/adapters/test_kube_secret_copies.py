@@ -19,7 +19,7 @@ from derived_views.api.constants import JOBS_FOR_LABEL
 from derived_views.core import actions as A
 from derived_views.reconcile.act import create_job
 from derived_views.reconcile.deps import Deps
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

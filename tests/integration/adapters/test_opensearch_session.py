@@ -31,7 +31,7 @@ from derived_views.core.cutover.checks import KeySampleFound, RowCounts
 from derived_views.core.cutover.monotonic import Guard
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import IndexOwner
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 SHOP, OTHER = IndexOwner("shop", "orders", "uid-shop"), IndexOwner("other", "view", "uid-other")
 CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")

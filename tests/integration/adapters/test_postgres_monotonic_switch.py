@@ -15,7 +15,7 @@ from derived_views.adapters.postgres import sink as pg
 from derived_views.adapters.sink_contract import SwitchDeferred
 from derived_views.core.cutover.monotonic import Guard
 from derived_views.core.observed import IndexOwner
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 PARTITIONS = frozenset({("t", 0), ("t", 1)})
 OWNER = IndexOwner("ns", "v", "uid-v")

@@ -12,7 +12,7 @@ import pytest
 
 from derived_views.adapters.postgres.pool import PgPool
 from derived_views.adapters.sink_contract import SinkUnavailable
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 
 def _pid(conn: Any) -> int:

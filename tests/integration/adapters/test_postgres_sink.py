@@ -19,7 +19,7 @@ from psycopg import sql
 
 from derived_views.adapters.postgres import sink as pg
 from derived_views.core.observed import IndexOwner
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 NS_A, NS_V = IndexOwner("ns", "a", "uid-a"), IndexOwner("ns", "v", "uid-v")
 

@@ -30,8 +30,8 @@ from derived_views.core.judges.tenancy import parse_policy
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets
-from dvstack import replay
-from dvstack.schema_registry_client import register
+from dvstack.testing import replay
+from dvstack.testing.schema_registry_client import register
 
 
 def order(*fields: dict[str, Any]) -> str:

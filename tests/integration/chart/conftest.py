@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from dvstack import replay
 from dvstack.chart import Helm, Kubectl, Release, contained, kubectl_binary, short_id
 from dvstack.helm import helm_binary
 from dvstack.settings import load
+from dvstack.testing import replay
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dvstack.chart import Helm, Kubectl, Release, contained
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 TIMEOUT = 60
 

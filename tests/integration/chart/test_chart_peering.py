@@ -25,7 +25,7 @@ import yaml
 
 from dvstack.chart import Kubectl, Release, short_id
 from dvstack.processes import free_port
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 TIMEOUT = 90
 PAUSED = ("Pausing operations", "Pausing all operators")

@@ -20,7 +20,7 @@ from dvstack.chart import (
     matrix_table,
     run_matrix,
 )
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 
 @pytest.mark.parametrize("mode", ["namespaces", "cluster"])

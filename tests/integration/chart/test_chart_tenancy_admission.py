@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from dvstack.chart import Kubectl, Release, short_id
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 from tenancy_attempts import ADMISSION, ALLOWED, PY, Attempt, G, P, V
 
 TIMEOUT = 60

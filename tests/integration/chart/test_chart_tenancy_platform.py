@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from derived_views.core.judges.tenancy import DEFAULT_SPARK_CONF_ALLOW, conf_rule
 from dvstack.chart import Release, short_id
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 from tenancy_attempts import (
     ADMISSION,
     IN_NAMESPACE,

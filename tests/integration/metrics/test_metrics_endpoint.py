@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from derived_views.api.status import DerivedViewStatus
 from derived_views.process.metrics import Metrics
 from dvstack.processes import free_port
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 
 def test_served_metrics_parse_and_carry_the_view() -> None:

@@ -32,9 +32,9 @@ from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
-from dvstack import replay
 from dvstack.cli import apply_crds
-from dvstack.schema_registry_client import register
+from dvstack.testing import replay
+from dvstack.testing.schema_registry_client import register
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"

@@ -31,7 +31,7 @@ from derived_views.core.plan import plan
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
 

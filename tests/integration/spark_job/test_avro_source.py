@@ -30,8 +30,8 @@ from job_submit import mounted_secrets, submit
 from psycopg import sql
 
 from avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
-from dvstack import replay
-from dvstack.schema_registry_client import register
+from dvstack.testing import replay
+from dvstack.testing.schema_registry_client import register
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer
 from job_submit import submit
 from psycopg import sql
 
-from dvstack import replay
+from dvstack.testing import replay
 
 pytestmark = pytest.mark.integration
 

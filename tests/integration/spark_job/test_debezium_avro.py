@@ -27,8 +27,8 @@ from job_submit import mounted_secrets, submit
 from psycopg import sql
 
 from avro_orders import wire
-from dvstack import replay
-from dvstack.schema_registry_client import register
+from dvstack.testing import replay
+from dvstack.testing.schema_registry_client import register
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from psycopg import sql
 
 from dvjob.integrity import IndexLostError
 from dvjob.sinks.postgres.sink import PostgresSink
-from dvstack import replay
+from dvstack.testing import replay
 
 pytestmark = pytest.mark.integration
 

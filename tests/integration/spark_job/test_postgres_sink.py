@@ -66,7 +66,7 @@ from dvjob.sinks.postgres.sink import (
 )
 from dvjob.sinks.postgres.stage import PartitionCopier
 from dvjob.sinks.schema import SinkColumn, TableLayout, table_layout
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -27,8 +27,8 @@ from derived_views.adapters.postgres.progress import running_batches
 from derived_views.adapters.postgres.sink import ledger_positions
 from dvjob.batch_progress import PROGRESS_CONF
 from dvjob.first_batch import FIRST_BATCH_CONF
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -30,8 +30,8 @@ from psycopg import sql
 
 from derived_views.core.job.checkpoints import s3a_hadoop_conf
 from dvjob.batch_writer import PROGRESS_PREFIX
-from dvstack import replay
-from dvstack.waiting import wait_for
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -48,7 +48,7 @@ from dvjob.sinks.opensearch.sink import (
     OpenSearchSink,
 )
 from dvjob.sinks.schema import SinkColumn, TableLayout, table_layout
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,11 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from fastavro import parse_schema, schemaless_reader
 
-from dvstack import kafka_connect, replay
-from dvstack import schema_registry_client as registry
-from dvstack.cdc import TABLE, SourceDatabase
-from dvstack.waiting import wait_for
+from dvstack.services import kafka_connect
+from dvstack.services.debezium import TABLE, SourceDatabase
+from dvstack.testing import replay
+from dvstack.testing import schema_registry_client as registry
+from dvstack.testing.waiting import wait_for
 
 SEED_ROWS = 3
 ROW = 1_000

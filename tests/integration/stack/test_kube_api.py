@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 
 def test_owner_reference_garbage_collection(kube_api_client: Any, namespace: str) -> None:

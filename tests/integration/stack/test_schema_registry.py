@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from dvstack import schema_registry_client as registry
-from dvstack.schema_registry_client import RegistryError
+from dvstack.testing import schema_registry_client as registry
+from dvstack.testing.schema_registry_client import RegistryError
 
 
 def order(*fields: dict[str, Any]) -> str:

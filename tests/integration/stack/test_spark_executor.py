@@ -21,10 +21,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dvstack.local_kubelet import LocalKubelet
-from dvstack.spark_executor import SparkOperator
-from dvstack.spark_local_command import LocalSpark
-from dvstack.waiting import wait_for
+from dvstack.spark.local_command import LocalSpark
+from dvstack.spark.local_kubelet import LocalKubelet
+from dvstack.spark.stand_in import SparkOperator
+from dvstack.testing.waiting import wait_for
 
 APP = Path(__file__).parent / "apps" / "report_env_and_wait.py"
 G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"

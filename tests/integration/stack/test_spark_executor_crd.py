@@ -1,6 +1,6 @@
 """The manifests we write are valid SparkApplications for the real Spark Operator CRD.
 
-The stack installs the pinned upstream CRD (dvstack.spark_crd), which is fully
+The stack installs the pinned upstream CRD (dvstack.spark.crd), which is fully
 structural: an unknown field would be pruned silently, so each manifest is
 created with fieldValidation=Strict (an unknown or duplicate field is an
 error) as a server-side dry run.
@@ -21,7 +21,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
 from derived_views.core.revision import revision_of
-from dvstack import replay
+from dvstack.testing import replay
 
 G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 SNAPSHOT = Path(__file__).resolve().parents[2] / "unit" / "core" / "snapshots" / \

@@ -12,9 +12,10 @@ from typing import Any
 
 import yaml
 
-from dvstack import node_support, spark_operator
 from dvstack.helm import helm_binary
+from dvstack.node import support as node_support
 from dvstack.settings import load
+from dvstack.spark import kubeflow_operator as spark_operator
 
 TAG = "localhost/dv-spark-operator:0123456789ab"
 

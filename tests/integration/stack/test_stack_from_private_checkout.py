@@ -26,8 +26,9 @@ import psycopg
 import pytest
 from botocore.config import Config
 
-from dvstack import postgres_server, processes
+from dvstack import processes
 from dvstack.cli import COMPONENTS, components
+from dvstack.services import postgres_server
 from dvstack.settings import load
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

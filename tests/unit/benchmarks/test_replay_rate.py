@@ -143,7 +143,7 @@ def test_each_json_shape_has_an_avro_twin_with_its_sql_and_key(rr: ModuleType) -
 
 def test_the_avro_topic_holds_the_json_events_in_the_confluent_wire_format(
         rr: ModuleType) -> None:
-    from dvstack import avro_orders, replay
+    from dvstack.testing import avro_orders, replay
 
     event = replay.make_orders(2)[1]
     value = avro_orders.encoder(42, avro_orders.ORDER_EVENT)(avro_orders.avro_order(event))
@@ -160,7 +160,7 @@ def test_the_avro_topic_holds_the_json_events_in_the_confluent_wire_format(
 def test_an_avro_application_reads_avro_with_the_registry_mounted_in_the_driver_alone(
         rr: ModuleType) -> None:
     from dvjob.config import parse_config
-    from dvstack import replay
+    from dvstack.testing import replay
 
     app = replay.spark_application(
         name="bench-1", namespace="bench", revision="bench1", view="bench/mirror-avro",

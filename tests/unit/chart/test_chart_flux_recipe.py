@@ -9,7 +9,7 @@ import yaml
 from chart_render import Render
 
 from derived_views.core import conditions
-from dvstack import spark_crd
+from dvstack.spark import crd as spark_crd
 
 FLUX = Path(__file__).resolve().parents[3] / "gitops" / "flux"
 

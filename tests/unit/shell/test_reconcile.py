@@ -30,7 +30,7 @@ from derived_views.reconcile.act import act
 from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.observe import observe
 from derived_views.reconcile.run import PassOutcome, reconcile, run_pass
-from dvstack.waiting import wait_for
+from dvstack.testing.waiting import wait_for
 
 CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dvstack.images import (
+from dvstack.images.build import (
     BASES,
     RECIPES,
     base_key,
@@ -278,8 +278,8 @@ def test_other_commands_pass_through(tmp_path: Path) -> None:
 
 
 def test_the_spark_operator_image_copies_exactly_what_the_stack_gives_it() -> None:
-    from dvstack import spark_operator
-    from dvstack.images import COMPONENTS
+    from dvstack.images.build import COMPONENTS
+    from dvstack.spark import kubeflow_operator as spark_operator
 
     component = COMPONENTS[spark_operator.IMAGE]
     recipe = component.containerfile.read_text()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dvstack.kafka_broker import new_cluster_id
+from dvstack.services.kafka_broker import new_cluster_id
 
 
 def test_an_id_starting_with_a_dash_is_drawn_again() -> None:

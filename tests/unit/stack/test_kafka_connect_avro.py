@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dvstack import artefacts, kafka_connect
-from dvstack.cdc import SourceDatabase
+from dvstack import artefacts
+from dvstack.services import kafka_connect
+from dvstack.services.debezium import SourceDatabase
 from dvstack.settings import APICURIO_VERSION, load
 
 CCOMPAT = "http://127.0.0.1:18081/apis/ccompat/v7"

@@ -7,7 +7,7 @@ import dataclasses
 import stat
 from pathlib import Path
 
-from dvstack import kafka_broker
+from dvstack.services import kafka_broker
 from dvstack.settings import load
 
 

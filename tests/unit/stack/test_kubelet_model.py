@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dvstack import kubelet_model as km
+from dvstack.spark import kubelet_model as km
 
 DATA = {("secret", "db"): {"password": "pw", "user": "u"},
         ("configmap", "cm"): {"mode": "fast"}}

@@ -12,9 +12,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from dvstack.local_kubelet import LocalKubelet
-from dvstack.secret_volumes import secret_dir
-from dvstack.waiting import wait_for
+from dvstack.spark.local_kubelet import LocalKubelet
+from dvstack.spark.secret_volumes import secret_dir
+from dvstack.testing.waiting import wait_for
 
 # Copies what the job would read from the mount (entries not starting with a dot) to argv[2].
 COPY = ("import json, os, sys; d = sys.argv[1]; json.dump({n: open(os.path.join(d, n)).read() "

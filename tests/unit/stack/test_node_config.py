@@ -15,8 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dvstack import kafka_broker, node_config, node_support, oci_archive, postgres_server
 from dvstack.cli import components
+from dvstack.images import oci_archive
+from dvstack.node import config as node_config
+from dvstack.node import support as node_support
+from dvstack.services import kafka_broker, postgres_server
 from dvstack.settings import Settings, load
 
 
@@ -146,7 +149,7 @@ def test_the_node_mode_adds_the_nodes_daemons_beside_the_stand_in(tmp_path: Path
 
 
 def test_an_operator_beside_the_node_is_allowed_the_stack_kafka_and_keeps_its_policy() -> None:
-    from dvstack.replay import kafka_tenancy_env
+    from dvstack.testing.replay import kafka_tenancy_env
 
     assert kafka_tenancy_env("127.0.0.1:19092") == {}
     assert kafka_tenancy_env("127.0.0.1:19092", '{"python": {"enabled": true}}') == {

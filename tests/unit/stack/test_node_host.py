@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dvstack import node_host
-from dvstack.node_host import Claim
+from dvstack.node import host as node_host
+from dvstack.node.host import Claim
 
 
 def test_the_host_check_names_each_thing_left_behind_and_each_changed_sysctl() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dvstack import opensearch_server
+from dvstack.services import opensearch_server
 from dvstack.settings import load
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import stat
 from pathlib import Path
 
-from dvstack import s3_store
+from dvstack.services import s3_store
 from dvstack.settings import Settings, load
 
 

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
-from dvstack import artefacts, schema_registry, schema_registry_client
+from dvstack import artefacts
 from dvstack.cli import components
+from dvstack.services import schema_registry
 from dvstack.settings import APICURIO_VERSION, Settings, load
+from dvstack.testing import schema_registry_client
 
 
 def settings_in(tmp_path: Path, *, node: bool = False) -> Settings:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dvstack import secret_volumes as sv
+from dvstack.spark import secret_volumes as sv
 
 
 def mode(path: Path) -> int:

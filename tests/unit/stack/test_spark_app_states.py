@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dvstack import spark_app_states as s
+from dvstack.spark import app_states as s
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 T0 = "2026-01-02T03:04:05Z"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dvstack import spark_crd
 from dvstack.settings import load
+from dvstack.spark import crd as spark_crd
 
 
 def test_a_cached_crd_needs_no_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

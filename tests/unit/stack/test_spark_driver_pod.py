@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dvstack.spark_driver_pod import driver_pod, in_scope
+from dvstack.spark.driver_pod import driver_pod, in_scope
 
 ENV = [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]
 APP: dict[str, Any] = {

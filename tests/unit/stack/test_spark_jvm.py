@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dvstack.spark_jvm import driver_java_options
+from dvstack.spark.jvm import driver_java_options
 
 
 def test_without_an_archive_only_the_quick_jit() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dvstack.secret_volumes import secret_dir
-from dvstack.spark_local_command import LocalSpark, SubmissionError, command, spark_memory
+from dvstack.spark.local_command import LocalSpark, SubmissionError, command, spark_memory
+from dvstack.spark.secret_volumes import secret_dir
 
 SPARK = LocalSpark(spark_submit="/venv/bin/spark-submit", work_dir="/state/spark", max_cores=2,
                    jars=("/cache/kafka.jar",), path_map={"/opt/derived-views": "/checkout"})

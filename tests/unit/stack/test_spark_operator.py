@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dvstack import spark_operator as so
 from dvstack.settings import Settings, load
+from dvstack.spark import kubeflow_operator as so
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_helm_installs_with_the_stacks_crds_waits_and_post_renders(tmp_path: Pat
     assert argv[argv.index("--namespace") + 1] == "spark-operator"
     renderer = argv[argv.index("--post-renderer") + 1]
     args = [argv[i + 1] for i, a in enumerate(argv) if a == "--post-renderer-args"]
-    assert [renderer, *args] == [sys.executable, "-m", "dvstack.spark_operator", "post-render",
+    assert [renderer, *args] == [sys.executable, "-m", "dvstack.spark.kubeflow_operator", "post-render",
                                  "--namespace-selector=derivedviews.io/real-node=true"]
     plain = so.helm_argv(Path("/h/helm"), tmp_path / "k", tmp_path / "c", tmp_path / "v", None)
     assert "--post-renderer" not in plain

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dvstack import test_phases
-from dvstack.test_phases import exit_status, in_phase, merge_timings, phases
+from dvstack.testing import phases as test_phases
+from dvstack.testing.phases import exit_status, in_phase, merge_timings, phases
 
 
 def test_parallel_then_alone_beside_the_unit_tests() -> None:
