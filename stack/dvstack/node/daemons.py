@@ -25,9 +25,9 @@ import yaml
 
 from dvstack import processes
 from dvstack.images import oci_archive
-from dvstack.node.config import NodeLayout
 from dvstack.node import config as node_config
 from dvstack.node import host as node_host
+from dvstack.node.config import NodeLayout
 from dvstack.node.support import cni_bin_dir, unsupported_reason
 from dvstack.services import kube_api
 from dvstack.settings import KUBE_VERSION, Settings, load
