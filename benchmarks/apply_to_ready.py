@@ -70,13 +70,12 @@ from dvstack.testing import results as results_file
 from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "e2e"))
+sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "spark_templates"))
 
-from e2e_operator import operator_env, watched  # noqa: E402
-from e2e_views import ViewHandle, view_body  # noqa: E402
-
 from dvjob.batch_writer import TIMING_PREFIX  # noqa: E402
+from support.e2e.operator import operator_env, watched  # noqa: E402
+from support.e2e.views import ViewHandle, view_body  # noqa: E402
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")

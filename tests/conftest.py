@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 
-from dvstack.settings import load
-from dvstack.testing import replay
-from dvstack.testing.phases import FILE_SECONDS, PHASE_ENV, in_phase
-
 TESTS = Path(__file__).resolve().parent
-pytest_plugins = ["suite_timing"]
+pytest_plugins = ["support.suite_timing"]
+from support.results import FILE_SECONDS, PHASE_ENV  # noqa: E402
+
+OFFLINE = ("unit", "stack", "chart", "benchmarks")
+"""Folders of tests that never touch the running stack: `dvstack test` runs them beside the
+exclusive phase. Those under `unit` test the product and never import the stack (dvstack):
+its fixtures and helpers are imported where a test asks for them."""
 
 
 FOLDER_ORDER = ("faults", "e2e", "integration", "unit")
@@ -56,9 +58,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
     phase = os.environ.get(PHASE_ENV, "")
     if phase:
+        from dvstack.testing.phases import in_phase
+
+        def offline(item: pytest.Item) -> bool:
+            parents = Path(str(item.fspath)).parents
+            return any(TESTS / folder in parents for folder in OFFLINE)
+
         keep = [i for i in items if in_phase(
-            phase, exclusive=i.get_closest_marker("exclusive") is not None,
-            unit=TESTS / "unit" in Path(str(i.fspath)).parents)]
+            phase, exclusive=i.get_closest_marker("exclusive") is not None, unit=offline(i))]
         kept = set(keep)
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = keep
@@ -88,9 +95,11 @@ def longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
 def _last_file_seconds() -> dict[str, float]:
     """This machine's last run, else the table committed beside this file (a full run on
     the 2-core machine), so that a fresh clone (CI) also starts its longest files first."""
+    from support.results import results_dir
+
     try:
-        places = [load().state_dir / "results" / FILE_SECONDS]
-    except (OSError, ValueError, AttributeError, TypeError):
+        places = [results_dir() / FILE_SECONDS]
+    except OSError:
         places = []
     for place in [*places, TESTS / FILE_SECONDS]:
         try:
@@ -137,6 +146,8 @@ class Stack:
 
 @pytest.fixture(scope="session")
 def stack() -> Stack:
+    from dvstack.settings import load
+
     stack_file = load().stack_file
     if not stack_file.is_file():
         pytest.fail(f"the local stack is not up ({stack_file} is missing): run `make stack-up`, "
@@ -173,6 +184,7 @@ def namespace(jobs_on_node: bool, kube_api_client: Any) -> Iterator[str]:
     from kubernetes import client
 
     from dvstack.node.support import NAMESPACE_LABEL
+    from dvstack.testing import replay
     from dvstack.testing.waiting import wait_for
 
     core = client.CoreV1Api(kube_api_client)

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_operator import (
+
+from dvstack.cli import apply_crds
+from dvstack.processes import free_port
+from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
+from support.e2e.operator import (
     JOB_NAMESPACE,
     jobs_of,
     operator_env,
@@ -22,13 +27,8 @@ from e2e_operator import (
     second_namespace,
     watched,
 )
+from support.paths import REPO
 
-from dvstack.cli import apply_crds
-from dvstack.processes import free_port
-from dvstack.testing import replay
-from dvstack.testing.waiting import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
 OPERATOR_START_SECONDS = 300
 """A failure detector, not a pace: beside the fault suites on 2 cores the operator's imports
 alone took over a minute (CI), and a test's first deadline must not count them."""

@@ -21,17 +21,17 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_operator import operator_env, watched
-from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
-from argocd_lua import CUSTOMIZATION, health
 from dvstack.cli import apply_crds
 from dvstack.testing import replay
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.argocd_lua import CUSTOMIZATION, health
+from support.e2e.operator import operator_env, watched
+from support.e2e.views import G, P, V, ViewHandle, wait_alias_equals
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CAPTURE = os.environ.get("DV_CAPTURE_ARGOCD_TESTDATA") == "1"
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, "
           "max(amount) AS biggest FROM events GROUP BY customer_id")

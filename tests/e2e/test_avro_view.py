@@ -25,15 +25,15 @@ from typing import Any
 
 import fastavro
 from confluent_kafka import Producer
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle, alias_rows
 from kubernetes import client
 
-from avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
 from dvstack.testing import replay
 from dvstack.testing.schema_registry_client import register
 from dvstack.testing.traffic import AliasReader
 from dvstack.testing.waiting import wait_for
+from support.avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
+from support.e2e.operator import GATE_SECONDS
+from support.e2e.views import G, P, V, ViewHandle, alias_rows
 
 READER_V2 = order_record(*W3["fields"], GIFT)
 SQL_V1 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue FROM events "

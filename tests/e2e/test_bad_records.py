@@ -24,13 +24,13 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from dvstack.testing import replay
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS
+from support.e2e.views import G, P, V, ViewHandle, wait_alias_equals
 
 COLUMNS = ["orders", "revenue"]
 

@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
 from dvstack.services.debezium import (
@@ -45,6 +43,8 @@ from dvstack.services.debezium import (
 from dvstack.testing import replay
 from dvstack.testing.traffic import AliasReader
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS
+from support.e2e.views import G, P, V, ViewHandle
 
 SEED_ROWS = 2_000
 

@@ -37,9 +37,17 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_checkpoints import checkpoint_env
-from e2e_operator import GATE_SECONDS, TRIGGER_SECONDS
-from e2e_views import (
+from kubernetes import client
+
+from dvstack.chart import Helm, short_id, unique_name
+from dvstack.helm import helm_binary
+from dvstack.settings import load
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader, LiveProducer
+from dvstack.testing.waiting import wait_for
+from support.e2e.checkpoints import checkpoint_env
+from support.e2e.operator import GATE_SECONDS, TRIGGER_SECONDS
+from support.e2e.views import (
     G,
     P,
     V,
@@ -50,14 +58,6 @@ from e2e_views import (
     view_body,
     wait_alias_equals,
 )
-from kubernetes import client
-
-from dvstack.chart import Helm, short_id, unique_name
-from dvstack.helm import helm_binary
-from dvstack.settings import load
-from dvstack.testing import replay
-from dvstack.testing.traffic import AliasReader, LiveProducer
-from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.real_node
 

@@ -19,13 +19,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle, aggregate, alias_rows, parse_time
 from kubernetes import client
 
 from dvstack.testing import replay
 from dvstack.testing.traffic import AliasReader, LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS
+from support.e2e.views import G, P, V, ViewHandle, aggregate, alias_rows, parse_time
 
 BALANCES = ("SELECT customer_id, count(*) AS orders, sum(amount) AS balance FROM events "
             "{where} GROUP BY customer_id")

@@ -26,7 +26,12 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from e2e_views import (
+from kubernetes import client
+
+from dvstack.testing import replay
+from dvstack.testing.traffic import AliasReader, LiveProducer, MonotonicWitness
+from dvstack.testing.waiting import wait_for
+from support.e2e.views import (
     G,
     P,
     V,
@@ -37,11 +42,6 @@ from e2e_views import (
     parse_time,
     view_body,
 )
-from kubernetes import client
-
-from dvstack.testing import replay
-from dvstack.testing.traffic import AliasReader, LiveProducer, MonotonicWitness
-from dvstack.testing.waiting import wait_for
 
 pytestmark = pytest.mark.product_defaults  # the jobs' 1 s trigger included
 

@@ -13,14 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_operator import GATE_SECONDS, second_namespace
-from e2e_views import G, P, V, ViewHandle, ledger_rows, sink_relations, view_body, wait_alias_equals
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dvstack.testing import replay
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS, second_namespace
+from support.e2e.views import (
+    G,
+    P,
+    V,
+    ViewHandle,
+    ledger_rows,
+    sink_relations,
+    view_body,
+    wait_alias_equals,
+)
 
 SECRET_FINALIZER = "derivedviews.io/sink-secret"  # written out: the test's own expectation
 

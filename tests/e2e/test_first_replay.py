@@ -21,12 +21,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from e2e_replay import app_status, orders_by_customer, wait_caught_up
 from kubernetes import client
 
 from dvstack.spark import kubeflow_operator as spark_operator
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
+from support.e2e.replay import app_status, orders_by_customer, wait_caught_up
 
 EVENTS = 100_000
 PARTITIONS = 3

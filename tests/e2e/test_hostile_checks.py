@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
 from derived_views.api.constants import PAUSED_ANNOTATION
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
-from hostile_checks import HOSTILE, Hostile
-from hostile_transforms import SCHEMA
+from support.corpora.hostile_checks import HOSTILE, Hostile
+from support.corpora.hostile_transforms import SCHEMA
+from support.e2e.views import G, P, V, ViewHandle
 
 SQL = "SELECT order_id, amount FROM events"
 

@@ -17,12 +17,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
 from dvstack.testing import replay
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.e2e.views import G, P, V, ViewHandle
 
 MESSAGE_LIMIT = 1024  # written out: the test's own expectation of a condition's length
 DEEP_SQL = ("SELECT customer_id, " + "(" * 400 + "amount" + ")" * 400

@@ -18,13 +18,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
-from hostile_transforms import HOSTILE, SCHEMA, Hostile
+from support.corpora.hostile_transforms import HOSTILE, SCHEMA, Hostile
+from support.e2e.views import G, P, V, ViewHandle
 
 
 def body(name: str, sql: str, bootstrap: str, topic: str) -> dict[str, Any]:

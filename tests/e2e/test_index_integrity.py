@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from dvstack.testing import replay
 from dvstack.testing.traffic import AliasReader, LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS
+from support.e2e.views import G, P, V, ViewHandle, wait_alias_equals
 
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, max(amount) AS biggest "
           "FROM events GROUP BY customer_id")

@@ -16,14 +16,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle, expected_rows, parse_time
 from kubernetes import client
 from opensearchpy import NotFoundError, OpenSearch
 
 from dvstack.testing import replay
 from dvstack.testing.traffic import LiveProducer, SearchAliasReader, SearchMonotonicWitness
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS
+from support.e2e.views import G, P, V, ViewHandle, expected_rows, parse_time
 
 SQL = {
     "v1": "SELECT customer_id, count(*) AS orders, sum(amount) AS revenue "

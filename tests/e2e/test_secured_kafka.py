@@ -19,12 +19,12 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
-from e2e_operator import GATE_SECONDS
-from e2e_views import G, P, V, ViewHandle, alias_rows, expected_rows
 from kubernetes import client
 
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS
+from support.e2e.views import G, P, V, ViewHandle, alias_rows, expected_rows
 
 SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue "
        "FROM events GROUP BY customer_id")

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_operator import GATE_SECONDS, operator_env, watched
-from e2e_views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
 from kubernetes import client
 
 from dvstack.cli import apply_crds
 from dvstack.processes import free_port
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS, operator_env, watched
+from support.e2e.views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
 COLUMNS = ["orders", "revenue"]
 

@@ -17,11 +17,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_views import G, P, V, ViewHandle
 from kubernetes import client
 
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
+from support.e2e.views import G, P, V, ViewHandle
 
 GOOD_SQL = "SELECT customer_id, count(*) AS orders FROM events GROUP BY customer_id"
 BROKEN: dict[str, tuple[str, str, str, str]] = {

@@ -20,13 +20,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from e2e_views import G, P, V, ViewHandle, wait_alias_equals
 from kubernetes import client
 
 from dvstack.testing import replay
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
-from tenancy_attempts import ADMISSION, MISSING_SECRET, SQL, Attempt
+from support.corpora.tenancy_attempts import ADMISSION, MISSING_SECRET, SQL, Attempt
+from support.e2e.views import G, P, V, ViewHandle, wait_alias_equals
 
 COLUMNS = ["orders", "revenue"]
 SECRET_LABEL = "derivedviews.io/view-secret"

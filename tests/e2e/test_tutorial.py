@@ -23,20 +23,20 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_checkpoints import checkpoint_env
-from e2e_views import ViewHandle, expected_rows, wait_alias_equals
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from dvstack.processes import free_port
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
+from support.e2e.checkpoints import checkpoint_env
+from support.e2e.views import ViewHandle, expected_rows, wait_alias_equals
+from support.paths import REPO
 
 # the tutorial's operator watches all namespaces, as the chart installs it: it would
 # reconcile the views of the tests running beside it
 pytestmark = pytest.mark.exclusive
 
-REPO = Path(__file__).resolve().parents[2]
 TUTORIAL = REPO / "docs" / "tutorial"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -22,8 +22,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from e2e_operator import GATE_SECONDS, jobs_of, second_namespace
-from e2e_views import (
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from dvstack.testing import replay
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
+from support.e2e.operator import GATE_SECONDS, jobs_of, second_namespace
+from support.e2e.views import (
     G,
     P,
     V,
@@ -34,12 +40,6 @@ from e2e_views import (
     view_body,
     wait_alias_equals,
 )
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from dvstack.testing import replay
-from dvstack.testing.traffic import LiveProducer
-from dvstack.testing.waiting import wait_for
 
 REFUSALS = ("IndexOwnedByAnotherView", "SinkTableClaimed")
 """The second view's Stalled reason: the index's recorded owner, or (once the first serves)

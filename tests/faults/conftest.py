@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import OperatorProcess, results_dir
-from reliability_table import write_from
 
 from dvstack.cli import apply_crds
 from dvstack.testing import replay
+from support.faults.reliability_table import write_from
+from support.faults.scenes import OperatorProcess, results_dir
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FAULTS = Path(__file__).resolve().parent
 SCENARIO_TIMEOUT_SECONDS = 3600
 _RAN: list[str] = []  # fault tests that ran in this session
@@ -67,10 +67,10 @@ def operator(stack: Any, kube_api_client: Any, namespace: str, tmp_path: Path
 def _delete_views(kube_api_client: Any, namespace: str, process: OperatorProcess) -> None:
     """Delete what a failed scenario left, while an operator runs to release its finalizer
     (else the namespace's deletion would wait on it forever)."""
-    from e2e_views import G, P, V
     from kubernetes import client
 
     from dvstack.testing.waiting import TimedOut, wait_for
+    from support.e2e.views import G, P, V
 
     custom = client.CustomObjectsApi(kube_api_client)
     if process.proc is None or process.proc.poll() is not None:

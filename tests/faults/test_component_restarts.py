@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_views import ledger_rows
-from faults_support import (
+
+from dvstack.services import restarts
+from dvstack.settings import load
+from dvstack.testing.waiting import wait_for
+from support.e2e.views import ledger_rows
+from support.faults.scenes import (
     BUILDING,
     OperatorProcess,
     ScenarioResult,
     Scene,
     delete_view,
 )
-
-from dvstack.services import restarts
-from dvstack.settings import load
-from dvstack.testing.waiting import wait_for
 
 # Kafka, PostgreSQL and the API server go down under every other test's feet
 pytestmark = pytest.mark.exclusive

@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e_views import ledger_batch_ids, ledger_rows
-from faults_support import (
+from dvstack.testing.waiting import wait_for
+from support.e2e.views import ledger_batch_ids, ledger_rows
+from support.faults.scenes import (
     BUILDING,
     JobHold,
     OperatorProcess,
@@ -24,9 +25,7 @@ from faults_support import (
     delete_view,
     kill_driver,
 )
-from spec_edits import check, edit_ten_times
-
-from dvstack.testing.waiting import wait_for
+from support.faults.spec_edits import check, edit_ten_times
 
 
 def test_a_driver_killed_mid_replay_and_mid_batch_then_ten_edits_lose_nothing(

@@ -16,16 +16,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e_views import ledger_rows
-from faults_support import (
+from dvstack.testing.waiting import wait_for
+from support.e2e.views import ledger_rows
+from support.faults.scenes import (
     BUILDING,
     OperatorProcess,
     ScenarioResult,
     Scene,
     delete_view,
 )
-
-from dvstack.testing.waiting import wait_for
 
 MIGRATIONS = 2
 PHASES = ("Pending", "Backfilling", "between intent and switch", "Retiring")

@@ -27,7 +27,7 @@ from derived_views.api.spec import CutoverChecks, SqlAssertion
 from derived_views.core import check_runs
 from derived_views.core.cutover import checks
 from derived_views.core.judges.assertion_sql import check_sql_problem
-from hostile_checks import HOSTILE, LEGITIMATE
+from support.corpora.hostile_checks import HOSTILE, LEGITIMATE
 
 CAND, ACTIVE = "acct__cand000002", "acct__actv000002"
 ESCAPED = "escaped_by_check"

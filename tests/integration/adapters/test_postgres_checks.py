@@ -29,7 +29,7 @@ from derived_views.adapters.postgres.checks import (
 from derived_views.api.spec import CutoverChecks, SqlAssertion
 from derived_views.core import check_runs
 from derived_views.core.cutover import checks
-from hostile_checks import MISREAD, Misread
+from support.corpora.hostile_checks import MISREAD, Misread
 
 CAND, ACTIVE = "acct__cand000001", "acct__actv000001"
 

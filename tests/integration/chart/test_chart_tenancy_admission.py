@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -18,10 +17,11 @@ from kubernetes.client.rest import ApiException
 
 from dvstack.chart import Kubectl, Release, short_id
 from dvstack.testing.waiting import wait_for
-from tenancy_attempts import ADMISSION, ALLOWED, PY, Attempt, G, P, V
+from support.corpora.tenancy_attempts import ADMISSION, ALLOWED, PY, Attempt, G, P, V
+from support.results import results_dir
 
 TIMEOUT = 60
-RESULTS = Path(__file__).resolve().parents[3] / ".stack" / "results"
+RESULTS = results_dir()
 
 
 def _create(custom: Any, ns: str, attempt: Attempt) -> str | None:

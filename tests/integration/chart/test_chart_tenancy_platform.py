@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -22,7 +21,7 @@ from kubernetes.client.rest import ApiException
 from derived_views.core.judges.tenancy import DEFAULT_SPARK_CONF_ALLOW, conf_rule
 from dvstack.chart import Release, short_id
 from dvstack.testing.waiting import wait_for
-from tenancy_attempts import (
+from support.corpora.tenancy_attempts import (
     ADMISSION,
     IN_NAMESPACE,
     PLATFORM_ALLOWED,
@@ -33,11 +32,12 @@ from tenancy_attempts import (
     P,
     V,
 )
+from support.results import results_dir
 
 TIMEOUT = 60
 VALID = {"bool": "true", "int": "8", "number": "0.5", "size": "64m", "duration": "30s",
          "timezone": "Europe/Paris", "word": "orders-team"}
-RESULTS = Path(__file__).resolve().parents[3] / ".stack" / "results"
+RESULTS = results_dir()
 
 
 def _create(custom: Any, ns: str, attempt: Attempt) -> str | None:

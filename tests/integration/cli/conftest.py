@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from cli_harness import REPO, CliEnv, G, P, V, spec_v1, wait_for
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from dvstack.cli import apply_crds
+from support.cli_harness import REPO, CliEnv, G, P, V, spec_v1, wait_for
 
 CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 SHIELD_LABEL = "dv-cli-test/shield"

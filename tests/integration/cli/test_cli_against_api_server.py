@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_harness import SQL_V1, SQL_V2, CliEnv, spec_v1, spec_v2
-
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.revision import revision_of
+from support.cli_harness import SQL_V1, SQL_V2, CliEnv, spec_v1, spec_v2
 
 # The revision hashes of the two specs, as the operator would name them.
 REV_V1 = revision_of(DerivedViewSpec.model_validate(spec_v1()))

@@ -6,17 +6,17 @@ from __future__ import annotations
 import copy
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
-from admission_catalogue import CASES, VALID, Case, G, P, V, render
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dvstack.cli import apply_crds
+from support.corpora.admission_catalogue import CASES, VALID, Case, G, P, V, render
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO
 CRD = ROOT / "crds" / "derivedviews.io_derivedviews.yaml"
 DOC = ROOT / "docs" / "admission.md"
 MINIMUM_CASES = 30

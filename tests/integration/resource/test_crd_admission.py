@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-from admission_catalogue import VALID, G, P, V
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dvstack.cli import apply_crds
+from support.corpora.admission_catalogue import VALID, G, P, V
+from support.paths import REPO
 
-CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
+CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 
 
 @pytest.fixture(scope="module")

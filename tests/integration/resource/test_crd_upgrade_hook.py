@@ -11,7 +11,6 @@ import copy
 import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,11 +19,11 @@ from kubernetes import client
 
 from derived_views.core.crd_upgrade import VERSION_ANNOTATION
 from dvstack.cli import apply_crds
+from support.paths import REPO
 
 # replaces the CRD every other test's views are admitted by
 pytestmark = pytest.mark.exclusive
 
-REPO = Path(__file__).resolve().parents[3]
 CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 NAME = "derivedviews.derivedviews.io"
 

@@ -14,7 +14,6 @@ import json
 import socket
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,8 +34,9 @@ from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
 from dvstack.testing import replay
 from dvstack.testing.schema_registry_client import register
+from support.paths import REPO
 
-CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
+CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 READER = {"type": "record", "name": "Order", "namespace": "shop", "fields": [

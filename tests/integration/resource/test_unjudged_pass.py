@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +31,9 @@ from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
 from dvstack.testing.waiting import wait_for
+from support.paths import REPO
 
-CRD = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
+CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 FINALIZER = "derivedviews.io/cleanup"  # written out: the test's own expectation

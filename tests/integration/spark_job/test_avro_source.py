@@ -26,12 +26,12 @@ import fastavro
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer
-from job_submit import mounted_secrets, submit
 from psycopg import sql
 
-from avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
 from dvstack.testing import replay
 from dvstack.testing.schema_registry_client import register
+from support.avro_orders import BAD_WRITER, GIFT, W1, W2, W3, order_record, wire
+from support.spark_job.job_submit import mounted_secrets, submit
 
 pytestmark = pytest.mark.integration
 

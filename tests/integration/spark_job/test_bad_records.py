@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer
-from job_submit import submit
 from psycopg import sql
 
 from dvstack.testing import replay
+from support.spark_job.job_submit import submit
 
 pytestmark = pytest.mark.integration
 

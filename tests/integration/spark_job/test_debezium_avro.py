@@ -23,12 +23,12 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import Producer
-from job_submit import mounted_secrets, submit
 from psycopg import sql
 
-from avro_orders import wire
 from dvstack.testing import replay
 from dvstack.testing.schema_registry_client import register
+from support.avro_orders import wire
+from support.spark_job.job_submit import mounted_secrets, submit
 
 pytestmark = pytest.mark.integration
 

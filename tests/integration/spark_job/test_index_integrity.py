@@ -16,8 +16,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from job_submit import produce, rows, run_job
-from pg_sink_samples import (
+from psycopg import sql
+
+from dvjob.integrity import IndexLostError
+from dvjob.sinks.postgres.sink import PostgresSink
+from dvstack.testing import replay
+from support.spark_job.job_submit import produce, rows, run_job
+from support.spark_job.pg_sink_samples import (
     ORDERS,
     REVISION,
     TABLE,
@@ -27,11 +32,6 @@ from pg_sink_samples import (
     order,
     query,
 )
-from psycopg import sql
-
-from dvjob.integrity import IndexLostError
-from dvjob.sinks.postgres.sink import PostgresSink
-from dvstack.testing import replay
 
 pytestmark = pytest.mark.integration
 

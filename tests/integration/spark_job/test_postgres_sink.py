@@ -19,17 +19,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_sink_samples import (
-    ORDERS,
-    REVISION,
-    TABLE,
-    Row,
-    index_rows,
-    ledger_rows,
-    make_sink,
-    order,
-    query,
-)
 from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
@@ -67,6 +56,17 @@ from dvjob.sinks.postgres.sink import (
 from dvjob.sinks.postgres.stage import PartitionCopier
 from dvjob.sinks.schema import SinkColumn, TableLayout, table_layout
 from dvstack.testing.waiting import wait_for
+from support.spark_job.pg_sink_samples import (
+    ORDERS,
+    REVISION,
+    TABLE,
+    Row,
+    index_rows,
+    ledger_rows,
+    make_sink,
+    order,
+    query,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,6 @@ import psycopg
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from job_submit import job_config, produce, rows, run_job, start
 from psycopg import sql
 
 from derived_views.adapters.postgres.progress import running_batches
@@ -29,6 +28,7 @@ from dvjob.batch_progress import PROGRESS_CONF
 from dvjob.first_batch import FIRST_BATCH_CONF
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
+from support.spark_job.job_submit import job_config, produce, rows, run_job, start
 
 pytestmark = pytest.mark.integration
 

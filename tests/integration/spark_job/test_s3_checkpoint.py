@@ -32,10 +32,11 @@ from derived_views.core.job.checkpoints import s3a_hadoop_conf
 from dvjob.batch_writer import PROGRESS_PREFIX
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
+from support.paths import REPO
 
 pytestmark = pytest.mark.integration
 
-JOB = Path(__file__).resolve().parents[3] / "spark_templates" / "derived_view_job.py"
+JOB = REPO / "spark_templates" / "derived_view_job.py"
 EVENTS = 12_000
 PER_BATCH = 1_500
 SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue "

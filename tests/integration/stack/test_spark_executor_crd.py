@@ -24,7 +24,7 @@ from derived_views.core.revision import revision_of
 from dvstack.testing import replay
 
 G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
-SNAPSHOT = Path(__file__).resolve().parents[2] / "unit" / "core" / "snapshots" / \
+SNAPSHOT = Path(__file__).resolve().parents[2] / "unit" / "core" / "job" / "snapshots" / \
     "sparkapplication.yaml"
 BODY: dict[str, Any] = {
     "source": {"kafka": {"bootstrapServers": "kafka:9092", "secretRef": {"name": "kafka-creds"}},

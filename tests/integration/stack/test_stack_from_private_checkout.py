@@ -30,10 +30,10 @@ from dvstack import processes
 from dvstack.cli import COMPONENTS, components
 from dvstack.services import postgres_server
 from dvstack.settings import load
+from support.paths import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[3]
 PORTS = ("DV_ETCD_PORT", "DV_ETCD_PEER_PORT", "DV_APISERVER_PORT", "DV_KCM_PORT",
          "DV_KAFKA_PORT", "DV_KAFKA_CONTROLLER_PORT", "DV_KAFKA_SASL_PORT", "DV_PG_PORT",
          "DV_S3_PORT", "DV_CONNECT_PORT", "DV_OPENSEARCH_PORT", "DV_OPENSEARCH_TRANSPORT_PORT",

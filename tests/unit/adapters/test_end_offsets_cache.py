@@ -11,10 +11,10 @@ import threading
 from collections.abc import Iterable
 
 import pytest
-from offsets_standin import ALICE, BOB, PLAIN, Clock, FakeCluster
 
 from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
 from derived_views.core.log.kafka_connection import KafkaCluster
+from support.stand_ins.offsets import ALICE, BOB, PLAIN, Clock, FakeCluster
 
 
 def make(fake: FakeCluster, clock: Clock, interval: float = 5) -> EndOffsetsCache:

@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterable
 
 import pytest
-from offsets_standin import ALICE, BOB, PLAIN, Clock
 
 from derived_views.adapters.kafka.topic_configs import (
     ConfigsAnswer,
@@ -21,6 +20,7 @@ from derived_views.adapters.kafka.topic_configs import (
 )
 from derived_views.core.log.kafka_connection import KafkaCluster
 from derived_views.core.observed import TopicRetention
+from support.stand_ins.offsets import ALICE, BOB, PLAIN, Clock
 
 WEEK = TopicRetention(retention_ms=604_800_000, retention_bytes=-1)
 COMPACT = TopicRetention(cleanup_policy="compact", retention_ms=-1, retention_bytes=-1)

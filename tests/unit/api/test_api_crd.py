@@ -9,8 +9,9 @@ from typing import Any
 import yaml
 
 from derived_views.api import crd
+from support.paths import REPO
 
-COMMITTED = Path(__file__).resolve().parents[3] / "crds" / "derivedviews.io_derivedviews.yaml"
+COMMITTED = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 REGENERATE = "python -m derived_views.api.crd --output crds/derivedviews.io_derivedviews.yaml"
 
 

@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from derived_views.api.spec import DerivedViewSpec
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = REPO
 VIEWS = sorted(p for p in (ROOT / "docs").rglob("*.yaml")
                if any(d.get("kind") == "DerivedView"
                       for d in yaml.safe_load_all(p.read_text()) if isinstance(d, dict)))

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core_samples import I2, SQL_V1, SQL_V2, spec_body
-from core_world import World, run_until, served_world
-
 from derived_views.core.cadence import log_moved, next_pass_in, settled
+from support.world.samples import I2, SQL_V1, SQL_V2, spec_body
+from support.world.world import World, run_until, served_world
 
 
 def _settled(world: World, **meta: Any) -> bool:

@@ -6,10 +6,9 @@ orders_by_customer, revisions R1/R2), not derived from the planner's helpers.
 
 from __future__ import annotations
 
-from core_samples import I1, I2, R1, SQL_V1, SQL_V2, make_config, spec_body
-from core_world import World, served_world
-
 from derived_views.core import actions as A
+from support.world.samples import I1, I2, R1, SQL_V1, SQL_V2, make_config, spec_body
+from support.world.world import World, served_world
 
 HELD = "views-db"
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from core_samples import SQL_V1, SQL_V2, make_spec
-
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.observed import (
     DriverObserved,
@@ -21,6 +19,7 @@ from derived_views.core.observed import (
     view_from_object,
     with_drivers,
 )
+from support.world.samples import SQL_V1, SQL_V2, make_spec
 
 
 def test_view_from_object() -> None:

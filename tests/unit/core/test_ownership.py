@@ -12,20 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from core_samples import (
-    I2,
-    NAMESPACE,
-    SQL_V1,
-    SQL_V2,
-    T0,
-    UID,
-    VIEW,
-    make_config,
-    make_spec,
-    spec_body,
-)
-from core_world import World
-
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core import reasons
@@ -38,6 +24,19 @@ from derived_views.core.observed import (
     ViewObserved,
 )
 from derived_views.core.plan import plan
+from support.world.samples import (
+    I2,
+    NAMESPACE,
+    SQL_V1,
+    SQL_V2,
+    T0,
+    UID,
+    VIEW,
+    make_config,
+    make_spec,
+    spec_body,
+)
+from support.world.world import World
 
 R1 = "71250ff800"
 I1 = f"orders_by_customer__{R1}"

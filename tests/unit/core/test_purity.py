@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[3] / "operator" / "derived_views"
+from support.paths import REPO
+
+PACKAGE = REPO / "operator" / "derived_views"
 SOURCES = sorted(p for folder in ("api", "core") for p in (PACKAGE / folder).rglob("*.py"))
 
 FORBIDDEN_IMPORTS = {"kubernetes", "kopf", "confluent_kafka", "psycopg", "socket", "subprocess",

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from core_samples import SQL_V1, SQL_V2, SQL_V3, spec_body
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.revision import content_of, revision_of, with_content
+from support.world.samples import SQL_V1, SQL_V2, SQL_V3, spec_body
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -137,9 +137,8 @@ def test_with_content_keeps_a_python_transform() -> None:
 def test_job_settings_hash_of_the_defaults_is_sha256_of_the_written_out_document() -> None:
     import hashlib
 
-    from core_samples import make_spec
-
     from derived_views.core.revision import job_settings_of
+    from support.world.samples import make_spec
     written = ('{"kafka":{"bootstrapServers":"kafka:9092","secretRef":{"name":"kafka-creds"}},'
                '"maxOffsetsPerTrigger":1000000,"spark":{"driver":{"cores":1,"memory":"1g"},"executor":{"cores":1,"instances":1,'
                '"memory":"1g"},"image":null,"mainApplicationFile":null,"restartPolicy":'

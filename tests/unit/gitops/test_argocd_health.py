@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from argocd_lua import SCRIPT_PATH, health
+from support.argocd_lua import SCRIPT_PATH, health
+from support.paths import REPO
 
-GITOPS = Path(__file__).resolve().parents[3] / "gitops" / "argocd"
+GITOPS = REPO / "gitops" / "argocd"
 SCRIPT = SCRIPT_PATH.read_text()
 CM_KEY = "resource.customizations.health.derivedviews.io_DerivedView"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from argocd_lua import CUSTOMIZATION, health
+from support.argocd_lua import CUSTOMIZATION, health
 
 SPEC = yaml.safe_load((CUSTOMIZATION / "health_test.yaml").read_text())
 TESTS: list[dict[str, Any]] = SPEC["tests"]

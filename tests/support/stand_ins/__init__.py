@@ -1,0 +1,2 @@
+"""Stand-ins for the shell's adapters in unit tests: the Kubernetes port, end offsets,
+Secrets."""
