@@ -19,6 +19,7 @@ removing it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -44,7 +45,8 @@ from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION, VIEW_
 from derived_views.core.cadence import ViewKey, next_pass_in
 from derived_views.core.job.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.core.log.kafka_connection import KafkaCluster
-from derived_views.process.environment import from_env, operator_config
+from derived_views.core.settings import Settings
+from derived_views.process.environment import from_env
 from derived_views.process.failpoints import Failpoints
 from derived_views.process.malloc import keep_trimmed
 from derived_views.process.metrics import Metrics
@@ -72,22 +74,28 @@ def deps() -> Deps:
             reader.forget(cluster)
             times.forget(cluster)
 
-        offsets = EndOffsetsCache(interval=SETTINGS.lag_poll_seconds, fetch=reader,
+        offsets = EndOffsetsCache(interval=SETTINGS.polling.lag_seconds, fetch=reader,
                                   expire_after=TOPIC_REGISTRATION_SECONDS,
                                   on_fetch=metrics.offsets_fetched, forget=forget)
-        _settled = SettledWatch(offsets, _wake, SETTINGS.lag_poll_seconds)
+        _settled = SettledWatch(offsets, _wake, SETTINGS.polling.lag_seconds)
         metrics.count_settled(_settled.count)
         _deps = Deps(kube=Kube(new_api_client()),
                      offsets=offsets, record_times=times,
                      metrics=metrics,
-                     config=operator_config(SETTINGS, load_template(
-                         Path(SETTINGS.spark_template) if SETTINGS.spark_template
-                         else TEMPLATE_PATH)),
-                     sink_pools=SinkPools(SETTINGS.sink_pool_size),
-                     check_runner=CheckRunner(SETTINGS.check_concurrency,
-                                              SETTINGS.check_budget_seconds),
+                     settings=with_template(SETTINGS),
+                     sink_pools=SinkPools(SETTINGS.sinks.pool_size),
+                     check_runner=CheckRunner(SETTINGS.checks.concurrency,
+                                              SETTINGS.checks.budget_seconds),
                      failpoints=Failpoints.from_env(os.environ))
     return _deps
+
+
+def with_template(settings: Settings) -> Settings:
+    """The settings with the SparkApplication template's text, read once (from
+    DV_SPARK_TEMPLATE, else the checkout's): the planner renders from the text."""
+    path = Path(settings.spark.template_path) if settings.spark.template_path else TEMPLATE_PATH
+    return dataclasses.replace(settings, spark=dataclasses.replace(
+        settings.spark, template=load_template(path)))
 
 
 def _watch() -> SettledWatch:
@@ -138,15 +146,15 @@ def _after_pass(key: ViewKey, outcome: PassOutcome | None) -> None:
     it, and the timer follows that."""
     watch = _watch()
     if outcome is None:
-        _timers.schedule(key, next_pass_in(watch.is_settled(key), SETTINGS.lag_poll_seconds,
-                                           SETTINGS.settled_poll_seconds))
+        _timers.schedule(key, next_pass_in(watch.is_settled(key), SETTINGS.polling.lag_seconds,
+                                           SETTINGS.polling.settled_seconds))
     elif outcome.released:
         watch.unsettled(key)  # first: a wake in between would pass a released view
         _timers.forget(key)
     else:
         _timers.schedule(key, next_pass_in(outcome.settled is not None,
-                                           SETTINGS.lag_poll_seconds,
-                                           SETTINGS.settled_poll_seconds))
+                                           SETTINGS.polling.lag_seconds,
+                                           SETTINGS.polling.settled_seconds))
         if outcome.settled is None:
             watch.unsettled(key)
         else:
@@ -160,7 +168,7 @@ def _timed(key: ViewKey) -> None:
 # Timed passes, and those of settled views woken by their log, run on the timers' few
 # threads, outside Kopf's workers: a burst of wakes (a busy topic read by many views) is
 # worked off without starving Kopf's own handlers of the CPU.
-_timers = PassTimers(_timed, retry_after=SETTINGS.lag_poll_seconds)
+_timers = PassTimers(_timed, retry_after=SETTINGS.polling.lag_seconds)
 
 
 def _wake(key: ViewKey) -> None:

@@ -266,19 +266,19 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     assert env_of(container(objs))["DV_OPERATOR_NAMESPACE"] == {
         "fieldRef": {"fieldPath": "metadata.namespace"}}
     settings = from_env({**env, "DV_OPERATOR_NAMESPACE": "ops"})  # as the pod gets it
-    assert (settings.job_namespace, settings.operator_namespace) == (
+    assert (settings.jobs.namespace, settings.jobs.operator_namespace) == (
         "{namespace}-dv-jobs", "ops")
-    assert settings.lag_poll_seconds == 2.5
-    assert settings.sink_pool_size == 9
-    assert settings.spark_image == "registry.example/spark-job:9"
-    assert settings.main_application_file == "local:///job.py"
-    assert settings.spark_jars == ("local:///a.jar", "local:///b.jar")
-    assert settings.trigger_seconds == 4.5
-    assert settings.checkpoint_base == "s3a://ck/"
-    assert settings.checkpoint_secret == "dv-checkpoints"
-    assert settings.checkpoint_s3_endpoint == "http://minio.storage:9000"
-    assert settings.checkpoint_s3_region == "eu-central-1"
-    assert settings.spark_service_account == "spark-driver"
+    assert settings.polling.lag_seconds == 2.5
+    assert settings.sinks.pool_size == 9
+    assert settings.spark.image == "registry.example/spark-job:9"
+    assert settings.spark.main_application_file == "local:///job.py"
+    assert settings.spark.jars == ("local:///a.jar", "local:///b.jar")
+    assert settings.spark.trigger_seconds == 4.5
+    assert settings.checkpoints.base == "s3a://ck/"
+    assert settings.checkpoints.secret == "dv-checkpoints"
+    assert settings.checkpoints.s3_endpoint == "http://minio.storage:9000"
+    assert settings.checkpoints.s3_region == "eu-central-1"
+    assert settings.spark.service_account == "spark-driver"
 
 
 def test_default_settings_match_the_operator_defaults(render: Any) -> None:
@@ -288,10 +288,13 @@ def test_default_settings_match_the_operator_defaults(render: Any) -> None:
     # cluster mode); the checkpoint base: a local directory serves a hand-run operator, a
     # pod needs a store; and where jobs run: in job namespaces out of tenants' reach on a
     # cluster, beside the view for a hand-run operator (its stack has one user)
-    assert from_env(env) == dataclasses.replace(from_env({}), metrics_port=9090,
-                                                spark_service_account="spark-operator-spark",
-                                                checkpoint_base="s3a://derived-views/checkpoints",
-                                                job_namespace="{namespace}-dv-jobs")
+    hand = from_env({})
+    assert from_env(env) == dataclasses.replace(
+        hand, metrics_port=9090,
+        spark=dataclasses.replace(hand.spark, service_account="spark-operator-spark"),
+        checkpoints=dataclasses.replace(hand.checkpoints,
+                                        base="s3a://derived-views/checkpoints"),
+        jobs=dataclasses.replace(hand.jobs, namespace="{namespace}-dv-jobs"))
     # what a pod adds (KUBERNETES_SERVICE_HOST) passes the operator's own start-up check
     assert from_env({**env, "KUBERNETES_SERVICE_HOST": "10.0.0.1"}).in_cluster
 

@@ -4,12 +4,13 @@ tests (values written by hand)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 
 REVISION = "71250ff800"
 SQL = "SELECT customer_id, count(*) AS orders FROM events GROUP BY customer_id"
@@ -22,16 +23,25 @@ BODY: dict[str, Any] = {
     "spark": {"executor": {"instances": 2, "memory": "2g"},
               "sparkConf": {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false"}},
 }
-CONFIG = OperatorConfig(spark_template=load_template(), spark_image="registry.example/dv-job:1.0",
-                        checkpoint_base="s3a://checkpoints/dv",
-                        spark_jars=("local:///opt/spark/jars/spark-sql-kafka.jar",),
-                        spark_service_account="spark")
+SETTINGS = Settings(
+    spark=SparkSettings(template=load_template(), image="registry.example/dv-job:1.0",
+                        jars=("local:///opt/spark/jars/spark-sql-kafka.jar",),
+                        service_account="spark"),
+    checkpoints=CheckpointSettings(base="s3a://checkpoints/dv"))
 
 
-def render(body: dict[str, Any] = BODY, revision: str = REVISION, **config: Any) -> dict[str, Any]:
-    cfg = OperatorConfig(**{**CONFIG.__dict__, **config})
+def render(body: dict[str, Any] = BODY, revision: str = REVISION, *,
+           template: str | None = None, checkpoints: CheckpointSettings | None = None
+           ) -> dict[str, Any]:
+    """The sample's SparkApplication; `template` and `checkpoints` replace the samples'."""
+    settings = SETTINGS
+    if template is not None:
+        settings = dataclasses.replace(
+            settings, spark=dataclasses.replace(settings.spark, template=template))
+    if checkpoints is not None:
+        settings = dataclasses.replace(settings, checkpoints=checkpoints)
     return render_spark_application(
-        cfg.spark_template, config=cfg, namespace="shop", view="orders-by-customer",
+        settings.spark.template, settings=settings, namespace="shop", view="orders-by-customer",
         uid="0d4b7c1e-5f2a-4c8e-9a71-3f9c2b6d8e10", spec=DerivedViewSpec.model_validate(body),
         revision=revision,
         checkpoint_location=f"s3a://checkpoints/dv/shop/orders-by-customer/{revision}")

@@ -18,8 +18,8 @@ from typing import Any
 
 from derived_views.adapters.kube.client import Kube, SecretMissing
 from derived_views.api.constants import MANAGED_BY, MANAGED_BY_LABEL
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job import checkpoints
+from derived_views.core.settings import Settings
 
 log = logging.getLogger("derived_views")
 
@@ -132,24 +132,24 @@ def _delete_local(location: str) -> int:
     return gone
 
 
-def checkpoint_secret_data(kube: Kube, config: OperatorConfig, namespace: str
+def checkpoint_secret_data(kube: Kube, settings: Settings, namespace: str
                            ) -> dict[str, str]:
     """The checkpoint credentials the jobs of views in `namespace` use (SecretMissing when
     there are none)."""
-    assert config.checkpoint_secret is not None
-    jobs = config.jobs_of(namespace)
+    assert settings.checkpoints.secret is not None
+    jobs = settings.jobs_of(namespace)
     if jobs == namespace:
-        return kube.secret_data(namespace, config.checkpoint_secret)
+        return kube.secret_data(namespace, settings.checkpoints.secret)
     try:
-        data, labels = kube.secret(jobs, config.checkpoint_secret)
+        data, labels = kube.secret(jobs, settings.checkpoints.secret)
         if labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
             return data  # the platform's own, scoped to this job namespace
     except SecretMissing:
         pass
-    return kube.secret_data(config.operator_namespace, config.checkpoint_secret)
+    return kube.secret_data(settings.jobs.operator_namespace, settings.checkpoints.secret)
 
 
-def delete_dropped_revision(kube: Kube, config: OperatorConfig, namespace: str, view: str,
+def delete_dropped_revision(kube: Kube, settings: Settings, namespace: str, view: str,
                             revision: str, location: str) -> None:
     """After the revision's index is dropped: delete its checkpoints at `location` (its
     build-0 location, planned with the drop: DropIndex.checkpoints) with the operator's own
@@ -160,12 +160,12 @@ def delete_dropped_revision(kube: Kube, config: OperatorConfig, namespace: str, 
     try:
         access = None
         if checkpoints.is_s3a(location):
-            access = S3Access(endpoint=config.checkpoint_s3_endpoint,
-                              region=config.checkpoint_s3_region)
-            if config.checkpoint_secret:
+            access = S3Access(endpoint=settings.checkpoints.s3_endpoint,
+                              region=settings.checkpoints.s3_region)
+            if settings.checkpoints.secret:
                 access = S3Access.from_secret_data(
-                    checkpoint_secret_data(kube, config, namespace),
-                    config.checkpoint_s3_endpoint, config.checkpoint_s3_region)
+                    checkpoint_secret_data(kube, settings, namespace),
+                    settings.checkpoints.s3_endpoint, settings.checkpoints.s3_region)
         gone = delete_revision_checkpoints(location, access)
     except (CheckpointStoreError, SecretMissing, ValueError, OSError) as exc:
         log.warning("%s/%s: checkpoints of revision %s left in place: %s", namespace, view,

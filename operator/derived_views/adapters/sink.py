@@ -12,13 +12,13 @@ from collections.abc import Mapping
 
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid, SinkSession
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.installation import OperatorConfig
+from derived_views.core.settings import Settings
 
 SINK_KINDS = ("postgres", "opensearch")
 
 
 def open_session(spec: DerivedViewSpec, secret_data: Mapping[str, str],
-                 config: OperatorConfig, pools: SinkPools) -> SinkSession:
+                 settings: Settings, pools: SinkPools) -> SinkSession:
     """A session on the view's sink with its Secret's data, on a pooled connection.
 
     Raises SinkSecretInvalid (unusable data) or SinkUnavailable (cannot connect).
@@ -26,8 +26,8 @@ def open_session(spec: DerivedViewSpec, secret_data: Mapping[str, str],
     kind = spec.sink.kind
     if kind == "postgres":
         from derived_views.adapters.postgres.session import PostgresSession
-        return PostgresSession.open(secret_data, config, pools)
+        return PostgresSession.open(secret_data, settings, pools)
     if kind == "opensearch":
         from derived_views.adapters.opensearch.session import OpenSearchSession
-        return OpenSearchSession.open(secret_data, config, pools)
+        return OpenSearchSession.open(secret_data, settings, pools)
     raise SinkSecretInvalid(f"sink kind {kind!r}: this operator serves {', '.join(SINK_KINDS)}")

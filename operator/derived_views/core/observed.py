@@ -21,9 +21,9 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import naming
 from derived_views.core.check_runs import Held
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.judges.source_schema import pinned_reader
 from derived_views.core.revision import revision_of
+from derived_views.core.settings import Settings
 from derived_views.core.times import parse_timestamp
 
 TopicPartition = tuple[str, int]
@@ -263,7 +263,7 @@ class Observed:
 
     view: ViewObserved
     status: DerivedViewStatus
-    config: OperatorConfig
+    settings: Settings
     spark_applications: Mapping[str, SparkApplicationObserved] = field(default_factory=dict)
     """This view's SparkApplications by revision (label derivedviews.io/revision)."""
     sink: SinkObserved | None = None

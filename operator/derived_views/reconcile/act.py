@@ -76,9 +76,9 @@ def _measure(spec: DerivedViewSpec, namespace: str, deps: Deps) -> Measure:
     secret = spec.sink.secret_ref.name
 
     def measure(req: check_runs.CheckRequest) -> Found:
-        data = PassSecrets(deps.kube, namespace, deps.config.tenancy).secret_data(namespace,
+        data = PassSecrets(deps.kube, namespace, deps.settings.tenancy).secret_data(namespace,
                                                                                   secret)
-        session = open_session(spec, data, deps.config, deps.sink_pools)
+        session = open_session(spec, data, deps.settings, deps.sink_pools)
         try:
             return session.run_checks(req)
         finally:
@@ -115,7 +115,7 @@ def _act(action: A.Action, body: dict[str, Any], key: ViewKey, deps: Deps,
         owner = IndexOwner(ns, name, view_from_object(body).uid)
         _act_on_sink(action, owner, deps, sink, record)
         if isinstance(action, A.DropIndex) and action.checkpoints:
-            ckpt.delete_dropped_revision(deps.kube, deps.config, ns, name, action.revision,
+            ckpt.delete_dropped_revision(deps.kube, deps.settings, ns, name, action.revision,
                                          action.checkpoints)
     elif isinstance(action, A.HoldSecret):
         deps.kube.hold_secret(ns, action.name, SECRET_FINALIZER)

@@ -12,8 +12,8 @@ from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.log.kafka_connection import SourceOffsets
+from derived_views.core.settings import Settings
 from derived_views.process.failpoints import Failpoints
 from derived_views.process.metrics import Metrics
 from derived_views.reconcile.check_runner import CheckRunner
@@ -25,7 +25,7 @@ from derived_views.reconcile.switch_deferrals import SwitchDeferrals
 class Deps:
     kube: Kube
     offsets: EndOffsetsCache
-    config: OperatorConfig
+    settings: Settings
     metrics: Metrics = field(default_factory=Metrics)
     sink_pools: SinkPools = field(default_factory=SinkPools)
     check_runner: CheckRunner = field(default_factory=CheckRunner)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from derived_views.api.constants import JOBS_FOR_LABEL
 from derived_views.core import reasons
-from derived_views.core.installation import OperatorConfig
+from derived_views.core.settings import Settings
 
 LabelsOf = Callable[[str], "dict[str, str] | None"]
 
@@ -45,11 +45,11 @@ class JobNamespaces:
         return labels
 
 
-def placement(config: OperatorConfig, namespace: str, cache: JobNamespaces, read: LabelsOf
+def placement(settings: Settings, namespace: str, cache: JobNamespaces, read: LabelsOf
               ) -> tuple[str, tuple[str, str] | None]:
     """(the job namespace of views in `namespace`, why no job may be placed there or None)."""
     try:
-        jobs = config.jobs_of(namespace)
+        jobs = settings.jobs_of(namespace)
     except ValueError as exc:
         return namespace, (reasons.JOB_NAMESPACE_MISSING,
                            f"{exc}: shorten the namespace, or change DV_JOB_NAMESPACE (chart "

@@ -74,7 +74,7 @@ def sink_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     secret = spec.sink.secret_ref.name
     try:
         data = secrets.secret_data(ns, secret)
-        session = open_session(spec, data, deps.config, deps.sink_pools)
+        session = open_session(spec, data, deps.settings, deps.sink_pools)
     except SecretNotLabelled as exc:
         return SinkReading(problem=(reasons.SECRET_NOT_LABELLED, str(exc)))
     except SecretMissing as exc:
@@ -119,12 +119,12 @@ def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     ns = key[0]
     where = "/".join(key)
     topics = frozenset(topics_to_observe(spec, status))
-    refused = cluster_refusal(spec, deps.config.tenancy, ns)
+    refused = cluster_refusal(spec, deps.settings.tenancy, ns)
     if refused is not None:  # the operator does not connect there either, Secret or not
         return SourceOffsets(None, reason=refused.reason, message=refused.message)
     try:
         cluster = kafka_cluster(spec, ns, secrets or PassSecrets(deps.kube, ns,
-                                                                 deps.config.tenancy))
+                                                                 deps.settings.tenancy))
     except SecretNotLabelled as exc:
         log.warning("%s: end offsets unknown: Kafka %s", where, exc)
         return SourceOffsets(None, reason=reasons.SECRET_NOT_LABELLED, message=f"Kafka {exc}")
@@ -250,7 +250,7 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
     meta = body["metadata"]
     key = key or (meta["namespace"], meta["name"])
     status = status_from_object(body)
-    jobs, job_problem = placement(deps.config, key[0], deps.job_namespaces,
+    jobs, job_problem = placement(deps.settings, key[0], deps.job_namespaces,
                                   lambda name: deps.kube.namespace_labels(name))
     apps, drivers = _jobs(spec, status, key, deps, jobs)
     # Ledger first, end offsets after: read the other way round, records arriving in between
@@ -260,7 +260,7 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
     # others take the cluster's latest reading (one fetch per cluster per poll for all idle
     # views) and fetch again only when a committed offset is above it.
     ledger_read = deps.offsets.now()
-    secrets = PassSecrets(deps.kube, key[0], deps.config.tenancy)
+    secrets = PassSecrets(deps.kube, key[0], deps.settings.tenancy)
     sink = sink_reading(spec, status, key, deps, secrets,
                  dropping=bool(meta.get("deletionTimestamp")) and spec.deletion_policy == "Delete")
     try:
@@ -278,7 +278,7 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
                             switch_deferred=deps.deferrals.take(key),
                             job_namespace_problem=job_problem,
                             secret_labels=secrets.labels(secrets_of(spec)),
-                            config=deps.config, spark_applications=apps, driver_pods=drivers,
+                            settings=deps.settings, spark_applications=apps, driver_pods=drivers,
                             sink=sink.observed, sink_problem=sink.problem,
                             end_offsets=offsets.ends, log_starts=offsets.starts,
                             topic_configs=configs, record_times=times,

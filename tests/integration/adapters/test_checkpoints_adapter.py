@@ -18,8 +18,8 @@ from derived_views.adapters.checkpoints import (
     delete_revision_checkpoints,
 )
 from derived_views.adapters.kube.client import Kube
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.checkpoints import dropped_revision_location
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from dvstack.testing import replay
 
 REVISION, OTHER = "71250ff800", "71250ff801"
@@ -120,10 +120,7 @@ def test_after_drop_index_the_operator_deletes_with_the_views_secret(
     base = f"s3a://{stack.s3['bucket']}/{base_key}"
     prefix = f"{base_key}/{namespace}/orders/"
     put(stack, prefix, GOES + STAYS)
-    config = OperatorConfig(spark_template="", spark_image="x", checkpoint_base=base,
-                            checkpoint_secret=replay.CHECKPOINT_SECRET,
-                            checkpoint_s3_endpoint=stack.s3["endpoint"],
-                            checkpoint_s3_region=stack.s3["region"])
+    config = Settings(spark=SparkSettings(template="", image="x"), checkpoints=CheckpointSettings(base=base, secret=replay.CHECKPOINT_SECRET, s3_endpoint=stack.s3["endpoint"], s3_region=stack.s3["region"]))
     kube = Kube(kube_api_client)
     replay.ensure_checkpoint_secret(client.CoreV1Api(kube_api_client), namespace, stack.s3)
     delete_dropped_revision(kube, config, namespace, "orders", REVISION,
@@ -138,9 +135,7 @@ def test_a_missing_secret_leaves_the_checkpoints_with_a_warning(
     base = f"s3a://{stack.s3['bucket']}/{base_key}"
     prefix = f"{base_key}/{namespace}/orders/"
     put(stack, prefix, GOES)
-    config = OperatorConfig(spark_template="", spark_image="x", checkpoint_base=base,
-                            checkpoint_secret="no-such-secret",
-                            checkpoint_s3_endpoint=stack.s3["endpoint"])
+    config = Settings(spark=SparkSettings(template="", image="x"), checkpoints=CheckpointSettings(base=base, secret="no-such-secret", s3_endpoint=stack.s3["endpoint"]))
     with caplog.at_level(logging.WARNING, logger="derived_views"):
         delete_dropped_revision(Kube(kube_api_client), config, namespace, "orders", REVISION,
                                 planned_location(namespace, base))

@@ -25,9 +25,9 @@ from derived_views.adapters.kafka.offsets import (
 from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.judges.tenancy import parse_policy
 from derived_views.core.log.kafka_connection import KafkaCluster, client_settings
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import end_offsets
 from dvstack.testing import replay
@@ -271,8 +271,7 @@ def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
     # the stack's Kafka, which beside the real node is not on loopback, as a platform lists it
     policy = parse_policy(replay.kafka_tenancy_env(s["bootstrap"]).get("DV_TENANCY_POLICY"))
     deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
-                config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c",
-                                      tenancy=policy))
+                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"), tenancy=policy))
     view = (namespace, "v")
     got = end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), view,
                        deps)

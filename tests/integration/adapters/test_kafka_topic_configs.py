@@ -27,7 +27,7 @@ from dvstack.testing import replay
 
 def _topic(bootstrap: str, config: Mapping[str, str] | None = None) -> str:
     name = f"cfg-{uuid.uuid4().hex[:8]}"
-    replay.create_topic(bootstrap, name, 1, config=config)
+    replay.create_topic(bootstrap, name, 1, settings=config)
     return name
 
 
@@ -94,7 +94,7 @@ def test_an_unreachable_cluster_is_told_to_one_pass_and_never_fails_one(
         caplog: pytest.LogCaptureFixture) -> None:
     cluster = _unreachable()
     offsets = SourceOffsets({("a", 0): 1}, cluster=cluster, topics=frozenset({"a"}))
-    deps = Deps(kube=None, offsets=None, config=None,  # type: ignore[arg-type]
+    deps = Deps(kube=None, offsets=None, settings=None,  # type: ignore[arg-type]
                 topic_configs=TopicConfigsCache(
                     fetch=lambda c, t: describe_topic_configs(c, t, timeout=2)))
     started = time.monotonic()
@@ -113,7 +113,7 @@ def test_an_unreachable_cluster_is_told_to_one_pass_and_never_fails_one(
 def test_a_source_that_could_not_be_asked_reads_no_settings(stack: Any) -> None:
     name = _topic(stack.kafka_bootstrap, {"cleanup.policy": "compact"})
     cluster = KafkaCluster.of(stack.kafka_bootstrap)
-    deps = Deps(kube=None, offsets=None, config=None)  # type: ignore[arg-type]
+    deps = Deps(kube=None, offsets=None, settings=None)  # type: ignore[arg-type]
     unavailable = SourceOffsets(None, reason="KafkaUnavailable", cluster=cluster,
                                 topics=frozenset({name}))
     assert topic_configs(("ns", "v"), deps, unavailable) == {}

@@ -15,7 +15,6 @@ from kubernetes.client.exceptions import ApiException
 
 from derived_views.adapters.kube.client import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
 from derived_views.core.observed import (
     FAILED_MOUNT,
@@ -27,6 +26,7 @@ from derived_views.core.observed import (
     spark_application_from_object,
 )
 from derived_views.core.revision import revision_of
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from dvstack.testing.waiting import wait_for
 
 VIEW = "orders-by-customer"
@@ -160,11 +160,10 @@ def rendered_application(namespace: str) -> dict[str, Any]:
         "transform": {"sql": "SELECT customer_id, count(*) AS n FROM events GROUP BY 1"},
         "sink": {"postgres": {"secretRef": {"name": "views-db"}, "table": "orders_by_customer"},
                  "primaryKey": ["customer_id"]}})
-    config = OperatorConfig(spark_template=load_template(), spark_image="dv-job:1",
-                            checkpoint_base="/tmp/dv-test-checkpoints")
+    config = Settings(spark=SparkSettings(template=load_template(), image="dv-job:1"), checkpoints=CheckpointSettings(base="/tmp/dv-test-checkpoints"))
     revision = revision_of(spec)
     manifest = render_spark_application(
-        config.spark_template, config=config, namespace=namespace, view=VIEW, uid="unused",
+        config.spark.template, settings=config, namespace=namespace, view=VIEW, uid="unused",
         spec=spec, revision=revision, checkpoint_location=f"/tmp/dv-test-checkpoints/{revision}")
     manifest["metadata"].pop("ownerReferences")  # no DerivedView owns it in this test
     return manifest

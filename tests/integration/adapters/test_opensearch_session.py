@@ -29,12 +29,12 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core.check_runs import CheckRequest
 from derived_views.core.cutover.checks import KeySampleFound, RowCounts
 from derived_views.core.cutover.monotonic import Guard
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import IndexOwner
+from derived_views.core.settings import CheckpointSettings, Settings, SinkSettings, SparkSettings
 from dvstack.testing.waiting import wait_for
 
 SHOP, OTHER = IndexOwner("shop", "orders", "uid-shop"), IndexOwner("other", "view", "uid-other")
-CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
+CONFIG = Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"))
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
 
 
@@ -60,8 +60,7 @@ def ledger(search: OpenSearch) -> Iterator[str]:
 
 
 def _session(stack: Any, ledger: str) -> OpenSearchSession:
-    config = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c",
-                            ledger_table=ledger)
+    config = Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"), sinks=SinkSettings(ledger_table=ledger))
     return OpenSearchSession.open({"url": stack.opensearch}, config, SinkPools(2))
 
 

@@ -25,8 +25,8 @@ from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import reasons
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.judges.tenancy import parse_policy
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets
@@ -91,13 +91,10 @@ def test_a_views_registry_secret_in_the_api_server_drives_the_reading(
         "metadata": {"name": "registry", "labels": {"derivedviews.io/view-secret": "true"}},
         "stringData": {"url": url}})
     deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
-                config=OperatorConfig(
-                    spark_template="", spark_image="i", checkpoint_base="/c",
-                    # the node address, where the registry listens beside the real node
-                    tenancy=parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
+                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"), tenancy=parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
                         "DV_TENANCY_POLICY"))),
                 registries=RegistryCache())
-    secrets = PassSecrets(deps.kube, namespace, deps.config.tenancy)
+    secrets = PassSecrets(deps.kube, namespace, deps.settings.tenancy)
 
     def view(version: int, topics: list[str]) -> DerivedViewSpec:
         return DerivedViewSpec.model_validate({
@@ -116,7 +113,7 @@ def test_a_views_registry_secret_in_the_api_server_drives_the_reading(
     assert json.loads(got.reader_schemas[pin]) == json.loads(V2)
     assert got.unregistered == {f"{topic}-b-value"}
     missing = registry_reading(view(7, [topic]), DerivedViewStatus(), (namespace, "v"), deps,
-                               PassSecrets(deps.kube, namespace, deps.config.tenancy))
+                               PassSecrets(deps.kube, namespace, deps.settings.tenancy))
     assert missing is not None and missing.reader_problem is not None
     assert missing.reader_problem[0] == reasons.READER_SCHEMA_NOT_FOUND
     assert f"subject {topic}-value has no version 7" in missing.reader_problem[1]

@@ -24,11 +24,11 @@ from derived_views.adapters.kafka.offsets import EndOffsetsCache
 from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template
 from derived_views.core.judges.tenancy import parse_policy
 from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
@@ -115,8 +115,7 @@ def deps(stack: Any, kube_api_client: Any) -> Deps:
     tenancy = parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
         "DV_TENANCY_POLICY"))
     return Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
-                config=OperatorConfig(spark_template=load_template(), spark_image="i",
-                                      checkpoint_base="/c", tenancy=tenancy))
+                settings=Settings(spark=SparkSettings(template=load_template(), image="i"), checkpoints=CheckpointSettings(base="/c"), tenancy=tenancy))
 
 
 def test_no_job_until_the_pinned_version_is_registered_then_its_text(

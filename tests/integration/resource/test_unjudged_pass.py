@@ -24,9 +24,9 @@ from derived_views.adapters.kafka.offsets import EndOffsetsCache
 from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
@@ -66,7 +66,7 @@ class Sent(Kube):
 
 def _deps(kube: Sent) -> Deps:
     return Deps(kube=kube, offsets=EndOffsetsCache(interval=5),
-                config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"))
+                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")))
 
 
 def _conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -18,9 +18,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
 from derived_views.core.revision import revision_of
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from dvstack.testing import replay
 
 G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -36,14 +36,11 @@ BODY: dict[str, Any] = {
 
 
 def _rendered(body: dict[str, Any], namespace: str) -> dict[str, Any]:
-    config = OperatorConfig(spark_template=load_template(), spark_image="registry.example/job:1",
-                            checkpoint_base="s3a://checkpoints/dv",
-                            spark_jars=("local:///opt/spark/jars/spark-sql-kafka.jar",),
-                            spark_service_account="spark")
+    config = Settings(spark=SparkSettings(template=load_template(), image="registry.example/job:1", jars=("local:///opt/spark/jars/spark-sql-kafka.jar",), service_account="spark"), checkpoints=CheckpointSettings(base="s3a://checkpoints/dv"))
     spec = DerivedViewSpec.model_validate(body)
     revision = revision_of(spec)
     return render_spark_application(
-        config.spark_template, config=config, namespace=namespace, view="orders-by-customer",
+        config.spark.template, settings=config, namespace=namespace, view="orders-by-customer",
         uid="0d4b7c1e-5f2a-4c8e-9a71-3f9c2b6d8e10", spec=spec, revision=revision,
         checkpoint_location=f"s3a://checkpoints/dv/{namespace}/orders-by-customer/{revision}")
 

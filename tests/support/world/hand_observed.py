@@ -26,7 +26,7 @@ from support.world.samples import (
     T0,
     UID,
     VIEW,
-    make_config,
+    make_settings,
 )
 
 __all__ = ["CONTENT_V1", "CONTENT_V2", "ENDS", "I1", "I2", "R1", "R2", "observed", "record"]
@@ -52,7 +52,7 @@ def observed(status: dict[str, Any], *, indexes: set[str], alias: str | None,
     return Observed(
         view=ViewObserved(NAMESPACE, VIEW, UID, 1, annotations or {},
                           ("derivedviews.io/cleanup",), deletion),
-        status=DerivedViewStatus.model_validate(status), config=make_config(),
+        status=DerivedViewStatus.model_validate(status), settings=make_settings(),
         spark_applications={r: SparkApplicationObserved(f"{VIEW}-{r}", r, state)
                             for r, state in apps.items()},
         sink=SinkObserved(frozenset(indexes), alias,

@@ -80,7 +80,7 @@ class IntegrityWorld(World):
                     for rev, p in seen.sink.ledger.items()},
             alias_owner=seen.sink.alias_owner,
             index_oids={t: o for t, o in self.oids.items() if t in seen.sink.indexes})
-        return Observed(view=seen.view, status=seen.status, config=seen.config,
+        return Observed(view=seen.view, status=seen.status, settings=seen.settings,
                         spark_applications=seen.spark_applications, sink=sink,
                         end_offsets=seen.end_offsets, missing_topics=seen.missing_topics,
                         sink_problem=seen.sink_problem, secret_labels=seen.secret_labels,

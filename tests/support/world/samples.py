@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template
 from derived_views.core.judges.tenancy import SECRET_LABEL, KafkaClusters, TenancyPolicy
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 NAMESPACE = "shop"
@@ -64,10 +65,21 @@ SECRET_LABELS = {name: {SECRET_LABEL: "true"} for name in ("views-db", "kafka-cr
 """The samples' Secrets exist and are labelled for views (Observed.secret_labels)."""
 
 
-def make_config(**changes: Any) -> OperatorConfig:
-    values: dict[str, Any] = dict(
-        spark_template=load_template(), spark_image="registry.example/dv-job:1.0",
-        checkpoint_base="s3a://checkpoints/dv", spark_jars=("local:///opt/jars/kafka.jar",),
-        tenancy=SAMPLE_TENANCY)
-    values.update(changes)
-    return OperatorConfig(**values)
+def make_settings(**changes: Any) -> Settings:
+    """The samples' installation; `changes` replace whole sections (`checkpoints=...`), and a
+    section given without a field it had keeps the samples' (the template, the image)."""
+    base = Settings(spark=SparkSettings(template=load_template(),
+                                        image="registry.example/dv-job:1.0",
+                                        jars=("local:///opt/jars/kafka.jar",)),
+                    checkpoints=CheckpointSettings(base="s3a://checkpoints/dv"),
+                    tenancy=SAMPLE_TENANCY)
+    merged: dict[str, Any] = {}
+    for name, value in changes.items():
+        current = getattr(base, name)
+        if dataclasses.is_dataclass(value) and dataclasses.is_dataclass(current):
+            defaults = type(value)()
+            kept = {f.name: getattr(current, f.name) for f in dataclasses.fields(value)
+                    if getattr(value, f.name) == getattr(defaults, f.name)}
+            value = dataclasses.replace(value, **kept)
+        merged[name] = value
+    return dataclasses.replace(base, **merged)

@@ -21,7 +21,6 @@ from typing import Any
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.judges.tenancy import SECRET_LABEL, secrets_of
 from derived_views.core.observed import (
     IndexOwner,
@@ -38,7 +37,8 @@ from derived_views.core.observed import (
 )
 from derived_views.core.patch import apply_merge_patch
 from derived_views.core.plan import plan
-from support.world.samples import I1, NAMESPACE, SQL_V1, T0, UID, VIEW, make_config, spec_body
+from derived_views.core.settings import Settings
+from support.world.samples import I1, NAMESPACE, SQL_V1, T0, UID, VIEW, make_settings, spec_body
 
 SECRET_VALUES = ("pg-password-value", "kafka-password-value")
 PARTITIONS = {("orders", 0): 0, ("orders", 1): 0, ("payments", 0): 0}
@@ -100,7 +100,7 @@ class App:
 @dataclass
 class World:
     spec_body: dict[str, Any]
-    config: OperatorConfig = field(default_factory=make_config)
+    settings: Settings = field(default_factory=make_settings)
     now: dt.datetime = T0
     ends: dict[tuple[str, int], int] = field(default_factory=lambda: {
         ("orders", 0): 120, ("orders", 1): 80, ("payments", 0): 40})
@@ -350,7 +350,7 @@ class World:
                               finalizers=tuple(self.finalizers),
                               deletion_timestamp=self.deletion_timestamp),
             status=DerivedViewStatus.model_validate(self.status),
-            config=self.config, spark_applications=apps, sink=sink,
+            settings=self.settings, spark_applications=apps, sink=sink,
             end_offsets=({tp: end for tp, end in self.ends.items()
                           if tp[0] not in self.missing_topics} if self.kafka_up else None),
             log_starts=({tp: self.starts.get(tp, 0) for tp in self.ends

@@ -7,7 +7,8 @@ orders_by_customer, revisions R1/R2), not derived from the planner's helpers.
 from __future__ import annotations
 
 from derived_views.core import actions as A
-from support.world.samples import I1, I2, R1, SQL_V1, SQL_V2, make_config, spec_body
+from derived_views.core.settings import CheckpointSettings
+from support.world.samples import I1, I2, R1, SQL_V1, SQL_V2, make_settings, spec_body
 from support.world.world import World, served_world
 
 HELD = "views-db"
@@ -53,7 +54,7 @@ def test_the_checkpoint_secret_is_held_too_for_s3a_checkpoints() -> None:
     # the samples checkpoint to s3a://checkpoints/dv; the operator deletes a dropped
     # revision's checkpoints with the namespace's checkpoint Secret
     world = World(spec_body(SQL_V1, deletionPolicy="Delete"),
-                  config=make_config(checkpoint_secret="dv-checkpoints"))
+                  settings=make_settings(checkpoints=CheckpointSettings(secret="dv-checkpoints")))
     world.settle(ticks=8)
     assert world.held_secrets == {HELD, "dv-checkpoints"}
     world.deletion_timestamp = world.now

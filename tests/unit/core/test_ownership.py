@@ -32,7 +32,7 @@ from support.world.samples import (
     T0,
     UID,
     VIEW,
-    make_config,
+    make_settings,
     make_spec,
     spec_body,
 )
@@ -223,7 +223,7 @@ def observed(*, owners: dict[str, IndexOwner], status: dict[str, Any] | None = N
              deletion: dt.datetime | None = None) -> Observed:
     return Observed(
         view=ViewObserved(NAMESPACE, VIEW, UID, 1, {}, ("derivedviews.io/cleanup",), deletion),
-        status=DerivedViewStatus.model_validate(status or {}), config=make_config(),
+        status=DerivedViewStatus.model_validate(status or {}), settings=make_settings(),
         spark_applications={r: SparkApplicationObserved(f"{VIEW}-{r}", r, s)
                             for r, s in (apps or {}).items()},
         sink=SinkObserved(frozenset({I1}), alias, {R1: LedgerPosition(ENDS, T0)},

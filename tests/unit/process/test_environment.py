@@ -7,34 +7,30 @@ import sys
 
 import pytest
 
-from derived_views.process.environment import (
-    DEFAULT_CHECKPOINT_BASE,
-    SettingsError,
-    from_env,
-    operator_config,
-)
+from derived_views.core.settings import DEFAULT_CHECKPOINT_BASE
+from derived_views.process.environment import SettingsError, from_env
 
 IN_POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
 
 
-def test_checkpoint_settings_reach_the_planner_config() -> None:
+def test_checkpoint_settings_reach_the_planners_settings() -> None:
     settings = from_env({**IN_POD, "DV_CHECKPOINT_BASE": "s3a://derived-views/checkpoints",
                          "DV_CHECKPOINT_SECRET": "dv-checkpoints",
                          "DV_CHECKPOINT_S3_ENDPOINT": "http://minio.storage:9000",
                          "DV_CHECKPOINT_S3_REGION": "eu-central-1"})
-    config = operator_config(settings, "template")
-    assert (config.checkpoint_base, config.checkpoint_secret, config.checkpoint_s3_endpoint,
-            config.checkpoint_s3_region, config.in_cluster) == (
+    assert (settings.checkpoints.base, settings.checkpoints.secret,
+            settings.checkpoints.s3_endpoint, settings.checkpoints.s3_region,
+            settings.in_cluster) == (
         "s3a://derived-views/checkpoints", "dv-checkpoints", "http://minio.storage:9000",
         "eu-central-1", True)
 
 
 def test_outside_a_cluster_the_local_default_is_fine() -> None:
     settings = from_env({})
-    assert settings.checkpoint_base == DEFAULT_CHECKPOINT_BASE
+    assert settings.checkpoints.base == DEFAULT_CHECKPOINT_BASE
     assert not settings.in_cluster
-    assert (settings.checkpoint_secret, settings.checkpoint_s3_endpoint,
-            settings.checkpoint_s3_region) == (None, None, None)
+    assert (settings.checkpoints.secret, settings.checkpoints.s3_endpoint,
+            settings.checkpoints.s3_region) == (None, None, None)
 
 
 @pytest.mark.parametrize("base", [None, "/var/lib/ck", "file:///var/lib/ck", "local:///ck"])
@@ -71,8 +67,8 @@ def test_the_operator_stops_at_start_up_with_one_line() -> None:
                                               ("2.5", "is not a whole number"),
                                               ("many", "is not a number")])
 def test_the_sink_pool_size_is_a_positive_whole_number(raw: str, problem: str) -> None:
-    assert from_env({}).sink_pool_size == 4
-    assert from_env({"DV_SINK_POOL_SIZE": "16"}).sink_pool_size == 16
+    assert from_env({}).sinks.pool_size == 4
+    assert from_env({"DV_SINK_POOL_SIZE": "16"}).sinks.pool_size == 16
     with pytest.raises(SettingsError, match=f"DV_SINK_POOL_SIZE='{raw}' {problem}"):
         from_env({"DV_SINK_POOL_SIZE": raw})
 
@@ -83,8 +79,8 @@ def test_the_trigger_interval_reaches_the_jobs_configuration() -> None:
     from derived_views.core.job.job_config import job_config
     from derived_views.core.revision import revision_of
 
-    assert from_env({}).trigger_seconds == 1.0
-    config = operator_config(from_env({"DV_TRIGGER_SECONDS": "3"}), "template")
+    assert from_env({}).spark.trigger_seconds == 1.0
+    settings = from_env({"DV_TRIGGER_SECONDS": "3"})
     spec = DerivedViewSpec.model_validate({
         "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],
                    "schema": "customer_id STRING"},
@@ -94,7 +90,7 @@ def test_the_trigger_interval_reaches_the_jobs_configuration() -> None:
     revision = revision_of(spec)
     document = job_config(namespace="ns", view="v", spec=spec, revision=revision,
                           checkpoint_location="s3a://b/ck", uid="u",
-                          trigger_seconds=config.trigger_seconds)
+                          trigger_seconds=settings.spark.trigger_seconds)
     assert document["trigger"] == {"processingTimeSeconds": 3}
     assert job_config(namespace="ns", view="v", spec=spec, revision=revision,
                       checkpoint_location="s3a://b/ck", uid="u", trigger_seconds=0.5

@@ -143,9 +143,9 @@ def test_the_operator_settings_bound_the_runner() -> None:
     from derived_views.process.environment import SettingsError, from_env
 
     base = {"DV_CHECKPOINT_BASE": "s3a://bucket/checkpoints"}
-    assert (from_env(base).check_concurrency, from_env(base).check_budget_seconds) == (2, 300.0)
+    assert (from_env(base).checks.concurrency, from_env(base).checks.budget_seconds) == (2, 300.0)
     tuned = from_env({**base, "DV_CHECK_CONCURRENCY": "3", "DV_CHECK_BUDGET_SECONDS": "90"})
-    assert (tuned.check_concurrency, tuned.check_budget_seconds) == (3, 90.0)
+    assert (tuned.checks.concurrency, tuned.checks.budget_seconds) == (3, 90.0)
     for name, value in (("DV_CHECK_CONCURRENCY", "0"), ("DV_CHECK_BUDGET_SECONDS", "0.5")):
         with pytest.raises(SettingsError, match=f"^{name}='{value}' must be at least"):
             from_env({**base, name: value})

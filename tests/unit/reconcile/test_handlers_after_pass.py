@@ -35,10 +35,10 @@ def test_a_settled_outcome_is_told_to_the_watch_and_waits_the_slow_timer(
     watch, timers, _ = parts
     handlers._after_pass(KEY, PassOutcome(released=False, settled=SEEN))
     assert watch.is_settled(KEY)
-    assert timers.due_at(KEY) == handlers.SETTINGS.settled_poll_seconds
+    assert timers.due_at(KEY) == handlers.SETTINGS.polling.settled_seconds
     handlers._after_pass(KEY, PassOutcome(released=False))
     assert not watch.is_settled(KEY)
-    assert timers.due_at(KEY) == handlers.SETTINGS.lag_poll_seconds
+    assert timers.due_at(KEY) == handlers.SETTINGS.polling.lag_seconds
 
 
 def test_a_released_view_is_forgotten_by_both(
@@ -55,4 +55,4 @@ def test_without_an_outcome_the_timer_follows_what_the_last_pass_told(
     handlers._after_pass(KEY, PassOutcome(released=False, settled=SEEN))
     handlers._after_pass(KEY, None)  # the pass raised, or none ran
     assert watch.is_settled(KEY)
-    assert timers.due_at(KEY) == handlers.SETTINGS.settled_poll_seconds
+    assert timers.due_at(KEY) == handlers.SETTINGS.polling.settled_seconds

@@ -24,15 +24,15 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core import actions as A
 from derived_views.core.check_runs import CheckRequest, Held
 from derived_views.core.cutover.monotonic import Guard
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import Observed
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.act import act
 from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.observe import observe
 from derived_views.reconcile.run import PassOutcome, reconcile, run_pass
 from support.stand_ins.secrets import Secrets
 
-CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
+CONFIG = Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"))
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 SPEC = {"source": {"kafka": {"bootstrapServers": "k:9092"}, "topics": ["a"],
                    "schema": "a STRING"},
@@ -74,7 +74,7 @@ class Cluster(Secrets):
 
 
 def _deps(kube: Cluster) -> Deps:
-    return Deps(kube=cast(Kube, kube), config=CONFIG,
+    return Deps(kube=cast(Kube, kube), settings=CONFIG,
                 offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
                                         clock=lambda: 0.0))
 

@@ -12,10 +12,10 @@ from derived_views.adapters.kafka.record_times import RecordTimesReader, RecordT
 from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.log.kafka_connection import KafkaCluster, SourceOffsets
 from derived_views.core.observed import LedgerPosition, SinkObserved
 from derived_views.core.revision import revision_of
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import record_times
 from support.stand_ins.secrets import Secrets
@@ -47,7 +47,7 @@ def deps(reader: Reader) -> Deps:
     return Deps(kube=cast(Kube, Secrets({})),
                 offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
                                         clock=lambda: 0.0),
-                config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"),
+                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")),
                 record_times=cast(RecordTimesReader, reader))
 
 

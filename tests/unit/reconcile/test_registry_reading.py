@@ -14,9 +14,9 @@ from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import reasons
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.judges.tenancy import TenancyPolicy
 from derived_views.core.revision import content_of, revision_of
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets
@@ -77,7 +77,7 @@ def read(view: DerivedViewSpec, registered: Registered,
          status: DerivedViewStatus | None = None, policy: TenancyPolicy = LISTED) -> Any:
     kube = cast(Kube, Secrets({"registry": SECRET} if secrets is None else secrets))
     deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({})),
-                config=OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c"),
+                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")),
                 registries=RegistryCache(fetch_subjects=registered.subjects,
                                          fetch_version=registered.version))
     return registry_reading(view, status or DerivedViewStatus(), VIEW, deps,

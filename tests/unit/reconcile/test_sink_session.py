@@ -16,14 +16,14 @@ from derived_views.adapters.sink import SINK_KINDS, open_session
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
-from derived_views.core.installation import OperatorConfig
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import sink_reading
 from derived_views.reconcile.secrets import PassSecrets
 from support.stand_ins.secrets import Secrets
 
 VIEW = ("shop", "orders")
-CONFIG = OperatorConfig(spark_template="", spark_image="i", checkpoint_base="/c")
+CONFIG = Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"))
 
 SPEC = DerivedViewSpec.model_validate({
     "source": {"kafka": {"bootstrapServers": "k:9092"}, "topics": ["a"], "schema": "a STRING"},
@@ -35,7 +35,7 @@ SPEC = DerivedViewSpec.model_validate({
 def _reading(secrets: dict[str, dict[str, str]]) -> Any:
     kube = cast(Kube, Secrets(secrets))
     deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
-                                                   clock=lambda: 0.0), config=CONFIG)
+                                                   clock=lambda: 0.0), settings=CONFIG)
     return sink_reading(SPEC, DerivedViewStatus(), VIEW, deps,
                  PassSecrets(kube, "shop", CONFIG.tenancy), dropping=False)
 

@@ -36,7 +36,6 @@ from derived_views.core import reasons
 from derived_views.core.check_runs import CheckRequest
 from derived_views.core.cutover.checks import Measurement
 from derived_views.core.cutover.monotonic import Guard, with_in_flight
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
@@ -46,6 +45,7 @@ from derived_views.core.observed import (
     revisions_to_observe,
 )
 from derived_views.core.ownership import same_view
+from derived_views.core.settings import Settings
 
 STALE_HOLD = dt.timedelta(seconds=90)
 """A switch holds the serving index's writes for at most its wait (30 s) and one request."""
@@ -64,7 +64,7 @@ class OpenSearchSession:
         """(heads, oldest batch kept) per revision of the last observe: what prune_ledger cuts."""
 
     @classmethod
-    def open(cls, secret_data: Mapping[str, str], config: OperatorConfig,
+    def open(cls, secret_data: Mapping[str, str], settings: Settings,
              pools: SinkPools) -> OpenSearchSession:
         try:
             creds = OpenSearchCredentials.from_secret_data(secret_data)
@@ -76,7 +76,7 @@ class OpenSearchSession:
             client.transport.perform_request("GET", "/")
         except (OpenSearchConnectionError, TransportError) as exc:
             raise SinkUnavailable(f"OpenSearch at {creds.url}: {first_line(exc)}") from None
-        return cls(client, config.ledger_table)
+        return cls(client, settings.sinks.ledger_table)
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
                 dropping: bool) -> SinkObservation:

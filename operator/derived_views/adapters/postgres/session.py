@@ -21,13 +21,13 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core.check_runs import CheckRequest
 from derived_views.core.cutover.checks import Measurement
 from derived_views.core.cutover.monotonic import Guard
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.observed import (
     IndexOwner,
     SinkObserved,
     index_tables_to_observe,
     revisions_to_observe,
 )
+from derived_views.core.settings import Settings
 
 
 class PostgresSession:
@@ -41,7 +41,7 @@ class PostgresSession:
         """(schema, revisions with a ledger head) of the last observe: what prune_ledger cuts."""
 
     @classmethod
-    def open(cls, secret_data: Mapping[str, str], config: OperatorConfig,
+    def open(cls, secret_data: Mapping[str, str], settings: Settings,
              pools: SinkPools) -> PostgresSession:
         try:
             creds = pg.PgConnection.from_secret_data(secret_data)
@@ -49,7 +49,7 @@ class PostgresSession:
             raise SinkSecretInvalid(str(exc)) from None
         pool: PgPool = pools.of("postgres", PgPool)
         conn = pool.acquire(creds, lambda: creds.connect(autocommit=True))
-        return cls(conn, config.ledger_table, creds.check_role,
+        return cls(conn, settings.sinks.ledger_table, creds.check_role,
                    release=lambda: pool.release(creds, conn))
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,

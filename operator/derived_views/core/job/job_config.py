@@ -12,7 +12,6 @@ from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import naming
-from derived_views.core.installation import DEFAULT_TRIGGER_SECONDS
 from derived_views.core.judges.source_schema import (
     NONE_KNOWN,
     ReaderSchemas,
@@ -20,6 +19,7 @@ from derived_views.core.judges.source_schema import (
     shape_text,
 )
 from derived_views.core.revision import revision_of
+from derived_views.core.settings import DEFAULT_TRIGGER_SECONDS
 
 
 def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,

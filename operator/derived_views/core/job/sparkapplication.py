@@ -27,11 +27,11 @@ from derived_views.api.constants import (
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import naming
 from derived_views.core.actions import SecretCopy
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job import checkpoints
 from derived_views.core.job.job_config import job_config, job_config_json
 from derived_views.core.judges.source_schema import NONE_KNOWN, ReaderSchemas
 from derived_views.core.revision import job_settings_of
+from derived_views.core.settings import Settings
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[4] / "spark_templates" / "sparkapplication.yaml"
 SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -54,13 +54,13 @@ DRIVER_ONLY_ROLES = frozenset({"registry"})
 """Secrets only the driver reads: not mounted into executors."""
 
 
-def job_secrets(spec: DerivedViewSpec, config: OperatorConfig,
+def job_secrets(spec: DerivedViewSpec, settings: Settings,
                 checkpoint_location: str) -> dict[str, str | None]:
     """The Secrets a revision's job reads, by role (the job configuration's `secrets`): the
     sink's, the Kafka cluster's (if any), the checkpoint store's (s3a:// only) and the schema
     registry's (format avro)."""
     kafka = spec.source.kafka.secret_ref
-    store = (config.checkpoint_secret if checkpoints.is_s3a(checkpoint_location) else None)
+    store = (settings.checkpoints.secret if checkpoints.is_s3a(checkpoint_location) else None)
     avro = spec.source.avro
     return {"sink": spec.sink.secret_ref.name, "kafka": kafka.name if kafka else None,
             "checkpoint": store or None,
@@ -82,11 +82,11 @@ def secret_mounts(secrets: dict[str, str | None]) -> list[dict[str, str]]:
             for name in names]
 
 
-def checkpoint_hadoop_conf(config: OperatorConfig, checkpoint_location: str) -> dict[str, str]:
+def checkpoint_hadoop_conf(settings: Settings, checkpoint_location: str) -> dict[str, str]:
     """`spec.hadoopConf` entries that let S3A reach an s3a:// checkpoint."""
     if not checkpoints.is_s3a(checkpoint_location):
         return {}
-    return checkpoints.s3a_hadoop_conf(config.checkpoint_s3_endpoint, config.checkpoint_s3_region)
+    return checkpoints.s3a_hadoop_conf(settings.checkpoints.s3_endpoint, settings.checkpoints.s3_region)
 
 
 def restart_policy(spec: DerivedViewSpec) -> dict[str, Any]:
@@ -119,26 +119,26 @@ def mounted_names(secrets: dict[str, str | None], *, view: str, copied: bool
 
 
 def secret_copies(secrets: dict[str, str | None], *, view: str, namespace: str,
-                  config: OperatorConfig) -> tuple[SecretCopy, ...]:
+                  settings: Settings) -> tuple[SecretCopy, ...]:
     """What a job in a job namespace needs copied there before its pods can start."""
     copies = []
     for role, name in sorted(secrets.items()):
         if name is None:
             continue
         if role == "checkpoint":
-            copies.append(SecretCopy(config.operator_namespace, name, name, platform=True))
+            copies.append(SecretCopy(settings.jobs.operator_namespace, name, name, platform=True))
         else:
             copies.append(SecretCopy(namespace, name, naming.secret_copy_name(view, name)))
     return tuple(copies)
 
 
-def render_spark_application(template: str, *, config: OperatorConfig, namespace: str,
+def render_spark_application(template: str, *, settings: Settings, namespace: str,
                              view: str, uid: str, spec: DerivedViewSpec, revision: str,
                              checkpoint_location: str,
                              reader_schemas: ReaderSchemas = NONE_KNOWN) -> dict[str, Any]:
     """The SparkApplication of `revision`; `spec` must carry that revision's content (and
     `reader_schemas` the text of a reader schema it pins in the registry). It runs in the
-    view's job namespace (OperatorConfig.job_namespace): there it carries the view's
+    view's job namespace (Settings.jobs): there it carries the view's
     namespace as a label and no owner reference (those cannot cross namespaces), and mounts
     the view's Secrets by their copies' names."""
     manifest = copy.deepcopy(_parsed(template))
@@ -149,7 +149,7 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     body: dict[str, Any] = manifest.setdefault("spec", {}) or {}
     manifest["metadata"], manifest["spec"] = meta, body
 
-    jobs = config.jobs_of(namespace)
+    jobs = settings.jobs_of(namespace)
     copied = jobs != namespace
     labels = {VIEW_LABEL: view, REVISION_LABEL: revision}
     if copied:
@@ -164,28 +164,28 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
                                     "uid": uid, "controller": True,
                                     "blockOwnerDeletion": True}]
 
-    secrets = mounted_names(job_secrets(spec, config, checkpoint_location), view=view,
+    secrets = mounted_names(job_secrets(spec, settings, checkpoint_location), view=view,
                             copied=copied)
     config_doc = job_config(namespace=namespace, view=view, spec=spec, revision=revision,
                             checkpoint_location=checkpoint_location,
-                            ledger_table=config.ledger_table, uid=uid, secrets=secrets,
-                            trigger_seconds=config.trigger_seconds,
+                            ledger_table=settings.sinks.ledger_table, uid=uid, secrets=secrets,
+                            trigger_seconds=settings.spark.trigger_seconds,
                             reader_schemas=reader_schemas)
     spark = spec.spark
     body.update({
         "type": "Python",
         "pythonVersion": "3",
         "mode": "cluster",
-        "image": spark.image or config.spark_image,
+        "image": spark.image or settings.spark.image,
         "sparkVersion": spark.spark_version,
-        "mainApplicationFile": spark.main_application_file or config.main_application_file,
+        "mainApplicationFile": spark.main_application_file or settings.spark.main_application_file,
         "arguments": ["--config-json", job_config_json(config_doc)],
         "sparkConf": {**(body.get("sparkConf") or {}), **spark.spark_conf,
                       **PLATFORM_SPARK_CONF},
         "restartPolicy": restart_policy(spec),
     })
     deps: dict[str, Any] = dict(body.get("deps") or {})
-    deps["jars"] = [*(deps.get("jars") or []), *config.spark_jars]
+    deps["jars"] = [*(deps.get("jars") or []), *settings.spark.jars]
     if spec.transform.python is not None and spec.transform.python.py_files:
         deps["pyFiles"] = [*(deps.get("pyFiles") or []), *spec.transform.python.py_files]
     body["deps"] = deps
@@ -195,7 +195,7 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     driver.update(cores=spark.driver.cores, memory=spark.driver.memory,
                   secrets=[*(driver.get("secrets") or []), *copy.deepcopy(mounts)],
                   labels={**(driver.get("labels") or {}), **labels})
-    service_account = spark.service_account or config.spark_service_account
+    service_account = spark.service_account or settings.spark.service_account
     if service_account:
         driver["serviceAccount"] = service_account
     executor: dict[str, Any] = dict(body.get("executor") or {})
@@ -211,7 +211,7 @@ def render_spark_application(template: str, *, config: OperatorConfig, namespace
     body["driver"], body["executor"] = driver, executor
 
     # Checkpoint store: credentials mounted above, endpoint and region as Hadoop settings.
-    hadoop_conf = checkpoint_hadoop_conf(config, checkpoint_location)
+    hadoop_conf = checkpoint_hadoop_conf(settings, checkpoint_location)
     if hadoop_conf:
         body["hadoopConf"] = {**(body.get("hadoopConf") or {}), **hadoop_conf}
     return dict(manifest)

@@ -74,7 +74,7 @@ def lag_history(ctx: Context, history: list[LagSample], active: ActiveStatus | N
             continue
         last = next((s for s in reversed(samples) if s.revision == shown.revision), None)
         if last is not None and (
-                seconds_between(last.time, ctx.now) < ctx.cfg.lag_history_seconds
+                seconds_between(last.time, ctx.now) < ctx.settings.polling.history_seconds
                 or (last.messages, last.seconds, last.eta_seconds, last.batch_read)
                 == (shown.lag.messages, shown.lag.seconds, shown.lag.eta_seconds,
                     shown.lag.batch_read)):
@@ -83,7 +83,7 @@ def lag_history(ctx: Context, history: list[LagSample], active: ActiveStatus | N
                                  messages=shown.lag.messages, seconds=shown.lag.seconds,
                                  eta_seconds=shown.lag.eta_seconds,
                                  batch_read=shown.lag.batch_read))
-    return samples[-ctx.cfg.lag_history_limit:] if ctx.cfg.lag_history_limit else []
+    return samples[-ctx.settings.polling.history_limit:] if ctx.settings.polling.history_limit else []
 
 
 def shown_bad_records(active: ActiveStatus | None, candidate: CandidateStatus | None

@@ -15,7 +15,6 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, Phase, RevisionStatus, SubjectVersion
 from derived_views.core import check_runs, naming, ownership
 from derived_views.core.cutover import checks
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.checkpoints import durable_base_problem, is_s3a
 from derived_views.core.judges import tenancy
 from derived_views.core.judges.source_schema import ReaderSchemas, pinned_reader
@@ -30,6 +29,7 @@ from derived_views.core.observed import (
     ViewObserved,
 )
 from derived_views.core.revision import reader_schemas_of, revision_of
+from derived_views.core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Context:
     spec: DerivedViewSpec
     obs: Observed
     now: dt.datetime
-    cfg: OperatorConfig
+    settings: Settings
     view: ViewObserved
     sink: SinkObserved | None
     apps: Mapping[str, SparkApplicationObserved]
@@ -105,7 +105,7 @@ class Context:
                 or record.generation != self.view.generation)
 
     def checkpoint(self, revision: str, build: int) -> str:
-        base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
+        base = self.spec.spark.checkpoint_base or self.settings.checkpoints.base
         return naming.checkpoint_location(base, self.view.namespace, self.view.name, revision,
                                           build)
 
@@ -115,10 +115,10 @@ class Context:
         if self.spec.deletion_policy != "Delete":
             return []
         names = {self.spec.sink.secret_ref.name}
-        base = self.spec.spark.checkpoint_base or self.cfg.checkpoint_base
-        if (self.cfg.checkpoint_secret and is_s3a(base)
-                and not self.cfg.job_namespace):  # else it is not in the view's namespace
-            names.add(self.cfg.checkpoint_secret)
+        base = self.spec.spark.checkpoint_base or self.settings.checkpoints.base
+        if (self.settings.checkpoints.secret and is_s3a(base)
+                and not self.settings.jobs.namespace):  # else it is not in the view's namespace
+            names.add(self.settings.checkpoints.secret)
         return sorted(names)
 
 
@@ -162,9 +162,9 @@ def registry_problem(observed: Observed) -> Refusal | None:
 
 
 def tenancy_refusal(spec: DerivedViewSpec, observed: Observed) -> PolicyRefusal | None:
-    cfg, namespace = observed.config, observed.view.namespace
-    refusal = tenancy.spec_refusal(spec, cfg.tenancy, operator_image=cfg.spark_image,
-                                   operator_main_file=cfg.main_application_file,
+    cfg, namespace = observed.settings, observed.view.namespace
+    refusal = tenancy.spec_refusal(spec, cfg.tenancy, operator_image=cfg.spark.image,
+                                   operator_main_file=cfg.spark.main_application_file,
                                    namespace=namespace)
     for name in tenancy.secrets_of(spec):
         refusal = refusal or tenancy.secret_refusal(
@@ -189,7 +189,7 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
     known = known_reader_schemas(spec, observed)
     held = reader_hold(spec, observed, known)
     return Context(
-        spec=spec, obs=observed, now=now, cfg=observed.config, view=view, sink=sink,
+        spec=spec, obs=observed, now=now, settings=observed.settings, view=view, sink=sink,
         apps=observed.spark_applications, desired=desired, recorded_active=active, base=base,
         schema=spec.sink.scope, alias=naming.alias_name(base), where=spec.sink.alias_display,
         base_field=("spec.sink.opensearch.index" if spec.sink.kind == "opensearch"
@@ -203,7 +203,7 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
         owned_refusal=ownership.first_refused(
             (naming.index_table(base, desired), index_of_active), foreign),
         checkpoint_problem=(None if checkpoint_base is None
-                            else durable_base_problem(checkpoint_base, observed.config.in_cluster)),
+                            else durable_base_problem(checkpoint_base, observed.settings.in_cluster)),
         reader_schemas=known, reader_hold=held,
         registry_problem=registry_problem(observed),
         spec_refusal=None if held is not None else check_spec(spec, known),

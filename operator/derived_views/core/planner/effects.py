@@ -62,13 +62,13 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
     if refused is not None and refused.reason == reasons.POLICY_VIOLATION:
         return  # an older revision's SQL the policy now refuses: it does not run again
     manifest = render_spark_application(
-        ctx.cfg.spark_template, config=ctx.cfg, namespace=ctx.view.namespace,
+        ctx.settings.spark.template, settings=ctx.settings, namespace=ctx.view.namespace,
         view=ctx.view.name, uid=ctx.view.uid, spec=effective, revision=revision,
         checkpoint_location=record.checkpoint_location, reader_schemas=known)
     copies: tuple[SecretCopy, ...] = ()
     if manifest["metadata"]["namespace"] != ctx.view.namespace:
-        copies = secret_copies(job_secrets(effective, ctx.cfg, record.checkpoint_location),
-                               view=ctx.view.name, namespace=ctx.view.namespace, config=ctx.cfg)
+        copies = secret_copies(job_secrets(effective, ctx.settings, record.checkpoint_location),
+                               view=ctx.view.name, namespace=ctx.view.namespace, settings=ctx.settings)
     draft.creates.append(CreateSparkApplication(revision, manifest["metadata"]["name"],
                                                 manifest, copies))
 
@@ -94,7 +94,7 @@ def drop_of(ctx: Context, index: str, revision: str) -> DropIndex:
     recorded = ((r.revision, r.checkpoint_location) for r in ctx.obs.status.revisions)
     return DropIndex(ctx.schema, index, revision, owner_uid=ctx.view.uid,
                      checkpoints=dropped_revision_location(
-                         recorded, ctx.spec.spark.checkpoint_base, ctx.cfg.checkpoint_base,
+                         recorded, ctx.spec.spark.checkpoint_base, ctx.settings.checkpoints.base,
                          ctx.view.namespace, ctx.view.name, revision))
 
 

@@ -33,7 +33,7 @@ from support.world.samples import (
     T0,
     UID,
     VIEW,
-    make_config,
+    make_settings,
     make_spec,
 )
 
@@ -89,7 +89,7 @@ def finished(run: CheckRun, *, active_index: str = I1) -> check_runs.Held:
 
 def observed(status: DerivedViewStatus, run: CheckRun | None = None) -> Observed:
     return Observed(
-        view=view(), status=status, config=make_config(),
+        view=view(), status=status, settings=make_settings(),
         spark_applications={r: SparkApplicationObserved(f"{VIEW}-{r}", r, "RUNNING")
                             for r in (V1, V2)},
         sink=SinkObserved(frozenset({I1, I2}), I1, {r: LedgerPosition(ENDS, T0) for r in (V1, V2)}),

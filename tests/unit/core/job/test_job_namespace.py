@@ -14,10 +14,11 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
 from derived_views.core import naming
 from derived_views.core.job.sparkapplication import render_spark_application
+from derived_views.core.settings import CheckpointSettings, JobPlacement
 from derived_views.process.environment import SettingsError, from_env
 from derived_views.reconcile.job_namespaces import JobNamespaces, placement
 from dvjob.config import parse_config
-from support.world.samples import R1, SQL_V1, make_config, spec_body
+from support.world.samples import R1, SQL_V1, make_settings, spec_body
 from support.world.world import World
 
 TEMPLATE = "{namespace}-dv-jobs"
@@ -47,14 +48,13 @@ def test_the_job_namespace_and_the_copies_names() -> None:
 
 def _render(config: Any) -> dict[str, Any]:
     spec = DerivedViewSpec.model_validate(spec_body(SQL_V1))
-    return render_spark_application(config.spark_template, config=config, namespace="shop",
+    return render_spark_application(config.spark.template, settings=config, namespace="shop",
                                     view="orders", uid="u-1", spec=spec, revision=R1,
                                     checkpoint_location="s3a://checkpoints/dv/shop/orders/r")
 
 
 def test_a_job_in_a_job_namespace_is_labelled_with_its_view_and_mounts_copies() -> None:
-    config = make_config(job_namespace=TEMPLATE, checkpoint_secret="dv-checkpoints",
-                         operator_namespace="derived-views")
+    config = make_settings(jobs=JobPlacement(namespace=TEMPLATE, operator_namespace="derived-views"), checkpoints=CheckpointSettings(secret="dv-checkpoints"))
     manifest = _render(config)
     meta = manifest["metadata"]
     assert meta["namespace"] == "shop-dv-jobs"
@@ -69,17 +69,15 @@ def test_a_job_in_a_job_namespace_is_labelled_with_its_view_and_mounts_copies() 
 
 
 def test_a_job_in_its_views_namespace_is_owned_by_the_view() -> None:
-    manifest = _render(make_config())
+    manifest = _render(make_settings())
     assert manifest["metadata"]["namespace"] == "shop"
     assert manifest["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     assert VIEW_NAMESPACE_LABEL not in manifest["metadata"]["labels"]
 
 
 def _world(labels: dict[str, str] | None) -> World:
-    world = World(spec_body(SQL_V1), config=make_config(
-        job_namespace=TEMPLATE, checkpoint_secret="dv-checkpoints",
-        checkpoint_base="s3a://checkpoints/dv", operator_namespace="derived-views"))
-    problem = placement(world.config, world.namespace, JobNamespaces(),
+    world = World(spec_body(SQL_V1), settings=make_settings(jobs=JobPlacement(namespace=TEMPLATE, operator_namespace="derived-views"), checkpoints=CheckpointSettings(secret="dv-checkpoints", base="s3a://checkpoints/dv")))
+    problem = placement(world.settings, world.namespace, JobNamespaces(),
                         lambda _name: labels)[1]
     original = world.observe
 
@@ -124,7 +122,7 @@ def test_settings_refuse_a_shared_job_namespace_and_need_the_operators() -> None
         from_env({"DV_JOB_NAMESPACE": TEMPLATE, "DV_CHECKPOINT_SECRET": "c"})
     settings = from_env({"DV_JOB_NAMESPACE": TEMPLATE, "DV_CHECKPOINT_SECRET": "c",
                          "DV_OPERATOR_NAMESPACE": "derived-views"})
-    assert (settings.job_namespace, settings.operator_namespace) == (TEMPLATE, "derived-views")
+    assert (settings.jobs.namespace, settings.jobs.operator_namespace) == (TEMPLATE, "derived-views")
 
 
 def test_namespace_labels_are_read_once_a_minute() -> None:

@@ -7,6 +7,7 @@ Regenerate the snapshot after a deliberate change with
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -15,10 +16,10 @@ import pytest
 import yaml
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
+from derived_views.core.settings import CheckpointSettings
 from dvjob.config import parse_config
-from support.rendering import BODY, CONFIG, REVISION, render
+from support.rendering import BODY, REVISION, SETTINGS, render
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 def test_matches_the_reviewed_snapshot() -> None:
@@ -74,7 +75,7 @@ def test_variable_substitution_is_off_whatever_the_author_or_template_says() -> 
         "spark.sql.variable.substitute: \"true\"")
     assert "substitute" in template
     manifest = render_spark_application(
-        template, config=CONFIG, namespace="shop", view="v", uid="u",
+        template, settings=SETTINGS, namespace="shop", view="v", uid="u",
         spec=DerivedViewSpec.model_validate(BODY), revision=REVISION,
         checkpoint_location="s3a://checkpoints/dv/x")
     assert manifest["spec"]["sparkConf"]["spark.sql.variable.substitute"] == "false"
@@ -140,22 +141,22 @@ def test_python_transform_ships_its_files_and_spec_overrides_apply() -> None:
 
 def test_rendering_is_pure() -> None:
     assert render() == render()
-    template = CONFIG.spark_template
+    template = SETTINGS.spark.template
     render()
-    assert CONFIG.spark_template == template
+    assert SETTINGS.spark.template == template
 
 
 def test_a_template_of_another_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="SparkApplication"):
-        render(spark_template="apiVersion: v1\nkind: Pod\n")
+        render(template="apiVersion: v1\nkind: Pod\n")
 
 
-S3_CONFIG = dict(checkpoint_secret="dv-checkpoints", checkpoint_s3_endpoint="http://minio:9000",
-                 checkpoint_s3_region="eu-central-1")
+S3 = CheckpointSettings(base="s3a://checkpoints/dv", secret="dv-checkpoints",
+                        s3_endpoint="http://minio:9000", s3_region="eu-central-1")
 
 
 def test_s3a_checkpoints_get_their_secret_mounted_and_s3a_settings() -> None:
-    spec = render(**S3_CONFIG)["spec"]
+    spec = render(checkpoints=S3)["spec"]
     for role in ("driver", "executor"):
         assert spec[role]["secrets"] == mounts("dv-checkpoints", "kafka-creds", "views-db")
         assert "env" not in spec[role]
@@ -170,15 +171,15 @@ def test_s3a_checkpoints_get_their_secret_mounted_and_s3a_settings() -> None:
 
 
 def test_on_aws_only_the_credentials_are_added() -> None:
-    spec = render(checkpoint_secret="dv-checkpoints")["spec"]
+    spec = render(checkpoints=CheckpointSettings(base="s3a://checkpoints/dv", secret="dv-checkpoints"))["spec"]
     assert "hadoopConf" not in spec
     assert spec["executor"]["secrets"] == mounts("dv-checkpoints", "kafka-creds", "views-db")
 
 
 def test_a_non_s3a_checkpoint_gets_no_s3_settings() -> None:
-    cfg = OperatorConfig(**{**CONFIG.__dict__, **S3_CONFIG})
+    cfg = dataclasses.replace(SETTINGS, checkpoints=S3)
     manifest = render_spark_application(
-        cfg.spark_template, config=cfg, namespace="shop", view="orders-by-customer",
+        cfg.spark.template, settings=cfg, namespace="shop", view="orders-by-customer",
         uid="0d4b7c1e-5f2a-4c8e-9a71-3f9c2b6d8e10", spec=DerivedViewSpec.model_validate(BODY),
         revision=REVISION,
         checkpoint_location=f"hdfs://nn:8020/ck/shop/orders-by-customer/{REVISION}")
@@ -189,10 +190,10 @@ def test_a_non_s3a_checkpoint_gets_no_s3_settings() -> None:
 
 
 def test_template_hadoop_conf_is_kept_and_ours_wins() -> None:
-    body = yaml.safe_load(CONFIG.spark_template)
+    body = yaml.safe_load(SETTINGS.spark.template)
     body.setdefault("spec", {})["hadoopConf"] = {"fs.s3a.connection.maximum": "50",
                                                  "fs.s3a.endpoint": "http://stale:1"}
     template = yaml.safe_dump(body)
-    spec = render(spark_template=template, **S3_CONFIG)["spec"]
+    spec = render(template=template, checkpoints=S3)["spec"]
     assert spec["hadoopConf"]["fs.s3a.connection.maximum"] == "50"
     assert spec["hadoopConf"]["fs.s3a.endpoint"] == "http://minio:9000"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.core.installation import OperatorConfig
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
 from derived_views.core.log.kafka_connection import KafkaSecretInvalid, client_settings
 from derived_views.core.revision import revision_of
+from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from dvjob.config import parse_config
 from dvjob.credentials import Credentials, job_credentials
 from dvjob.errors import ConfigError
@@ -46,7 +46,7 @@ SECRETS: list[dict[str, str]] = [
 ]
 
 
-CONFIG = OperatorConfig(spark_template=load_template(), spark_image="i", checkpoint_base="/c")
+CONFIG = Settings(spark=SparkSettings(template=load_template(), image="i"), checkpoints=CheckpointSettings(base="/c"))
 PG = {"host": "db", "port": "5432", "database": "views", "user": "u", "password": "pw"}
 
 
@@ -55,7 +55,7 @@ def mounted(spec: DerivedViewSpec, secrets: dict[str, dict[str, str]], root: Pat
     """What the job reads when a kubelet mounts `secrets` where the manifest asks."""
     revision = revision_of(spec)
     manifest: dict[str, Any] = render_spark_application(
-        CONFIG.spark_template, config=CONFIG, namespace="ns", view="v", uid="u-1", spec=spec,
+        CONFIG.spark.template, settings=CONFIG, namespace="ns", view="v", uid="u-1", spec=spec,
         revision=revision, checkpoint_location=f"/c/{revision}")
     conf: dict[str, str] = {}
     for mount in manifest["spec"]["driver"]["secrets"]:

@@ -30,7 +30,7 @@ from support.world.samples import (
     T0,
     UID,
     VIEW,
-    make_config,
+    make_settings,
     make_spec,
     spec_body,
 )
@@ -96,7 +96,7 @@ def observed(bad: dict[str, int]) -> Observed:
                    "since": "2026-03-01T11:58:00Z"}}
     return Observed(
         view=ViewObserved(NAMESPACE, VIEW, UID, 1, {}, ("derivedviews.io/cleanup",), None),
-        status=DerivedViewStatus.model_validate(status), config=make_config(),
+        status=DerivedViewStatus.model_validate(status), settings=make_settings(),
         spark_applications={R1: SparkApplicationObserved(f"{VIEW}-{R1}", R1, "RUNNING")},
         sink=SinkObserved(frozenset({f"orders_by_customer__{R1}"}),
                           f"orders_by_customer__{R1}", {R1: LedgerPosition(ENDS, T0)},

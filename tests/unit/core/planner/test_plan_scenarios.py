@@ -924,11 +924,11 @@ def test_a_missing_sink_secret_is_named_in_degraded_and_heals_when_created() -> 
 def test_a_pod_local_checkpoint_base_in_a_cluster_starts_no_job_and_says_what_to_set() -> None:
     from dataclasses import replace
 
-    from support.world.samples import SAMPLE_TENANCY, make_config
+    from support.world.samples import SAMPLE_TENANCY, make_settings
 
     own_bases = replace(SAMPLE_TENANCY, checkpoint_override=True)  # tenancy.checkpoints
     world = World(spec_body(SQL_V1, spark={"checkpointBase": "/tmp/ck"}),
-                  config=make_config(in_cluster=True, tenancy=own_bases))
+                  settings=make_settings(in_cluster=True, tenancy=own_bases))
     world.reconcile()
     assert world.apps == {}
     assert world.condition("Stalled") == ("True", "CheckpointNotDurable")
@@ -942,6 +942,6 @@ def test_a_pod_local_checkpoint_base_in_a_cluster_starts_no_job_and_says_what_to
     assert location == f"s3a://views/ck/shop/orders-by-customer/{R1}"
     # outside a cluster (the local stack) a plain directory is fine
     local = World(spec_body(SQL_V1, spark={"checkpointBase": "/tmp/ck"}),
-                  config=make_config(tenancy=own_bases))
+                  settings=make_settings(tenancy=own_bases))
     local.settle(ticks=8)
     assert local.alias == I1

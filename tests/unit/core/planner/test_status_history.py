@@ -11,8 +11,8 @@ import datetime as dt
 import itertools
 
 from derived_views.core import actions as A
-from derived_views.core.installation import OperatorConfig
-from support.world.samples import I1, I2, R1, R2, SQL_V1, SQL_V2, make_config, spec_body
+from derived_views.core.settings import PollSettings, Settings
+from support.world.samples import I1, I2, R1, R2, SQL_V1, SQL_V2, make_settings, spec_body
 from support.world.world import World, served_world
 
 
@@ -57,8 +57,8 @@ def test_last_cutover_records_gate_and_switch_times() -> None:
 
 
 def test_lag_history_samples_active_and_candidate_spaced_and_bounded() -> None:
-    config: OperatorConfig = make_config(lag_history_seconds=10, lag_history_limit=12)
-    world = World(spec_body(SQL_V1), config=config)
+    config: Settings = make_settings(polling=PollSettings(history_seconds=10, history_limit=12))
+    world = World(spec_body(SQL_V1), settings=config)
     world.settle(ticks=8)
     assert world.alias == I1
     world.edit(spec_body(SQL_V2))
@@ -82,7 +82,7 @@ def test_lag_history_samples_active_and_candidate_spaced_and_bounded() -> None:
 def test_an_idle_view_s_status_is_not_patched() -> None:
     """Served, caught up, nothing arriving: a pass observes the same lag, so there is nothing
     to write (at a thousand views, a patch per view per poll was most of the API traffic)."""
-    world = World(spec_body(SQL_V1), config=make_config(lag_history_seconds=10))
+    world = World(spec_body(SQL_V1), settings=make_settings(polling=PollSettings(history_seconds=10)))
     world.settle(ticks=8)
     assert world.alias == I1
     samples = len(world.parsed_status().lag_history)
@@ -95,7 +95,7 @@ def test_an_idle_view_s_status_is_not_patched() -> None:
 
 
 def test_lag_history_shows_both_revisions_during_a_migration() -> None:
-    world = World(spec_body(SQL_V1), config=make_config(lag_history_limit=100))
+    world = World(spec_body(SQL_V1), settings=make_settings(polling=PollSettings(history_limit=100)))
     world.settle(ticks=8)
     world.edit(spec_body(SQL_V2))
     for _ in range(30):
@@ -108,7 +108,7 @@ def test_lag_history_shows_both_revisions_during_a_migration() -> None:
 
 
 def test_lag_history_is_off_with_a_zero_limit() -> None:
-    world = World(spec_body(SQL_V1), config=make_config(lag_history_limit=0))
+    world = World(spec_body(SQL_V1), settings=make_settings(polling=PollSettings(history_limit=0)))
     world.settle(ticks=8)
     assert world.parsed_status().lag_history == []
 

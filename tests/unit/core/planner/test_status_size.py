@@ -10,7 +10,8 @@ import json
 
 from derived_views.core.naming import index_table
 from derived_views.core.planner import status_size
-from support.world.samples import SQL_V1, SQL_V2, SQL_V3, make_config, spec_body
+from derived_views.core.settings import PollSettings
+from support.world.samples import SQL_V1, SQL_V2, SQL_V3, make_settings, spec_body
 from support.world.world import World
 
 TOPICS = [f"orders-region-{i:03d}" for i in range(100)]
@@ -22,7 +23,7 @@ def _big_world() -> World:
     ends = {(t, p): 1_000_000 + 7 * p for t in TOPICS for p in range(PARTITIONS)}
     body = spec_body(SQL_V1, source={"topics": TOPICS})
     world = World(body, ends=ends, rate=400_000,
-                  config=make_config(lag_history_limit=360, lag_history_seconds=10))
+                  settings=make_settings(polling=PollSettings(history_limit=360, history_seconds=10)))
     return world
 
 

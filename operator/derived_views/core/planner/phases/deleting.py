@@ -23,7 +23,7 @@ def delete(ctx: Context, draft: Draft) -> None:
     done = False
     assert ctx.view.deletion_timestamp is not None
     waited = seconds_between(ctx.view.deletion_timestamp, ctx.now)
-    grace_over = waited >= ctx.cfg.deletion_sink_grace_seconds
+    grace_over = waited >= ctx.settings.sinks.deletion_grace_seconds
     if ctx.spec.deletion_policy == "Retain":
         done = True
         message = (f"Stopped the view's jobs; kept {ctx.where} and its "
@@ -61,7 +61,7 @@ def delete(ctx: Context, draft: Draft) -> None:
                         f"(deletionPolicy Delete): {detail}"
                         + (f" for {waited}s" if reason == reasons.SINK_UNREACHABLE else "") + "; "
                         + deletion.left_behind(ctx.spec.sink.kind, ctx.schema, ctx.alias, kept,
-                                               ctx.cfg.ledger_table) + ".", warning=True)
+                                               ctx.settings.sinks.ledger_table) + ".", warning=True)
     if done:
         # also what the spec would hold: a status that lost its record must not leave a
         # Secret held for good (the shell keeps a hold another view still records)
@@ -87,14 +87,14 @@ def deletion_blocked(ctx: Context, draft: Draft, blockers: tuple[str, ...],
                     f"(deletionPolicy Delete): {names} {verb} on them; "
                     + deletion.left_behind(ctx.spec.sink.kind, ctx.schema, ctx.alias,
                                            ctx.sink.indexes
-                                           if ctx.sink else (), ctx.cfg.ledger_table)
+                                           if ctx.sink else (), ctx.settings.sinks.ledger_table)
                     + ".", warning=True)
         return True, "Stopped the view's jobs."
     draft.deletion_problem = cond.Verdict(
         "True", reasons.DELETION_BLOCKED,
         f"{names} {verb} on {ctx.where} or its indexes: drop or re-point "
         f"them (nothing is dropped with CASCADE); after "
-        f"{ctx.cfg.deletion_sink_grace_seconds}s from the deletion the view is released "
+        f"{ctx.settings.sinks.deletion_grace_seconds}s from the deletion the view is released "
         "and its alias and indexes are left in place")
     announce.on_change(draft, last_written(ctx, cond.STALLED, "reason"),
                        (reasons.DELETION_BLOCKED,), reasons.DELETION_BLOCKED,

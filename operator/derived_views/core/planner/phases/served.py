@@ -105,7 +105,7 @@ def prune(ctx: Context, draft: Draft) -> None:
                 if r.phase in FINISHED and r.revision not in (ctx.desired, draft.active)
                 and is_torn_down(r)]
     finished.sort(key=lambda r: (r.since, r.revision), reverse=True)
-    for record in finished[ctx.cfg.history_limit:]:
+    for record in finished[ctx.settings.history_limit:]:
         gone = (record.revision not in ctx.apps and ctx.sink is not None
                 and ctx.index(record.revision) not in ctx.sink.indexes)
         if gone:

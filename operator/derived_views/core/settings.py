@@ -1,0 +1,154 @@
+"""The operator's settings: one object, read once at start-up (process.environment, from the
+environment the chart sets), handed to every pass (`Deps.settings`, `Observed.settings`,
+`Context.settings`) and never changed. The planner only reads it, so tests pass any values.
+
+Its words, one per thing (docs/glossary.md):
+
+- `spark`: how the jobs run: the SparkApplication template (`template`, its text; the path it
+  was read from is `template_path`), the job `image` and `main_application_file` a view gets
+  unless it names its own, the `jars` every job needs, the drivers' `service_account`, and
+  `trigger_seconds`, the micro-batch interval of the jobs created from now on.
+- `checkpoints`: where jobs checkpoint (`base`), the Secret with the store's keys (`secret`),
+  a non-AWS store's `s3_endpoint` and `s3_region`.
+- `jobs`: where a view's jobs run (`namespace`, a template with `{namespace}`; "" is the
+  view's own) and the operator's own namespace (`operator_namespace`).
+- `polling`: how often a view is passed (`lag_seconds`, `settled_seconds`) and how its lag
+  history is sampled (`history_seconds`, `history_limit`).
+- `sinks`: connections kept per sink database and role (`pool_size`), the ledger table, how
+  long deletion waits for an unreachable sink (`deletion_grace_seconds`).
+- `checks`: cutover-check runs measuring at once (`concurrency`) and what one run's queries
+  may take together (`budget_seconds`).
+- `tenancy`: what views' authors may choose (core.judges.tenancy).
+- `metrics_port`, `in_cluster` and `history_limit` (finished revisions kept in status).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from derived_views.core.judges.tenancy import TenancyPolicy
+from derived_views.core.naming import LEDGER_TABLE, job_namespace
+
+DEFAULT_MAIN_APPLICATION_FILE = "local:///opt/derived-views/spark_templates/derived_view_job.py"
+DEFAULT_SPARK_IMAGE = "derived-views/spark-job:0.1.0"
+
+DEFAULT_TRIGGER_SECONDS = 1.0
+"""A view's job runs until deleted, one micro-batch per second at most: an index about a
+second behind its log. Each micro-batch that finds new records costs the driver a plan, a
+checkpoint commit and a sink transaction, whatever its size, so a platform with many quiet
+views may trade freshness for CPU (DV_TRIGGER_SECONDS)."""
+
+DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
+"""Only usable outside a cluster (driver and executors on one machine); see
+core.job.checkpoints."""
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How the jobs run."""
+
+    template: str = ""
+    """Text of the SparkApplication template (core.job.sparkapplication.load_template)."""
+    template_path: str | None = None
+    """DV_SPARK_TEMPLATE: where the template was read from; None: the checkout's."""
+    image: str = DEFAULT_SPARK_IMAGE
+    """DV_SPARK_IMAGE: the job image when a view names none."""
+    main_application_file: str = DEFAULT_MAIN_APPLICATION_FILE
+    jars: tuple[str, ...] = ()
+    """DV_SPARK_JARS: `deps.jars`, the Kafka connector jars and anything every job needs."""
+    service_account: str | None = None
+    """DV_SPARK_SERVICE_ACCOUNT: the drivers' and executors' account."""
+    trigger_seconds: float = DEFAULT_TRIGGER_SECONDS
+    """DV_TRIGGER_SECONDS: written into every job created from now on."""
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where the jobs checkpoint."""
+
+    base: str = DEFAULT_CHECKPOINT_BASE
+    """DV_CHECKPOINT_BASE: the root when a view names none."""
+    secret: str | None = None
+    """DV_CHECKPOINT_SECRET: the Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for
+    s3a:// checkpoints (mounted into the jobs; read for the operator's own deletes)."""
+    s3_endpoint: str | None = None
+    """DV_CHECKPOINT_S3_ENDPOINT: a non-AWS store (`fs.s3a.endpoint`, path-style access)."""
+    s3_region: str | None = None
+    """DV_CHECKPOINT_S3_REGION: `fs.s3a.endpoint.region`."""
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    """Where a view's jobs run (docs/security.md, "Where jobs run")."""
+
+    namespace: str = ""
+    """DV_JOB_NAMESPACE: `{namespace}` standing for the view's (e.g. `{namespace}-dv-jobs`): a
+    namespace the view's authors have no rights in, so they can neither exec into a job nor
+    read the Secrets mounted there; the operator copies the view's Secrets there. "" runs
+    the jobs in the view's own namespace."""
+    operator_namespace: str = ""
+    """DV_OPERATOR_NAMESPACE: where the checkpoint Secret is copied from into job namespaces
+    that do not hold one of the platform's making."""
+
+
+@dataclass(frozen=True)
+class PollSettings:
+    """How often a view is passed, and its lag sampled."""
+
+    lag_seconds: float = 5.0
+    """DV_LAG_POLL_SECONDS: a view that is not settled is passed this often."""
+    settled_seconds: float = 300.0
+    """DV_SETTLED_POLL_SECONDS: a settled view (core.cadence) when nothing it watches moved."""
+    history_seconds: int = 10
+    """DV_LAG_HISTORY_SECONDS: minimum spacing of `status.lagHistory` samples per revision."""
+    history_limit: int = 360
+    """Samples kept in `status.lagHistory` (oldest dropped first)."""
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """The operator's side of the sinks."""
+
+    pool_size: int = 4
+    """DV_SINK_POOL_SIZE: connections kept per sink database and role, shared by its views."""
+    ledger_table: str = LEDGER_TABLE
+    deletion_grace_seconds: int = 300
+    """With deletionPolicy Delete, how long deletion waits for an unreachable sink before it
+    removes the finalizer anyway (a namespace being deleted may already have lost the Secret)."""
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """The cutover checks' runner."""
+
+    concurrency: int = 2
+    """DV_CHECK_CONCURRENCY: check runs measuring at once, across all views (each holds one
+    sink connection), off the pass threads."""
+    budget_seconds: float = 300.0
+    """DV_CHECK_BUDGET_SECONDS: what all queries of one view's check run may take together."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything about the installation (not the view) that shapes a pass; see the module
+    docstring for its words."""
+
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    jobs: JobPlacement = field(default_factory=JobPlacement)
+    polling: PollSettings = field(default_factory=PollSettings)
+    sinks: SinkSettings = field(default_factory=SinkSettings)
+    checks: CheckSettings = field(default_factory=CheckSettings)
+    tenancy: TenancyPolicy = field(default_factory=TenancyPolicy)
+    """DV_TENANCY_POLICY: what views' authors may choose (the chart's `tenancy` values)."""
+    metrics_port: int = 0
+    """DV_METRICS_PORT: the Prometheus endpoint; 0 turns it off."""
+    in_cluster: bool = False
+    """The operator runs in a pod (KUBERNETES_SERVICE_HOST): checkpoints must be on a store
+    every pod reaches (core.job.checkpoints.durable_base_problem)."""
+    history_limit: int = 10
+    """Finished revisions (Superseded, Retired, aborted) kept in status for people to read."""
+
+    def jobs_of(self, namespace: str) -> str:
+        """The namespace where the jobs of views in `namespace` run."""
+        return job_namespace(self.jobs.namespace, namespace)
