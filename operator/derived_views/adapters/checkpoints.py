@@ -14,9 +14,9 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from derived_views.adapters.kube.client import Kube, SecretMissing
+from derived_views.adapters.kube.client import SecretMissing
 from derived_views.api.constants import MANAGED_BY, MANAGED_BY_LABEL
 from derived_views.core.job import checkpoints
 from derived_views.core.settings import Settings
@@ -132,7 +132,15 @@ def _delete_local(location: str) -> int:
     return gone
 
 
-def checkpoint_secret_data(kube: Kube, settings: Settings, namespace: str
+class SecretReader(Protocol):
+    """What reading the checkpoint Secret needs of Kubernetes (adapters.kube.client.Kube)."""
+
+    def secret(self, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str]]: ...
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]: ...
+
+
+def checkpoint_secret_data(kube: SecretReader, settings: Settings, namespace: str
                            ) -> dict[str, str]:
     """The checkpoint credentials the jobs of views in `namespace` use (SecretMissing when
     there are none)."""
@@ -149,7 +157,7 @@ def checkpoint_secret_data(kube: Kube, settings: Settings, namespace: str
     return kube.secret_data(settings.jobs.operator_namespace, settings.checkpoints.secret)
 
 
-def delete_dropped_revision(kube: Kube, settings: Settings, namespace: str, view: str,
+def delete_dropped_revision(kube: SecretReader, settings: Settings, namespace: str, view: str,
                             revision: str, location: str) -> None:
     """After the revision's index is dropped: delete its checkpoints at `location` (its
     build-0 location, planned with the drop: DropIndex.checkpoints) with the operator's own

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from derived_views.api.spec import DerivedViewSpec
@@ -64,20 +63,12 @@ def wait_until_level(guard: Guard, read_heads: Callable[[], Mapping[str, LedgerP
         time.sleep(CATCH_UP_POLL_SECONDS)
 
 
-@dataclass(frozen=True)
-class SinkObservation:
-    """One pass's look at the sink: what the planner reads, and index sizes for metrics."""
-
-    observed: SinkObserved
-    index_rows: Mapping[str, int] = field(default_factory=dict)
-
-
 class SinkSession(Protocol):
     """One pass's connection to one view's sink; every method may raise to fail the pass
     (the next pass replans from a fresh observation)."""
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
-                dropping: bool) -> SinkObservation:
+                dropping: bool) -> SinkObserved:
         """Indexes, alias target and owner, ledger heads, bad-record counts, what would block
         a switch, and, when `dropping` (deletionPolicy Delete), a drop. Reads only: the
         ledger is pruned by `prune_ledger`, a step of its own."""

@@ -607,6 +607,15 @@ class Cutover(ApiModel):
                           "job started, it is torn down (Degraded, reason DeadlineExceeded) even "
                           "while progressing. Unset by default: big topics take as long as "
                           "they take. Applies in manual mode too. At most 30 days.")] = None
+    min_rows: Annotated[int | None, Field(
+        ge=1, le=MAX_COUNT,
+        description="A view's first revision is not served before its index holds at least "
+                    "this many rows (documents), as the sink counts them cheaply "
+                    "(PostgreSQL's live-row statistics, OpenSearch's count): a gate against "
+                    "serving an index that is nearly empty for a reason the lag cannot see "
+                    "(a wrong topic, a filter that drops everything). Later revisions compare "
+                    "with the serving index instead (checks.rowCount). Unset: no minimum.")
+                        ] = None
     checks: Annotated[CutoverChecks | None, Field(
         description="Checks the candidate's index must pass before the switch (row-count and "
                     "key-set parity with the active index, SQL assertions). Policy: changing "

@@ -5,9 +5,52 @@ holds a `Held`, an action a `CheckRequest`); core.cutover.checks decides when to
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
-from derived_views.api.spec import CutoverChecks
+from derived_views.api.spec import CutoverChecks, SqlAssertion
 from derived_views.api.status import CheckRun
+
+
+class Kind(StrEnum):
+    """The kinds of cutover check, in the order a run measures and shows them."""
+
+    ROW_COUNT = "rowCount"
+    """Row-count parity with the active index (same primary key only)."""
+    KEY_SAMPLE = "keySample"
+    """Key-set parity on sampled keys (same primary key only)."""
+    ASSERTION = "assertion"
+    """A team's SQL assertion (PostgreSQL only); its result is named after it."""
+
+
+PARITY = frozenset({Kind.ROW_COUNT, Kind.KEY_SAMPLE})
+"""The kinds that compare with the active index: skipped without one, or across a new key."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One check of a run: its kind, the name its result carries, the assertion if it is one."""
+
+    kind: Kind
+    name: str
+    assertion: SqlAssertion | None = None
+
+
+def configured(checks: CutoverChecks) -> list[Planned]:
+    """Every check the spec configures, in the order runs and the status show them: the one
+    registry the runner, both sinks' adapters and the judge iterate (a new kind is added
+    here, and where it is measured and judged)."""
+    out = []
+    if checks.row_count is not None:
+        out.append(Planned(Kind.ROW_COUNT, Kind.ROW_COUNT.value))
+    if checks.key_sample is not None:
+        out.append(Planned(Kind.KEY_SAMPLE, Kind.KEY_SAMPLE.value))
+    out.extend(Planned(Kind.ASSERTION, a.name, a) for a in checks.assertions)
+    return out
+
+
+def measured(request: CheckRequest) -> list[Planned]:
+    """The checks a run of `request` measures: parity checks only with the same key."""
+    return [p for p in configured(request.checks) if request.parity or p.kind not in PARITY]
 
 
 @dataclass(frozen=True)

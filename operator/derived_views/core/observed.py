@@ -232,6 +232,10 @@ class SinkObserved:
     index_owners: Mapping[str, IndexOwner] = field(default_factory=dict)
     """Index -> the view it records as its owner; absent: none recorded (an index from before
     owners were recorded: judged by the alias that serves it, else as this view's by name)."""
+    index_rows: Mapping[str, int] = field(default_factory=dict)
+    """Index -> the rows (documents) it holds now, as the sink counts them cheaply (PostgreSQL's
+    estimate from its statistics, OpenSearch's count): what promotion rules (cutover.minRows)
+    and the metrics read alike."""
     index_oids: Mapping[str, int | str] | None = None
     """Index -> its identity (table OID, index.uuid), read after the ledger (a table the ledger's newest row names
     must still be there then); None when not observed: no integrity decision is made."""

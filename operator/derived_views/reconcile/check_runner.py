@@ -22,8 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
-from derived_views.core.check_runs import CheckRequest, Finished, Held
-from derived_views.core.cutover.checks import KEY_SAMPLE, ROW_COUNT, CouldNotRun, Measurement, judge
+from derived_views.core.check_runs import CheckRequest, Finished, Held, measured
+from derived_views.core.cutover.checks import CouldNotRun, Measurement, judge
 
 log = logging.getLogger("derived_views")
 
@@ -43,15 +43,8 @@ class _Run:
 
 
 def names_of(request: CheckRequest) -> list[str]:
-    """The checks a run of `request` measures, in the adapter's order."""
-    checks = request.checks
-    names = []
-    if request.parity and checks.row_count is not None:
-        names.append(ROW_COUNT)
-    if request.parity and checks.key_sample is not None:
-        names.append(KEY_SAMPLE)
-    names.extend(a.name for a in checks.assertions)
-    return names
+    """The checks a run of `request` measures, in the adapters' order (check_runs.measured)."""
+    return [check.name for check in measured(request)]
 
 
 class CheckRunner:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from derived_views.adapters.kafka.offsets import EndOffsetsCache
 from derived_views.adapters.kafka.record_times import RecordTimesReader
 from derived_views.adapters.kafka.topic_configs import TopicConfigsCache
-from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.adapters.sink_contract import SinkPools
 from derived_views.api.status import DerivedViewStatus
@@ -18,12 +17,13 @@ from derived_views.process.failpoints import Failpoints
 from derived_views.process.metrics import Metrics
 from derived_views.reconcile.check_runner import CheckRunner
 from derived_views.reconcile.job_namespaces import JobNamespaces
+from derived_views.reconcile.ports import KubePort
 from derived_views.reconcile.switch_deferrals import SwitchDeferrals
 
 
 @dataclass
 class Deps:
-    kube: Kube
+    kube: KubePort
     offsets: EndOffsetsCache
     settings: Settings
     metrics: Metrics = field(default_factory=Metrics)

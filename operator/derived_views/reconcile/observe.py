@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from derived_views.adapters.kafka.offsets import OffsetsUnavailable
 from derived_views.adapters.kafka.record_times import RecordTimesUnavailable
-from derived_views.adapters.kube.client import EventsUnreadable, Kube, SecretMissing
+from derived_views.adapters.kube.client import EventsUnreadable, SecretMissing
 from derived_views.adapters.sink import open_session
 from derived_views.adapters.sink_contract import SinkSecretInvalid, SinkSession, SinkUnavailable
 from derived_views.api.spec import DerivedViewSpec
@@ -49,6 +49,7 @@ from derived_views.core.observed import (
 )
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.job_namespaces import placement
+from derived_views.reconcile.ports import KubePort
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
 
@@ -62,8 +63,6 @@ class SinkReading:
     session: SinkSession | None = None
     observed: SinkObserved | None = None
     problem: tuple[str, str] | None = None
-    index_rows: dict[str, int] = field(default_factory=dict)
-    """Rows per index, for metrics."""
 
 
 def sink_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: Deps,
@@ -92,11 +91,10 @@ def sink_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     except BaseException:
         session.close()  # a query that failed after connecting must not leak the connection
         raise
-    return SinkReading(session=session, observed=observation.observed,
-                       index_rows=dict(observation.index_rows))
+    return SinkReading(session=session, observed=observation)
 
 
-def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: Kube | PassSecrets
+def kafka_cluster(spec: DerivedViewSpec, namespace: str, kube: KubePort | PassSecrets
                   ) -> KafkaCluster:
     """The view's Kafka connection, with the credentials of its Secret if it names one.
 
@@ -208,7 +206,7 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
     return with_drivers(apps, drivers), drivers
 
 
-def with_mount_failure(kube: Kube, namespace: str, driver: DriverObserved) -> DriverObserved:
+def with_mount_failure(kube: KubePort, namespace: str, driver: DriverObserved) -> DriverObserved:
     """A driver waiting for its volumes, with the kubelet's FailedMount message: one more list
     call, only while a driver waits in ContainerCreating. (The runtime contract test reads
     drivers through this too.)"""
@@ -233,7 +231,6 @@ class Observation:
     observed: Observed
     session: SinkSession | None
     source: SourceOffsets
-    index_rows: dict[str, int]
 
     def close(self) -> None:
         if self.session is not None:
@@ -288,5 +285,4 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
         if sink.session is not None:
             sink.session.close()
         raise
-    return Observation(observed=observed, session=sink.session, source=offsets,
-                       index_rows=sink.index_rows)
+    return Observation(observed=observed, session=sink.session, source=offsets)

@@ -110,7 +110,9 @@ def _reconcile(body: dict[str, Any], key: ViewKey, deps: Deps, now: dt.datetime,
         return False
     seen = observe(spec, body, deps, key=key)
     try:
-        record.index_rows, record.source = dict(seen.index_rows), seen.source
+        sink = seen.observed.sink
+        record.index_rows = dict(sink.index_rows) if sink is not None else {}
+        record.source = seen.source
         record.stage = "plan"
         try:
             actions = planner(spec, seen.observed, now)

@@ -3,8 +3,9 @@ not let views use never handed out (the operator does not connect with it either
 
 from __future__ import annotations
 
-from derived_views.adapters.kube.client import Kube, SecretMissing
+from derived_views.adapters.kube.client import SecretMissing
 from derived_views.core.judges.tenancy import TenancyPolicy, secret_refusal
+from derived_views.reconcile.ports import KubePort
 
 
 class SecretNotLabelled(SecretMissing):
@@ -15,7 +16,7 @@ class PassSecrets:
     """The view's Secrets, each read once per pass; one the policy does not let views use is
     never handed out (the operator does not connect with it either)."""
 
-    def __init__(self, kube: Kube, namespace: str, policy: TenancyPolicy) -> None:
+    def __init__(self, kube: KubePort, namespace: str, policy: TenancyPolicy) -> None:
         self.kube, self.namespace, self.policy = kube, namespace, policy
         self.read: dict[str, tuple[dict[str, str], dict[str, str]] | SecretMissing] = {}
 

@@ -38,7 +38,7 @@ CONTENT_V1 = {"topics": ["orders"], "format": "json",
 CONTENT_V2 = {**CONTENT_V1, "sql": SQL_V2}
 
 
-def record(revision: str, phase: str, **extra: Any) -> dict[str, Any]:
+def record(revision: str, phase: str = "Pending", **extra: Any) -> dict[str, Any]:
     return {"revision": revision, "index": f"orders_by_customer__{revision}", "phase": phase,
             "since": "2026-03-01T11:58:00Z", "sparkApplication": f"{VIEW}-{revision}",
             "checkpointLocation": f"s3a://checkpoints/dv/shop/{VIEW}/{revision}",

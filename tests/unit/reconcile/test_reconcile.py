@@ -12,12 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 
 import pytest
 
 from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
-from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.sink_contract import SinkSession, SwitchDeferred
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
@@ -30,7 +29,7 @@ from derived_views.reconcile.act import act
 from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.observe import observe
 from derived_views.reconcile.run import PassOutcome, reconcile, run_pass
-from support.stand_ins.secrets import Secrets
+from support.stand_ins.kube import FakeKube
 
 CONFIG = Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"))
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -41,40 +40,8 @@ SPEC = {"source": {"kafka": {"bootstrapServers": "k:9092"}, "topics": ["a"],
                  "primaryKey": ["a"]}}
 
 
-class Cluster(Secrets):
-    """No jobs, no Secrets; what the pass writes is kept, and `read_only` makes a write fail."""
-
-    def __init__(self, *, read_only: bool = False) -> None:
-        super().__init__({})
-        self.read_only = read_only
-        self.statuses: list[dict[str, Any]] = []
-        self.released: list[str] = []
-
-    def _write(self) -> None:
-        assert not self.read_only, "observation wrote"
-
-    def spark_applications(self, namespace: str, view: str,
-                           view_namespace: str | None = None) -> list[dict[str, Any]]:
-        return []
-
-    def driver_pods(self, namespace: str, view: str,
-                    view_namespace: str | None = None) -> list[dict[str, Any]]:
-        return []
-
-    def patch_view_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self._write()
-        self.statuses.append(status)
-
-    def remove_finalizer(self, namespace: str, name: str, finalizer: str) -> None:
-        self._write()
-        self.released.append(finalizer)
-
-    def __getattr__(self, name: str) -> NoReturn:
-        raise AssertionError(f"the pass called Kube.{name}")
-
-
-def _deps(kube: Cluster) -> Deps:
-    return Deps(kube=cast(Kube, kube), settings=CONFIG,
+def _deps(kube: FakeKube) -> Deps:
+    return Deps(kube=kube, settings=CONFIG,
                 offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
                                         clock=lambda: 0.0))
 
@@ -93,7 +60,7 @@ def raising(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> list
 
 
 def test_observe_reads_everything_and_writes_nothing() -> None:
-    kube = Cluster(read_only=True)
+    kube = FakeKube(read_only=True)
     seen = observe(DerivedViewSpec.model_validate(SPEC), _body(SPEC), _deps(kube))
     try:
         assert (seen.observed.view.namespace, seen.observed.view.name) == ("shop", "orders")
@@ -108,7 +75,7 @@ def test_observe_reads_everything_and_writes_nothing() -> None:
 
 
 def test_a_pass_returns_its_outcome_and_the_release() -> None:
-    kube = Cluster()
+    kube = FakeKube()
 
     def releasing(spec: DerivedViewSpec, observed: Observed, now: dt.datetime
                   ) -> list[A.Action]:
@@ -122,7 +89,7 @@ def test_a_pass_returns_its_outcome_and_the_release() -> None:
 
 
 def test_an_invalid_spec_is_stalled_once_and_keeps_its_transition_time() -> None:
-    kube = Cluster()
+    kube = FakeKube()
     spec = {**SPEC, "transform": {"sql": ""}}
     assert run_pass(_body(spec), _deps(kube), NOW) == PassOutcome(released=False)
     assert len(kube.statuses) == 1
@@ -134,7 +101,7 @@ def test_an_invalid_spec_is_stalled_once_and_keeps_its_transition_time() -> None
 
 
 def test_a_judge_that_raises_stalls_the_view_once() -> None:
-    kube = Cluster()
+    kube = FakeKube()
     assert run_pass(_body(SPEC), _deps(kube), NOW, planner=raising) == PassOutcome(
         released=False)
     assert len(kube.statuses) == 1
@@ -149,7 +116,7 @@ def test_a_judge_that_raises_stalls_the_view_once() -> None:
 def test_the_pass_carries_the_planned_check_runs_out_on_the_runner() -> None:
     """A planned run goes to the check runner (which reads the sink Secret on its own, here
     absent: the run is an error of each check, saying why); a taken run is cleared."""
-    deps = _deps(Cluster())
+    deps = _deps(FakeKube())
     spec = DerivedViewSpec.model_validate(
         {**SPEC, "cutover": {"checks": {"assertions": [
             {"name": "a", "sql": "SELECT 1 FROM {index} WHERE false"}]}}})
@@ -184,7 +151,7 @@ def test_pruning_planned_without_the_sink_stops_the_pass() -> None:
         return [A.PruneLedger()]
 
     with pytest.raises(RuntimeError, match="prune the sink's ledger planned without the sink"):
-        run_pass(_body(SPEC), _deps(Cluster()), NOW, planner=pruning)
+        run_pass(_body(SPEC), _deps(FakeKube()), NOW, planner=pruning)
 
 
 class DeferringSink:
@@ -196,7 +163,7 @@ class DeferringSink:
 
 
 def test_a_deferred_switch_stops_the_pass_and_the_next_observation_says_so() -> None:
-    kube = Cluster()
+    kube = FakeKube()
     deps = _deps(kube)
     guard = Guard("a", "c", frozenset({("t", 0)}))
     actions: list[A.Action] = [
@@ -218,7 +185,7 @@ def test_a_deferred_switch_stops_the_pass_and_the_next_observation_says_so() -> 
 
 def test_a_cutover_is_logged_with_the_staleness_its_pass_read(
         caplog: pytest.LogCaptureFixture) -> None:
-    kube = Cluster()
+    kube = FakeKube()
     status = DerivedViewStatus.model_validate({"lastCutover": {
         "from": "a", "to": "c", "switchedAt": "2026-03-01T12:00:00Z", "stalenessSeconds": 3,
         "lagMessages": 12}})

@@ -5,10 +5,9 @@ only (the real registry: tests/integration/adapters/test_schema_registry.py)."""
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
-from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.schema_registry import Registry, RegistryUnavailable, SchemaNotFound
 from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.api.spec import DerivedViewSpec
@@ -20,7 +19,7 @@ from derived_views.core.settings import CheckpointSettings, Settings, SparkSetti
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets
-from support.stand_ins.secrets import Secrets
+from support.stand_ins.kube import FakeKube
 
 VIEW = ("shop", "orders")
 PASSWORD = "s3cr3t-never-shown"
@@ -75,7 +74,7 @@ LISTED = TenancyPolicy(schema_registries=("registry.example:*",))
 def read(view: DerivedViewSpec, registered: Registered,
          secrets: dict[str, dict[str, str]] | None = None,
          status: DerivedViewStatus | None = None, policy: TenancyPolicy = LISTED) -> Any:
-    kube = cast(Kube, Secrets({"registry": SECRET} if secrets is None else secrets))
+    kube = FakeKube(secrets={"registry": SECRET} if secrets is None else secrets)
     deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({})),
                 settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")),
                 registries=RegistryCache(fetch_subjects=registered.subjects,

@@ -6,12 +6,11 @@ reaches a database (tests/integration and tests/e2e drive the real one).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
-from derived_views.adapters.kube.client import Kube
 from derived_views.adapters.sink import SINK_KINDS, open_session
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
@@ -20,7 +19,7 @@ from derived_views.core.settings import CheckpointSettings, Settings, SparkSetti
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import sink_reading
 from derived_views.reconcile.secrets import PassSecrets
-from support.stand_ins.secrets import Secrets
+from support.stand_ins.kube import FakeKube
 
 VIEW = ("shop", "orders")
 CONFIG = Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"))
@@ -33,7 +32,7 @@ SPEC = DerivedViewSpec.model_validate({
 
 
 def _reading(secrets: dict[str, dict[str, str]]) -> Any:
-    kube = cast(Kube, Secrets(secrets))
+    kube = FakeKube(secrets=secrets)
     deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
                                                    clock=lambda: 0.0), settings=CONFIG)
     return sink_reading(SPEC, DerivedViewStatus(), VIEW, deps,

@@ -8,17 +8,16 @@ API server are in tests/integration).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
 from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched, OffsetsUnavailable
-from derived_views.adapters.kube.client import Kube
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.log.kafka_connection import KafkaCluster
 from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import end_offsets
-from support.stand_ins.secrets import Secrets
+from support.stand_ins.kube import FakeKube
 
 VIEW = ("shop", "orders")
 
@@ -35,7 +34,7 @@ def spec(topics: list[str], secret: str | None = None,
 
 
 def deps(secrets: dict[str, dict[str, str]], fetch: Any) -> Deps:
-    return Deps(kube=cast(Kube, Secrets(secrets)),
+    return Deps(kube=FakeKube(secrets=secrets),
                 offsets=EndOffsetsCache(interval=5, fetch=fetch, clock=lambda: 0.0),
                 settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")))
 

@@ -17,10 +17,8 @@ from opensearchpy import OpenSearch, TransportError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import ConnectionTimeout
 
-from derived_views.core.check_runs import CheckRequest
+from derived_views.core.check_runs import CheckRequest, Kind, measured
 from derived_views.core.cutover.checks import (
-    KEY_SAMPLE,
-    ROW_COUNT,
     CouldNotRun,
     KeySampleFound,
     Measurement,
@@ -33,14 +31,14 @@ EXAMPLES = 3
 def run_checks(client: OpenSearch, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
     """Each check's measurement and how long it took; a check that cannot run says why."""
     found: dict[str, tuple[Measurement, float]] = {}
-    checks = request.checks
-    timeout = float(checks.timeout_seconds)
-    if request.parity and checks.row_count is not None:
-        found[ROW_COUNT] = _timed(timeout, lambda: _row_counts(client, request, timeout))
-    if request.parity and checks.key_sample is not None:
-        found[KEY_SAMPLE] = _timed(timeout, lambda: _key_sample(client, request, timeout))
-    for assertion in checks.assertions:
-        found[assertion.name] = (CouldNotRun("SQL assertions need a PostgreSQL sink"), 0.0)
+    timeout = float(request.checks.timeout_seconds)
+    for check in measured(request):  # the registry of check kinds, in its order
+        if check.kind is Kind.ROW_COUNT:
+            found[check.name] = _timed(timeout, lambda: _row_counts(client, request, timeout))
+        elif check.kind is Kind.KEY_SAMPLE:
+            found[check.name] = _timed(timeout, lambda: _key_sample(client, request, timeout))
+        else:
+            found[check.name] = (CouldNotRun("SQL assertions need a PostgreSQL sink"), 0.0)
     return found
 
 

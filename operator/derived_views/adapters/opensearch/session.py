@@ -24,7 +24,6 @@ from derived_views.adapters.opensearch import ledger
 from derived_views.adapters.opensearch.checks import first_line, run_checks
 from derived_views.adapters.opensearch.client import OpenSearchClients, OpenSearchCredentials
 from derived_views.adapters.sink_contract import (
-    SinkObservation,
     SinkPools,
     SinkSecretInvalid,
     SinkUnavailable,
@@ -79,7 +78,7 @@ class OpenSearchSession:
         return cls(client, settings.sinks.ledger_table)
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
-                dropping: bool) -> SinkObservation:
+                dropping: bool) -> SinkObserved:
         positions, bad, oldest, running = ledger.read_heads(
             self.client, self.ledger_index, revisions_to_observe(spec, status))
         self._read = (positions, oldest)
@@ -88,13 +87,13 @@ class OpenSearchSession:
         alias = spec.sink.base_name
         self._lift_stale_hold(alias)
         target = self._alias_target(alias)
-        return SinkObservation(observed=SinkObserved(
+        return SinkObserved(
             indexes=frozenset(found), alias_target=target, ledger=positions,
             alias_owner=self._owner(target) if target else None, bad_records=bad,
             running=running,
             switch_blockers=self._switch_blockers(alias, target, set(found) - {target}),
             index_owners=self._index_owners(found),
-            index_oids={name: uuid for name, (uuid, _) in found.items()}),
+            index_oids={name: uuid for name, (uuid, _) in found.items()},
             index_rows={name: rows for name, (_, rows) in found.items()})
 
     def _indexes(self, base: str, names: Iterable[str]) -> dict[str, tuple[str, int]]:

@@ -32,10 +32,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from derived_views.core.check_runs import CheckRequest
+from derived_views.core.check_runs import CheckRequest, Kind, measured
 from derived_views.core.cutover.checks import (
-    KEY_SAMPLE,
-    ROW_COUNT,
     SHOWN_LIMIT,
     AssertionAnswer,
     CouldNotRun,
@@ -104,18 +102,20 @@ def run_checks(conn: psycopg.Connection[Any], request: CheckRequest,
     With a budget (request.budget_seconds) each query's timeout is cut to what is left of
     it, and the checks after it is spent are not run: errors that name the budget."""
     found: dict[str, tuple[Measurement, float]] = {}
-    checks = request.checks
     budget = _Budget(request.budget_seconds)
-    if request.parity and checks.row_count is not None:
-        found[ROW_COUNT] = _timed(conn, role, budget, checks.timeout_seconds,
-                                  lambda _: _row_counts(conn, request))
-    if request.parity and checks.key_sample is not None:
-        found[KEY_SAMPLE] = _timed(conn, role, budget, checks.timeout_seconds,
-                                   lambda _: _key_sample(conn, request))
-    for assertion in checks.assertions:
-        query = rendered_sql(assertion, request.schema, request.index, request.active_index)
-        found[assertion.name] = _timed(conn, role, budget, assertion.timeout_seconds,
-                                       partial(_assertion, conn, query))
+    for check in measured(request):  # the registry of check kinds, in its order
+        timeout = request.checks.timeout_seconds
+        measure: Callable[[float], Measurement]
+        if check.kind is Kind.ROW_COUNT:
+            measure = lambda _: _row_counts(conn, request)  # noqa: E731
+        elif check.kind is Kind.KEY_SAMPLE:
+            measure = lambda _: _key_sample(conn, request)  # noqa: E731
+        else:
+            assert check.assertion is not None
+            query = rendered_sql(check.assertion, request.schema, request.index,
+                                 request.active_index)
+            timeout, measure = check.assertion.timeout_seconds, partial(_assertion, conn, query)
+        found[check.name] = _timed(conn, role, budget, timeout, measure)
     return found
 
 

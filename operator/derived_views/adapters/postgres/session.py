@@ -15,7 +15,7 @@ from derived_views.adapters.postgres.bad_records import bad_record_counts
 from derived_views.adapters.postgres.checks import run_checks
 from derived_views.adapters.postgres.pool import PgPool
 from derived_views.adapters.postgres.progress import running_batches
-from derived_views.adapters.sink_contract import SinkObservation, SinkPools, SinkSecretInvalid
+from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.check_runs import CheckRequest
@@ -53,7 +53,7 @@ class PostgresSession:
                    release=lambda: pool.release(creds, conn))
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
-                dropping: bool) -> SinkObservation:
+                dropping: bool) -> SinkObserved:
         conn, schema, ledger_table = self.conn, spec.sink.scope, self.ledger_table
         tables = index_tables_to_observe(spec, status)
         indexes = pg.existing_tables(conn, schema, tables)
@@ -64,7 +64,7 @@ class PostgresSession:
         oids = pg.table_oids(conn, schema, tables)
         alias = spec.sink.base_name
         target = pg.alias_target(conn, schema, alias)
-        return SinkObservation(observed=SinkObserved(
+        return SinkObserved(
             indexes=frozenset(indexes), alias_target=target,
             ledger=ledger, alias_owner=pg.alias_owner(conn, schema, alias),
             bad_records=bad_record_counts(conn, schema, ledger, ledger=ledger_table),
@@ -73,7 +73,7 @@ class PostgresSession:
             switch_blockers=pg.switch_blockers(conn, schema, alias, set(indexes) - {target}),
             drop_blockers=(pg.drop_blockers(conn, schema, alias, indexes) if dropping else ()),
             index_owners=pg.index_owners(conn, schema, indexes),
-            index_oids=oids), index_rows=dict(indexes))
+            index_oids=oids, index_rows=dict(indexes))
 
     def prune_ledger(self) -> int:
         if self._read is None:

@@ -281,7 +281,8 @@ def existing_tables(conn: psycopg.Connection[Any], schema: str, names: Iterable[
     """Which of `names` exist, each with PostgreSQL's estimate of its live rows.
 
     The estimate (statistics, refreshed by autovacuum/analyze) costs nothing on a big
-    index, unlike count(*); it feeds the rows gauge, never a decision.
+    index, unlike count(*); it feeds the rows gauge and cutover.minRows, a floor against a
+    nearly empty first index, never an exact comparison (checks.rowCount counts).
     """
     rows = conn.execute(
         "SELECT c.relname, GREATEST(COALESCE(s.n_live_tup, 0), c.reltuples::bigint, 0) "

@@ -35,13 +35,13 @@ from derived_views.api.status import (
     Phase,
 )
 from derived_views.core import reasons
-from derived_views.core.check_runs import CheckRequest
+from derived_views.core.check_runs import PARITY, CheckRequest, Kind, configured
 from derived_views.core.judges.assertion_sql import check_sql_problem
 from derived_views.core.revision import revision_of
 from derived_views.core.times import seconds_between
 
-ROW_COUNT = "rowCount"
-KEY_SAMPLE = "keySample"
+ROW_COUNT = Kind.ROW_COUNT.value
+KEY_SAMPLE = Kind.KEY_SAMPLE.value
 SHOWN_LIMIT = 300
 """Characters of a returned row or an error kept in the status."""
 
@@ -232,15 +232,9 @@ def judge(request: CheckRequest, found: Mapping[str, tuple[Measurement, float]],
     """The run's results, in the spec's order: rowCount, keySample, then the assertions."""
     results: list[CheckResult] = []
     checks = request.checks
-    names: list[str] = []
-    if checks.row_count is not None:
-        names.append(ROW_COUNT)
-    if checks.key_sample is not None:
-        names.append(KEY_SAMPLE)
-    by_name = {a.name: a for a in checks.assertions}
-    names.extend(by_name)
-    for name in names:
-        if name in (ROW_COUNT, KEY_SAMPLE) and not request.parity:
+    for check in configured(checks):  # the registry of check kinds, in its order
+        name = check.name
+        if check.kind in PARITY and not request.parity:
             why = ("no active index to compare with" if request.active_index is None
                    else "the primary key changed")
             results.append(CheckResult(name=name, outcome=CheckOutcome.Skipped, observed=why))
@@ -260,7 +254,8 @@ def judge(request: CheckRequest, found: Mapping[str, tuple[Measurement, float]],
         elif isinstance(measured, KeySampleFound):
             outcome, observed, expected = _key_sample(checks, measured)
         else:
-            outcome, observed, expected = _assertion(by_name[name], measured)
+            assert check.assertion is not None
+            outcome, observed, expected = _assertion(check.assertion, measured)
         results.append(CheckResult(name=name, outcome=outcome, observed=_clip(observed),
                                    expected=expected, seconds=seconds))
     return CheckRun(checks_hash=request.checks_hash, checked_at=now, results=results)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from derived_views.api.status import CutoverRecord, Lag, Phase, RevisionStatus
 from derived_views.core import conditions as cond
@@ -33,15 +33,17 @@ from derived_views.core.planner.records import clip
 
 @dataclass(frozen=True)
 class PromotionHold:
-    """Why the candidate, caught up and stable, is not promoted on this pass."""
+    """Why the candidate, caught up, is not promoted on this pass: what the first rule of
+    core.planner.rules.promotion that speaks says, as the Reconciling condition shows it."""
 
-    cause: Literal["history", "checks", "approval", "blocker", "behind"]
-    """history: its index lacks history readers have (core.log.history; `source.history`
-    complete); checks: failing or not yet run; approval: waiting for the promote annotation;
-    blocker: the sink refuses the switch (see core.cutover.switch_guard); behind: the sink deferred
-    the last switch, the candidate short of the serving index (core.cutover.monotonic; `detail`)."""
+    reason: str
+    """Reconciling's reason (core.reasons)."""
+    said: str = ""
+    """What Reconciling's message adds after the candidate's lag ("" : nothing)."""
     blocker: SwitchBlocker | None = None
-    detail: str | None = None
+    """The sink refuses the switch (core.cutover.switch_guard): Degraded names it too."""
+    event: tuple[str, str] | None = None
+    """(reason, message) of a Warning event the hold announces, once."""
 
 
 @dataclass

@@ -93,14 +93,19 @@ def partitions_now(ctx: Context, draft: Draft, revision: str) -> dict[str, int] 
     return counts or None  # no topic described yet: record it on a later pass
 
 
+def lag_gate(ctx: Context, draft: Draft, revision: str, lag: Lag | None) -> bool:
+    """The lag gate, the one definition (the CaughtUp condition shows it): close enough to
+    the log in messages or in time (core.log.lag.within_gate), on no reset partition."""
+    return within_gate(lag, ctx.spec.cutover) and not resets_of(ctx, draft, revision)
+
+
 def gate_holds(ctx: Context, draft: Draft, revision: str, lag: Lag | None,
                running: bool) -> bool:
-    """The lag gate on this reading, for a candidate and for a following retiring job:
-    hydrated, within the gate, its job running, no reset partition, its index there and
-    whole."""
-    return (draft.records[revision].hydrated_at is not None
-            and within_gate(lag, ctx.spec.cutover) and running
-            and not resets_of(ctx, draft, revision) and bool(ctx.index_exists(revision))
+    """What a candidate (or a following retiring job) needs for its gate to count: the lag
+    gate, hydrated, its job running, its index there and whole."""
+    return (lag_gate(ctx, draft, revision, lag)
+            and draft.records[revision].hydrated_at is not None and running
+            and bool(ctx.index_exists(revision))
             and lost_cause(ctx, revision) is None and growth_cause(ctx, draft, revision) is None)
 
 

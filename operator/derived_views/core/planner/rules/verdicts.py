@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
+from derived_views.api.constants import PAUSED_ANNOTATION
 from derived_views.api.status import Phase
 from derived_views.core import conditions as cond
 from derived_views.core import reasons
@@ -20,7 +20,6 @@ from derived_views.core.log.lag import within_gate
 from derived_views.core.planner import readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
-from derived_views.core.planner.records import checks_column
 from derived_views.core.planner.rules.problems import PROBLEMS
 from derived_views.core.planner.rules.standing import JobProblem, Rule, Standing, first, stand
 
@@ -54,32 +53,19 @@ def building(s: Standing) -> Verdict | None:
     candidate = s.candidate
     if not s.building or candidate is None:
         return None
-    hold = s.draft.promotion_hold
-    awaiting_promotion = hold is not None and hold.cause == "approval"
-    checks_waiting = hold is not None and hold.cause == "checks"
-    behind = hold.detail if hold is not None and hold.cause == "behind" else None
-    history_held = hold is not None and hold.cause == "history"
-    reason = (reasons.HISTORY_INCOMPLETE if history_held else
-              reasons.AWAITING_PROMOTION if awaiting_promotion else
-              reasons.CHECKING if checks_waiting else
-              reasons.BEHIND_ACTIVE if behind else
+    hold = s.draft.promotion_hold  # core.planner.rules.promotion: the first rule that spoke
+    reason = (hold.reason if hold is not None else
               reasons.CAUGHT_UP if candidate.phase == Phase.CaughtUp else reasons.BACKFILLING)
     message = f"revision {s.desired} is {candidate.phase.value.lower()}: {s.lag_said}"
     hydrating = hydration_said(s)
     if hydrating:
         message += f"; {hydrating}"
-    if history_held:
-        message += "; not promoted: its index lacks history readers have (see Degraded)"
-    elif s.ctx.spec.source.history == "fromLogStart":
+    if hold is not None and hold.said:
+        message += f"; {hold.said}"
+    if s.ctx.spec.source.history == "fromLogStart":
         accepted = history.accepted_text(candidate.history_start, candidate.history_gaps)
         if accepted:
             message += f"; history accepted from the log's start (source.history): {accepted}"
-    if behind:
-        message += f"; not switched, so that readers never go back in time: {behind}"
-    if checks_waiting:
-        message += f"; cutover checks: {checks_column(s.ctx.spec, candidate)}"
-    if awaiting_promotion:
-        message += f"; annotate {PROMOTE_ANNOTATION}={s.desired} to switch readers"
     registry = s.ctx.obs.registry
     if registry is not None and registry.unregistered:
         message += (f"; no schema is registered under {', '.join(sorted(registry.unregistered))}"
@@ -225,7 +211,7 @@ def not_hydrated(s: Standing) -> Verdict | None:
 
 
 def lag_within_gate(s: Standing) -> Verdict | None:
-    if not within_gate(s.lag, s.ctx.spec.cutover) or s.resets.get(s.desired):
+    if not readings.lag_gate(s.ctx, s.draft, s.desired, s.lag):
         return None
     return Verdict("True", reasons.LAG_WITHIN_GATE, f"revision {s.desired}: {s.lag_said}")
 
