@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
@@ -18,7 +19,7 @@ from derived_views.core.observed import LedgerPosition, Observed, SinkObserved
 from derived_views.core.planner import context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.rules.promotion import Candidate
-from derived_views.core.planner.rules.standing import Standing, stand
+from derived_views.core.planner.rules.standing import Rule, Standing, stand
 from derived_views.core.revision import revision_of
 from support.world.hand_observed import CONTENT_V1, CONTENT_V2, ENDS, observed, record
 from support.world.samples import T0, spec_body
@@ -95,3 +96,26 @@ def ledger(ends: dict[tuple[str, int], int]) -> LedgerPosition:
 
 __all__ = ["CAUGHT_UP", "NOW", "Observed", "SinkObserved", "candidate", "ledger", "migration",
            "standing"]
+
+
+BEHIND = Lag(messages=500, seconds=120)
+"""A candidate well behind the gate."""
+Tweak = Callable[[Any, Any], None]
+"""A change to the (context, draft) of a situation before its standing is taken."""
+
+
+def with_observation(ctx: Any, **observation: Any) -> Any:
+    return dataclasses.replace(ctx, obs=dataclasses.replace(ctx.obs, **observation))
+
+
+def situation(kwargs: dict[str, Any], tweak: Tweak | None = None,
+              deleting: bool = False) -> Standing:
+    ctx, draft = migration(**kwargs)
+    if tweak is not None:
+        tweak(ctx, draft)
+    return standing(ctx, draft, deleting=deleting)
+
+
+def spoke(rules: Sequence[Rule], s: Standing) -> str | None:
+    """The name of the first rule of the chain that speaks."""
+    return next((rule.__name__ for rule in rules if rule(s) is not None), None)

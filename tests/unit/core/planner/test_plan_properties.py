@@ -50,7 +50,7 @@ steps = st.lists(st.one_of(
 
 def body_for(sql_index: int, topics: int, policy: int, manual: bool) -> dict[str, Any]:
     # The judge tracks the gate in messages only (maxLagSeconds 0); the gate in time has its
-    # own scenarios (test_plan_scenarios: live traffic) and hand-worked cases (test_lag).
+    # own scenarios (phases/test_cutover.py: live traffic) and hand-worked cases (test_lag).
     cutover: dict[str, Any] = {"maxLagMessages": [0, 0, 25, 5][policy], "maxLagSeconds": 0,
                                "stableForSeconds": [10, 0, 20, 5][policy],
                                "deadlineSeconds": 600, "retainPreviousSeconds": [60, 0, 30, 120][policy],
