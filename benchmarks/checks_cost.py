@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from derived_views.adapters.postgres.checks import run_checks
+from derived_views.adapters.postgres.checks import run_sql_checks
 from derived_views.api.spec import CutoverChecks
 from derived_views.core.check_runs import CheckRequest
 from dvstack.settings import load
@@ -55,7 +55,7 @@ def measure(conn: psycopg.Connection[Any], schema: str) -> dict[str, float]:
         started = time.perf_counter()
         conn.execute(f'SELECT count(*) FROM "{schema}"."candidate"').fetchone()
         timings.setdefault("baseline count(*)", []).append(time.perf_counter() - started)
-        for name, (_, seconds) in run_checks(conn, request).items():
+        for name, (_, seconds) in run_sql_checks(conn, request).items():
             timings.setdefault(name, []).append(seconds)
     return {name: statistics.median(values) for name, values in timings.items()}
 

@@ -1,6 +1,6 @@
 """Write the generated part of docs/security.md from what the tests measured.
 
-The hostile corpora (tests/hostile_transforms.py, tests/hostile_checks.py) are run by
+The hostile corpora (tests/support/corpora/hostile_transforms.py, tests/support/corpora/hostile_checks.py) are run by
 unit, integration and e2e tests, which leave their verdicts in the stack's results
 directory; this script turns them into the counts and tables between the markers of
 docs/security.md, so the page says what was refused, where and with which words, as
@@ -74,12 +74,12 @@ def _transforms(results: Path) -> tuple[str, str | None]:
     job = {row["what"]: row.get("job") for row in both}
     refused_by_job = sum(1 for message in job.values() if message)
     lines = ["### Hostile transforms", "",
-             f"{len(e2e)} transforms from `tests/hostile_transforms.py`, applied as views to "
+             f"{len(e2e)} transforms from `tests/support/corpora/hostile_transforms.py`, applied as views to "
              "the operator on the local stack (`tests/e2e/test_hostile_transforms.py`); the "
              "earliest layer that refused each one, by class:", "",
              *_counts(e2e, "layer"), "",
              f"The job's guard, given the same {len(both)} texts on a real Spark session "
-             f"(`tests/unit/spark_job/test_sql_guard.py`), refused {refused_by_job}; no "
+             f"(`tests/unit/dvjob/test_sql_guard.py`), refused {refused_by_job}; no "
              "SparkApplication was created for any of them.", "",
              "| class | attempt | refused at | reason | operator's message | job's message |",
              "|---|---|---|---|---|---|"]
@@ -96,7 +96,7 @@ def _checks(results: Path) -> tuple[str, str | None]:
         return "hostile_checks.json", None
     hostile, legitimate = found["hostile"], found.get("legitimate", [])
     lines = ["### Hostile cutover checks", "",
-             f"{len(hostile)} check SQL texts from `tests/hostile_checks.py`, judged by "
+             f"{len(hostile)} check SQL texts from `tests/support/corpora/hostile_checks.py`, judged by "
              "PostgreSQL's own parser (`core/judges/assertion_sql.py`) and then, to show what the "
              "server would have done had a check got through, sent to the stack's "
              "PostgreSQL as a check role through the extended protocol "

@@ -36,12 +36,18 @@ from derived_views.adapters.kube.client import (
     SPARK_GROUP,
     SPARK_PLURAL,
     SPARK_VERSION,
-    VIEW_LABEL,
     Kube,
     new_api_client,
 )
 from derived_views.adapters.sink_contract import SinkPools
-from derived_views.api.constants import FINALIZER, GROUP, PLURAL, VERSION, VIEW_NAMESPACE_LABEL
+from derived_views.api.constants import (
+    FINALIZER,
+    GROUP,
+    PLURAL,
+    VERSION,
+    VIEW_LABEL,
+    VIEW_NAMESPACE_LABEL,
+)
 from derived_views.core.cadence import ViewKey, next_pass_in
 from derived_views.core.job.sparkapplication import TEMPLATE_PATH, load_template
 from derived_views.core.log.kafka_connection import KafkaCluster

@@ -19,10 +19,9 @@ from pyspark.sql import DataFrame
 from dvjob.config import TransformConfig
 from dvjob.errors import ConfigError
 from dvjob.sql import guard as sql_guard
+from dvjob.sql.guard import EVENTS_VIEW
 
 TransformFunction = Callable[[DataFrame], DataFrame]
-
-EVENTS_VIEW = "events"
 
 
 def resolve_python_transform(ref: str) -> TransformFunction:

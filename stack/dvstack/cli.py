@@ -42,7 +42,7 @@ from dvstack.testing import phases as test_phases
 from dvstack.testing.waiting import wait_for
 
 COMPONENTS = ("postgres", "etcd", "kube-apiserver", "kube-controller-manager", "kafka",
-              kafka_connect.NAME, s3_store.NAME, opensearch_server.NAME, schema_registry.NAME,
+              kafka_connect.CONNECT_NAME, s3_store.S3_NAME, opensearch_server.OPENSEARCH_NAME, schema_registry.REGISTRY_NAME,
               "spark-executor", *node.DAEMONS)
 SPARK_EXECUTOR = "spark-executor"
 # The components only the node's mode runs (the stand-in runs in both, for speed); the
@@ -141,10 +141,10 @@ def _check_ports(settings: Settings) -> None:
               "kube-controller-manager": [settings.controller_manager_port],
               "kafka": [settings.kafka_port, settings.kafka_controller_port,
                         settings.kafka_sasl_port],
-              kafka_connect.NAME: [settings.connect_port], s3_store.NAME: [settings.s3_port],
-              opensearch_server.NAME: [settings.opensearch_port,
+              kafka_connect.CONNECT_NAME: [settings.connect_port], s3_store.S3_NAME: [settings.s3_port],
+              opensearch_server.OPENSEARCH_NAME: [settings.opensearch_port,
                                        settings.opensearch_transport_port],
-              schema_registry.NAME: [settings.schema_registry_port]}
+              schema_registry.REGISTRY_NAME: [settings.schema_registry_port]}
     for name, ports in wanted.items():
         ours = (postgres_server.running_pid(settings) if name == "postgres"
                 else processes.running(settings, name))
@@ -183,20 +183,20 @@ def up(settings: Settings) -> dict[str, Any]:
     t1 = time.monotonic()
     _check_ports(settings)
     # Launched first and awaited last: their JVMs boot while the others start.
-    opensearch_server.start(settings, opensearch_home, wait=False)
-    schema_registry.start(settings, registry_home, wait=False)
-    postgres_server.start(settings)
-    kube_api.start(settings, bins)
+    opensearch_server.start_opensearch(settings, opensearch_home, wait=False)
+    schema_registry.start_registry(settings, registry_home, wait=False)
+    postgres_server.start_postgres(settings)
+    kube_api.start_kube_api(settings, bins)
     _install_crds(settings)
-    kafka_broker.start(settings, kafka_libs)
-    kafka_connect.start(settings, connect_libs)
-    s3_store.start(settings, s3proxy_jar)
+    kafka_broker.start_kafka(settings, kafka_libs)
+    kafka_connect.start_connect(settings, connect_libs)
+    s3_store.start_s3(settings, s3proxy_jar)
     node_info: dict[str, Any] = {}
     if node_builds is not None:
         node_builds.wait()
-        node.start(settings)
+        node.start_node(settings)
         node_info = _node_images(settings)
-        spark_operator.start(settings, helm_binary(settings),
+        spark_operator.start_spark_operator(settings, helm_binary(settings),
                              node_info["images"][spark_operator.IMAGE], apply_crds,
                              namespace_selector=node_support.NAMESPACE_SELECTOR)
     elif os.environ.get("DV_NODE", "").strip().lower() == AUTO:
@@ -205,8 +205,8 @@ def up(settings: Settings) -> dict[str, Any]:
         print(f"no real node: {reason}; the SparkApplication stand-in runs every job",
               file=sys.stderr)
     _start_executor(settings, spark_submit, spark_jars, java_options)
-    opensearch_server.wait_ready(settings)
-    schema_registry.wait_ready(settings)
+    opensearch_server.wait_opensearch(settings)
+    schema_registry.wait_registry(settings)
     info: dict[str, Any] = {
         "node": settings.node,
         "kubeconfig": str(settings.kubeconfig),
@@ -219,9 +219,9 @@ def up(settings: Settings) -> dict[str, Any]:
                "password": postgres_server.password(settings)},
         "kafka_connect": kafka_connect.rest_url(settings),
         "s3": s3_store.info(settings),
-        "opensearch": opensearch_server.url(settings),
-        "schema_registry": schema_registry.url(settings),
-        "schema_registry_url": schema_registry.url(settings),  # the tests' Stack field
+        "opensearch": opensearch_server.opensearch_url(settings),
+        "schema_registry": schema_registry.registry_url(settings),
+        "schema_registry_url": schema_registry.registry_url(settings),  # the tests' Stack field
         "spark_submit": str(spark_submit),
         "spark_jars": [str(j) for j in spark_jars],
         "spark_java_options": java_options,
@@ -282,7 +282,7 @@ def _node_images(settings: Settings) -> dict[str, Any]:
     # (a migration) would ask four CPUs of this two-core node and stay Pending.
     for role in ("driver", "executor"):
         template["spec"].setdefault(role, {})["coreRequest"] = "250m"
-    path = node.layout(settings).root / "sparkapplication.yaml"
+    path = node._layout(settings).root / "sparkapplication.yaml"
     path.write_text(yaml.safe_dump(template, sort_keys=False))
     return {"images": {name: tag for name, (tag, _) in built.items()},
             "spark_template": str(path)}
@@ -305,15 +305,15 @@ def down(settings: Settings) -> list[str]:
     """Stop every component; returns what the node left changed on the host (printed)."""
     processes.stop(settings, SPARK_EXECUTOR)
     if settings.node:
-        spark_operator.stop(settings, cached_helm(settings))
-    host_changes = node.stop(settings)
-    opensearch_server.stop(settings)
-    schema_registry.stop(settings)
-    s3_store.stop(settings)
-    kafka_connect.stop(settings)
-    kafka_broker.stop(settings)
-    kube_api.stop(settings)
-    postgres_server.stop(settings)
+        spark_operator.stop_spark_operator(settings, cached_helm(settings))
+    host_changes = node.stop_node(settings)
+    opensearch_server.stop_opensearch(settings)
+    schema_registry.stop_registry(settings)
+    s3_store.stop_s3(settings)
+    kafka_connect.stop_connect(settings)
+    kafka_broker.stop_kafka(settings)
+    kube_api.stop_kube_api(settings)
+    postgres_server.stop_postgres(settings)
     settings.stack_file.unlink(missing_ok=True)
     for change in host_changes:
         print(f"  the node left on the host: {change}")
@@ -451,7 +451,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(subprocess.run([str(helm_binary(settings)), *helm_args],
                                 env={**os.environ, "KUBECONFIG": kubeconfig}).returncode)
     elif args.command == "sample-orders":
-        sample.run(_running_stack(settings), args)
+        sample.run_sample(_running_stack(settings), args)
 
 
 def _running_stack(settings: Settings) -> dict[str, Any]:

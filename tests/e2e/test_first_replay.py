@@ -120,7 +120,7 @@ def _on_the_node(stack: Any, core: client.CoreV1Api, custom: client.CustomObject
 def _assert_spark_operator_runs_as_its_charts_pods(core: client.CoreV1Api, stack: Any) -> None:
     """Controller and webhook: pods of the stack's Spark Operator image on the node, under
     the chart's ServiceAccounts (spark-submit ran in the controller's pod, as its account)."""
-    pods = core.list_namespaced_pod(spark_operator.NAMESPACE).items
+    pods = core.list_namespaced_pod(spark_operator._NAMESPACE).items
     by_component = {p.metadata.labels.get("app.kubernetes.io/component"): p for p in pods
                     if p.status.phase == "Running"}
     assert set(by_component) >= {"controller", "webhook"}, [p.metadata.name for p in pods]

@@ -4,7 +4,7 @@ transitions the operator reads compared.
 The stand-in (`dvstack.spark.stand_in`) runs most tests' jobs because it is faster; it is
 only worth that while the operator cannot tell it from the real one. Each scenario runs
 at once in a namespace the stand-in serves and in one labelled for the real node, and a
-poller records what the operator would judge on every pass (`job_state.judge` of the
+poller records what the operator would judge on every pass (`job_state.judge_job` of the
 application and its driver pod, the operator's own reading):
 
 - a Secret the driver mounts (as the operator renders every Secret) missing at
@@ -52,7 +52,6 @@ G, V, P = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 RUNTIMES = ("stand-in", "node")
 
 
-
 @dataclass
 class Runtime:
     name: str
@@ -90,7 +89,7 @@ class Record:
     attempts: int = 0
 
     def milestones(self) -> list[tuple[str, str]]:
-        return [k for k in self.kinds if k[0] != job_state.Kind.STARTING]
+        return [k for k in self.kinds if k[0] != job_state.JobState.STARTING]
 
 
 class Poller:
@@ -127,7 +126,7 @@ class Poller:
             # as the operator's pass: the kubelet's Events say why a driver awaits its volumes
             driver = with_mount_failure(self.kube, self.namespace, driver_from_pod(pod))
             app = dataclasses.replace(app, driver=driver)
-        judged = job_state.judge(app)
+        judged = job_state.judge_job(app)
         record = self.record
         key = (str(judged.kind), str(judged.reason or ""))
         if not record.kinds or record.kinds[-1] != key:
@@ -159,7 +158,7 @@ def application(stack: Any, runtime: Runtime, name: str, topic: str, *, secret: 
     return app
 
 
-def kind_is(poller: Poller, kind: job_state.Kind) -> bool:
+def kind_is(poller: Poller, kind: job_state.JobState) -> bool:
     return poller.record.last is not None and poller.record.last.kind == kind
 
 
@@ -173,10 +172,10 @@ def missing_secret_then_created(stack: Any, api: Any, runtime: Runtime, topic: s
         {"name": "late-db", "path": "/mnt/secrets/late-db", "secretType": "Generic"}]
     custom.create_namespaced_custom_object(G, V, runtime.namespace, P, app)
     with Poller(stack.kubeconfig, runtime.namespace, "late-secret") as poller:
-        wait_for(lambda: kind_is(poller, job_state.Kind.BLOCKED), timeout=180, interval=0.2,
+        wait_for(lambda: kind_is(poller, job_state.JobState.BLOCKED), timeout=180, interval=0.2,
                  what=f"{runtime.name}: the driver blocked on its missing Secret")
         core.create_namespaced_secret(runtime.namespace, replay.sink_secret("late-db", stack.pg))
-        wait_for(lambda: kind_is(poller, job_state.Kind.RUNNING), timeout=300, interval=0.2,
+        wait_for(lambda: kind_is(poller, job_state.JobState.RUNNING), timeout=300, interval=0.2,
                  what=f"{runtime.name}: the job to run once its Secret exists")
     custom.delete_namespaced_custom_object(G, V, runtime.namespace, P, "late-secret")
     return poller.record
@@ -187,13 +186,13 @@ def driver_deleted_while_running(stack: Any, api: Any, runtime: Runtime, topic: 
     app = application(stack, runtime, "rerun", topic, secret="views-db", retries=1)
     custom.create_namespaced_custom_object(G, V, runtime.namespace, P, app)
     with Poller(stack.kubeconfig, runtime.namespace, "rerun") as poller:
-        wait_for(lambda: kind_is(poller, job_state.Kind.RUNNING), timeout=300, interval=0.2,
+        wait_for(lambda: kind_is(poller, job_state.JobState.RUNNING), timeout=300, interval=0.2,
                  what=f"{runtime.name}: the job to run")
         attempts = poller.record.attempts
         core.delete_namespaced_pod(driver_pod_name("rerun"), runtime.namespace,
                                    grace_period_seconds=0)
         wait_for(lambda: poller.record.attempts > attempts
-                 and kind_is(poller, job_state.Kind.RUNNING), timeout=300, interval=0.2,
+                 and kind_is(poller, job_state.JobState.RUNNING), timeout=300, interval=0.2,
                  what=f"{runtime.name}: the Spark Operator to rerun the deleted driver")
     custom.delete_namespaced_custom_object(G, V, runtime.namespace, P, "rerun")
     return poller.record
@@ -205,7 +204,7 @@ def transform_that_cannot_run(stack: Any, api: Any, runtime: Runtime, topic: str
                       sql="SELECT no_such_column FROM events")
     custom.create_namespaced_custom_object(G, V, runtime.namespace, P, app)
     with Poller(stack.kubeconfig, runtime.namespace, "broken") as poller:
-        wait_for(lambda: kind_is(poller, job_state.Kind.FAILED), timeout=300, interval=0.2,
+        wait_for(lambda: kind_is(poller, job_state.JobState.FAILED), timeout=300, interval=0.2,
                  what=f"{runtime.name}: the job to fail")
     custom.delete_namespaced_custom_object(G, V, runtime.namespace, P, "broken")
     return poller.record
@@ -256,7 +255,7 @@ def test_the_stand_in_and_the_real_spark_operator_read_the_same_to_the_operator(
         else:
             assert stand_in.milestones() == node.milestones(), (scenario, report)
     blocked = records[("missing Secret, then created", "node")]
-    assert blocked.milestones()[0] == (job_state.Kind.BLOCKED, "SecretMissing")
+    assert blocked.milestones()[0] == (job_state.JobState.BLOCKED, "SecretMissing")
     for runtime in RUNTIMES:
         message = records[("missing Secret, then created", runtime)].messages["Blocked"]
         assert f'{FAILED_MOUNT}: MountVolume.SetUp failed for volume "late-db-volume" : ' \

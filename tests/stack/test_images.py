@@ -278,10 +278,10 @@ def test_other_commands_pass_through(tmp_path: Path) -> None:
 
 
 def test_the_spark_operator_image_copies_exactly_what_the_stack_gives_it() -> None:
-    from dvstack.images.build import COMPONENTS
+    from dvstack.images.build import IMAGE_COMPONENTS
     from dvstack.spark import kubeflow_operator as spark_operator
 
-    component = COMPONENTS[spark_operator.IMAGE]
+    component = IMAGE_COMPONENTS[spark_operator.IMAGE]
     recipe = component.containerfile.read_text()
     assert sorted(copied_sources(recipe)) == sorted([spark_operator.BINARY,
                                                      spark_operator.ENTRYPOINT])

@@ -103,7 +103,7 @@ def test_pod_status_for_each_container_state() -> None:
                                        "message": 'secret "x" not found'}}
     assert pending["startTime"] == "T1"
 
-    run = km.pod_status({**POD, "status": pending}, km.running("T2"), now="T2",
+    run = km.pod_status({**POD, "status": pending}, km.running_state("T2"), now="T2",
                         container_id="local://7")
     assert run["phase"] == "Running" and run["startTime"] == "T1"
     assert run["containerStatuses"][0]["ready"] is True

@@ -20,7 +20,7 @@ from dvstack.images import oci_archive
 from dvstack.node import config as node_config
 from dvstack.node import support as node_support
 from dvstack.services import kafka_broker, postgres_server
-from dvstack.settings import Settings, load
+from dvstack.settings import NODE_ADDRESS, Settings, load
 
 
 def settings_in(tmp_path: Path, *, with_node: bool) -> Settings:
@@ -32,7 +32,7 @@ def test_with_the_node_every_service_listens_and_advertises_on_the_node_address(
     plain = settings_in(tmp_path, with_node=False)
     real = settings_in(tmp_path, with_node=True)
     assert plain.host == "127.0.0.1"
-    assert real.host == "10.217.0.1" == node_config.NODE_ADDRESS
+    assert real.host == "10.217.0.1" == NODE_ADDRESS
     assert kafka_broker.bootstrap(real) == f"10.217.0.1:{real.kafka_port}"
     assert postgres_server.listen_addresses(plain) == "127.0.0.1"
     assert postgres_server.listen_addresses(real) == "127.0.0.1,10.217.0.1"

@@ -23,7 +23,7 @@ def test_single_loopback_node_on_the_configured_ports(tmp_path: Path) -> None:
     # Nearly full development disks must not make indices read-only.
     assert config["cluster.routing.allocation.disk.threshold_enabled"] is False
     assert "action.auto_create_index" not in config
-    assert opensearch_server.url(settings) == "http://127.0.0.1:20200"
+    assert opensearch_server.opensearch_url(settings) == "http://127.0.0.1:20200"
 
 
 def test_ports_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

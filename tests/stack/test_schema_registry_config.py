@@ -26,14 +26,14 @@ def settings_in(tmp_path: Path, *, node: bool = False) -> Settings:
 
 def test_serves_the_confluent_api_on_the_stack_address_and_port(tmp_path: Path) -> None:
     settings = settings_in(tmp_path)
-    assert schema_registry.url(settings) == "http://127.0.0.1:20081/apis/ccompat/v7"
+    assert schema_registry.registry_url(settings) == "http://127.0.0.1:20081/apis/ccompat/v7"
     assert schema_registry.health_url(settings) == "http://127.0.0.1:20081/health/ready"
     props = schema_registry.render_properties(settings)
     assert (props["quarkus.http.host"], props["quarkus.http.port"]) == ("127.0.0.1", "20081")
     assert props["apicurio.rules.global.compatibility"] == "BACKWARD"
     on_node = schema_registry.render_properties(settings_in(tmp_path, node=True))
     assert on_node["quarkus.http.host"] == "10.217.0.1"  # where pods reach it
-    assert schema_registry.NAME in components(settings)
+    assert schema_registry.REGISTRY_NAME in components(settings)
 
 
 def test_properties_go_where_quarkus_reads_them_and_a_change_is_noticed(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_properties_go_where_quarkus_reads_them_and_a_change_is_noticed(tmp_path
 
 
 def test_the_jvm_runs_the_runner_jar_with_a_modest_heap(tmp_path: Path) -> None:
-    argv = schema_registry.command(tmp_path / "home", "/opt/java", tmp_path / "work")
+    argv = schema_registry.registry_command(tmp_path / "home", "/opt/java", tmp_path / "work")
     assert argv[0] == "/opt/java"
     assert "-Xmx384m" in argv
     assert f"-Djava.io.tmpdir={tmp_path / 'work' / 'tmp'}" in argv  # not a shared /tmp
@@ -58,7 +58,7 @@ def test_the_jvm_runs_the_runner_jar_with_a_modest_heap(tmp_path: Path) -> None:
 
 def test_a_missing_runner_jar_says_what_to_delete(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"runner\.jar in .*: delete that directory"):
-        schema_registry.start(settings_in(tmp_path), tmp_path / "empty home", wait=False)
+        schema_registry.start_registry(settings_in(tmp_path), tmp_path / "empty home", wait=False)
     assert not (tmp_path / "state dir" / "run").exists()  # nothing was started
 
 

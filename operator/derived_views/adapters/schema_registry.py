@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-TIMEOUT_SECONDS = 5.0
+REGISTRY_TIMEOUT_SECONDS = 5.0
 """Per request: a pass waits this long at most for a registry that does not answer."""
 ACCEPT = "application/vnd.schemaregistry.v1+json, application/json"
 SUBJECT_NOT_FOUND, VERSION_NOT_FOUND = 40401, 40402
 """Confluent's error codes for an unknown subject and an unknown version of one."""
-SECRET_KEYS = "url, optionally username and password, and ca.crt"
+REGISTRY_SECRET_KEYS = "url, optionally username and password, and ca.crt"
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 """The largest answer read: a subject list of a large registry is a few hundred kilobytes;
 the URL is the tenant's to choose, and the operator's memory is not for whatever a server
@@ -67,7 +67,7 @@ class Registry:
         url = (data.get("url") or "").strip()
         if not url:
             raise RegistrySecretInvalid(
-                f"key url is missing (a schema registry Secret holds {SECRET_KEYS}; url is the "
+                f"key url is missing (a schema registry Secret holds {REGISTRY_SECRET_KEYS}; url is the "
                 "Confluent-compatible API, e.g. http://registry:8080/apis/ccompat/v7)")
         try:
             parsed = urllib.parse.urlsplit(url)
@@ -132,7 +132,7 @@ def _get(registry: Registry, path: str, *, subject: str | None = None,
     try:
         context = (ssl.create_default_context(cadata=registry.ca_pem) if registry.ca_pem
                    else None)
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS, context=context) as answer:
+        with urllib.request.urlopen(request, timeout=REGISTRY_TIMEOUT_SECONDS, context=context) as answer:
             body = answer.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
         code = _error_code(exc)

@@ -34,6 +34,17 @@ CATCH_UP_POLL_SECONDS = 0.1
 """How often a switch waiting for the candidate to reach the serving ledger reads it again."""
 
 
+class AliasConflict(RuntimeError):
+    """The alias is not where the switch expected it, or the alias or the index belongs to
+    another view: someone else moved it, and the switch changes nothing."""
+
+
+RATE_WINDOW_SECONDS = 30
+"""How far back the earlier ledger entry is taken from, to measure a revision's commit rate."""
+LEDGER_KEEP_BATCHES = 20
+"""Newest ledger entries of a revision always kept, beyond what the commit rate reads."""
+
+
 class SwitchDeferred(Exception):
     """The switch would take readers back in time (core.cutover.monotonic), or the active's writes
     could not be held long enough to tell: nothing changed; a later pass tries again."""
@@ -81,7 +92,7 @@ class SinkSession(Protocol):
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
         """Each cutover check's measurement and seconds; a check that cannot run says why."""
 
-    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+    def switch_alias(self, schema: str, alias: str, to_index: str, from_index: str | None, *,
                      owner: IndexOwner, not_behind: Guard | None = None) -> None:
         """Point the alias at `to_index` atomically if it still points at `from_index`;
         idempotent; records `owner` (the switching view, UID included) as the alias's, and
@@ -89,10 +100,10 @@ class SinkSession(Protocol):
         `not_behind`, raises SwitchDeferred instead when the candidate's ledger is behind the
         active's, read where the active cannot commit in between."""
 
-    def drop_alias(self, scope: str, alias: str) -> None:
+    def drop_alias(self, schema: str, alias: str) -> None:
         """Remove the alias (absent: nothing to do)."""
 
-    def drop_index(self, scope: str, index: str, revision: str, *, owner_uid: str) -> None:
+    def drop_index(self, schema: str, index: str, revision: str, *, owner_uid: str) -> None:
         """Remove a revision's index and its ledger entries; refuses the alias's target and
         an index recorded for another view than `owner_uid` (the dropping view's UID)."""
 

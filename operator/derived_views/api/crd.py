@@ -162,7 +162,7 @@ def render() -> str:
     return HEADER + yaml.safe_dump(crd(), sort_keys=False, width=100, allow_unicode=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def print_crd(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m derived_views.api.crd",
                                      description="Print (or write) the DerivedView CRD.")
     parser.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
@@ -176,4 +176,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(print_crd())

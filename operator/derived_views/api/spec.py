@@ -419,15 +419,15 @@ class Sink(ApiModel):
         return self.postgres.secret_ref
 
     @property
-    def base_name(self) -> str:
-        """The alias readers query; each revision's index is `<base_name>__<revision>`."""
+    def alias(self) -> str:
+        """The alias readers query; each revision's index is `<alias>__<revision>`."""
         if self.opensearch is not None:
             return self.opensearch.index
         assert self.postgres is not None
         return self.postgres.table
 
     @property
-    def scope(self) -> str:
+    def db_schema(self) -> str:
         """Where the alias and the indexes live within the sink (PostgreSQL: the schema;
         OpenSearch: empty, one namespace per cluster)."""
         if self.opensearch is not None:
@@ -436,9 +436,9 @@ class Sink(ApiModel):
         return self.postgres.db_schema
 
     @property
-    def alias_display(self) -> str:
+    def qualified_alias(self) -> str:
         """The alias as a person finds it: `schema.table`, or the OpenSearch alias."""
-        return f"{self.scope}.{self.base_name}" if self.scope else self.base_name
+        return f"{self.db_schema}.{self.alias}" if self.db_schema else self.alias
 
     @model_validator(mode="after")
     def _one_sink(self) -> Sink:

@@ -19,7 +19,7 @@ CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 CONDITION_MESSAGE_LIMIT = 1024
 """Characters of a condition's message the operator writes: enough for the cause and what to
 do; an author's 32 K identifier quoted in it is cut, never a status the API server refuses."""
-DETAIL_LIMIT = 4096
+_DETAIL_LIMIT = 4096
 
 
 def clip_text(text: str, limit: int) -> str:
@@ -27,7 +27,7 @@ def clip_text(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def clip(value: object, limit: int) -> object:
+def _clip(value: object, limit: int) -> object:
     """A string cut to `limit` characters; anything else as given (for the model's own type
     check). Messages quote authors' input, which may be of any size."""
     return clip_text(value, limit) if isinstance(value, str) else value
@@ -157,7 +157,7 @@ class CheckResult(StatusModel):
     @classmethod
     def _cut(cls, value: object) -> object:
         """Shortened, not refused: a refusal would fail the pass that builds the status."""
-        return clip(value, 1024)
+        return _clip(value, 1024)
 
 
 class CheckRun(StatusModel):
@@ -223,7 +223,7 @@ class RevisionStatus(StatusModel):
         pattern=CONDITION_REASON_PATTERN,
         description="CamelCase reason of the phase or of a problem (e.g. JobFailed).")] = None
     message: Annotated[str | None, Field(
-        max_length=DETAIL_LIMIT, description="Human-readable detail.")] = None
+        max_length=_DETAIL_LIMIT, description="Human-readable detail.")] = None
     checks: Annotated[CheckRun | None, Field(
         description="Latest run of the cutover checks against this revision's index (while "
                     "it is a candidate).")] = None
@@ -250,7 +250,7 @@ class RevisionStatus(StatusModel):
     @classmethod
     def _cut(cls, value: object) -> object:
         """Shortened, not refused: a refusal would fail the pass that builds the status."""
-        return clip(value, DETAIL_LIMIT)
+        return _clip(value, _DETAIL_LIMIT)
 
 
 class ActiveStatus(StatusModel):
@@ -277,7 +277,7 @@ class CandidateStatus(StatusModel):
     caught_up_since: Annotated[AwareDatetime | None, Field(
         description="Start of the current run of lag at or under the gate.")] = None
     message: Annotated[str | None, Field(
-        max_length=DETAIL_LIMIT, description="Detail.")] = None
+        max_length=_DETAIL_LIMIT, description="Detail.")] = None
     bad_records: Annotated[int | None, Field(
         ge=0, description="Records this revision's job left out under the bad-record policy "
                           "(skipped or dead-lettered), exactly as committed with its batches; "
@@ -289,7 +289,7 @@ class CandidateStatus(StatusModel):
     @classmethod
     def _cut(cls, value: object) -> object:
         """Shortened, not refused: a refusal would fail the pass that builds the status."""
-        return clip(value, DETAIL_LIMIT)
+        return _clip(value, _DETAIL_LIMIT)
 
 
 def shown_lag(active: ActiveStatus | None, candidate: CandidateStatus | None) -> Lag | None:
@@ -356,7 +356,7 @@ class Condition(StatusModel):
     @classmethod
     def _cut(cls, value: object) -> object:
         """Shortened, not refused: a refusal would fail the pass that builds the status."""
-        return clip(value, CONDITION_MESSAGE_LIMIT)
+        return _clip(value, CONDITION_MESSAGE_LIMIT)
 
 
 class Intent(StatusModel):

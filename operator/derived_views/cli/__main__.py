@@ -1,5 +1,5 @@
 """`python -m derived_views.cli`, the same as the `dv` console script."""
 
-from derived_views.cli.app import main
+from derived_views.cli.app import run_dv
 
-main()
+run_dv()

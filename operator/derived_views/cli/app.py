@@ -35,8 +35,8 @@ from derived_views.api.status import DerivedViewStatus, Lag
 from derived_views.cli import rows
 from derived_views.cli.plot_data import NoHistory, plot_data
 from derived_views.cli.progress import (
-    Observation,
     Outcome,
+    Poll,
     batch_line,
     estimate,
     partitions,
@@ -69,7 +69,7 @@ if not out.is_terminal:
 
 
 @dataclass(frozen=True)
-class Target:
+class ClusterTarget:
     kubeconfig: str | None
     context: str | None
     namespace: str | None
@@ -117,7 +117,7 @@ def options(
     namespace: Annotated[str | None, typer.Option(
         "-n", "--namespace", help="Namespace (default: the context's, else default).")] = None,
 ) -> None:
-    ctx.obj = Target(kubeconfig, context, namespace)
+    ctx.obj = ClusterTarget(kubeconfig, context, namespace)
 
 
 @app.command()
@@ -128,7 +128,7 @@ def status(
         "-A", "--all-namespaces", help="List views of every namespace.")] = False,
 ) -> None:
     """List views (phase, revisions, lag, readiness), or show one in detail."""
-    target: Target = ctx.obj
+    target: ClusterTarget = ctx.obj
     with clear_errors():
         views = target.views()
         if view is not None:
@@ -206,7 +206,7 @@ def watch(
     interval: Annotated[float, typer.Option(help="Seconds between polls.", min=0.1)] = 2.0,
 ) -> None:
     """Follow a migration until it is done (exit 0), failed (3) or timed out (4)."""
-    target: Target = ctx.obj
+    target: ClusterTarget = ctx.obj
     with clear_errors():
         views = target.views()
         namespace = target.resolved_namespace()
@@ -245,9 +245,9 @@ class _Display:
     def __init__(self) -> None:
         self.revision: str | None = None
         self.lag: Lag | None = None
-        self.window: deque[Observation] = deque(maxlen=WATCH_WINDOW)
+        self.window: deque[Poll] = deque(maxlen=WATCH_WINDOW)
 
-    def observe(self, current: DerivedViewStatus) -> Observation | None:
+    def observe(self, current: DerivedViewStatus) -> Poll | None:
         watched = watched_lag(current)
         if watched is None:
             return None
@@ -256,12 +256,12 @@ class _Display:
         if revision != self.revision:
             self.revision = revision
             self.window.clear()
-        observation = Observation(_now(), tuple(partitions(lag)))
+        observation = Poll(_now(), tuple(partitions(lag)))
         self.window.append(observation)
         return observation
 
     @property
-    def earliest(self) -> Observation | None:
+    def earliest(self) -> Poll | None:
         return self.window[0] if len(self.window) > 1 else None
 
     def close(self) -> None:
@@ -369,7 +369,7 @@ def promote(
     ] = None,
 ) -> None:
     """Allow the cutover to the candidate (manual mode): sets derivedviews.io/promote."""
-    target: Target = ctx.obj
+    target: ClusterTarget = ctx.obj
     with clear_errors():
         views, namespace = target.views(), target.resolved_namespace()
         obj = views.get(namespace, view)
@@ -404,7 +404,7 @@ def resume(ctx: typer.Context,
     _set_paused(ctx.obj, view, paused=False)
 
 
-def _set_paused(target: Target, view: str, *, paused: bool) -> None:
+def _set_paused(target: ClusterTarget, view: str, *, paused: bool) -> None:
     with clear_errors():
         views, namespace = target.views(), target.resolved_namespace()
         views.set_annotations(namespace, view, {PAUSED_ANNOTATION: "true" if paused else None})
@@ -421,7 +421,7 @@ def rollback(
         "--dry-run", help="Print the spec change without applying it.")] = False,
 ) -> None:
     """Put the spec's content back to a retained revision (resumes its index if still kept)."""
-    target: Target = ctx.obj
+    target: ClusterTarget = ctx.obj
     with clear_errors():
         views, namespace = target.views(), target.resolved_namespace()
         obj = views.get(namespace, view)
@@ -466,7 +466,7 @@ def plot(
     output: Annotated[Path, typer.Option("-o", "--output", help="PNG file to write.")],
 ) -> None:
     """Plot each revision's lag over time (status.lagHistory) with the last cutover."""
-    target: Target = ctx.obj
+    target: ClusterTarget = ctx.obj
     with clear_errors():
         if output.suffix.lower() != ".png":
             fail(f"{output} must end in .png")
@@ -515,5 +515,5 @@ def app_commands() -> list[str]:
     return [c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands]
 
 
-def main() -> None:
+def run_dv() -> None:
     app(args=hoist_global_options(sys.argv[1:]), prog_name="dv")

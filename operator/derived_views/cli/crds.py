@@ -25,7 +25,7 @@ def operator_version() -> str:
         return "0.0.0"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def apply_crds(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="derived-views-crds", description=__doc__)
     parser.add_argument("--dry-run", action="store_true", help="print the decision only")
     args = parser.parse_args(argv)
@@ -48,4 +48,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(apply_crds())

@@ -49,7 +49,7 @@ def _sort_key(key: str) -> tuple[str, int, str]:
 
 
 @dataclass(frozen=True)
-class Observation:
+class Poll:
     """What `dv watch` saw at one poll: done and lag per partition."""
 
     time: dt.datetime
@@ -64,7 +64,7 @@ class Estimate:
     eta_seconds: float | None
 
 
-def estimate(earlier: Observation | None, later: Observation, key: str | None = None
+def estimate(earlier: Poll | None, later: Poll, key: str | None = None
              ) -> Estimate:
     """Rate and ETA of one partition (`key`) or of all partitions together (`key=None`).
 
@@ -87,7 +87,7 @@ def estimate(earlier: Observation | None, later: Observation, key: str | None = 
     return Estimate(rate=rate, eta_seconds=eta)
 
 
-def _totals(observation: Observation, key: str | None) -> tuple[int, int]:
+def _totals(observation: Poll, key: str | None) -> tuple[int, int]:
     chosen = [p for p in observation.progress if key is None or p.key == key]
     return sum(p.done for p in chosen), sum(p.lag for p in chosen)
 
@@ -128,31 +128,31 @@ class Outcome(Enum):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class WatchVerdict:
     outcome: Outcome
     reason: str = ""
 
 
-def watch_verdict(status: DerivedViewStatus, generation: int | None) -> Verdict:
+def watch_verdict(status: DerivedViewStatus, generation: int | None) -> WatchVerdict:
     """Done when Ready is True with no candidate left for the current spec; failed when
     Stalled or Degraded is True (or the spec's revision failed)."""
     for type_ in ("Stalled", "Degraded"):
         condition = status.condition(type_)
         if condition is not None and condition.status == "True":
             detail = f": {condition.message}" if condition.message else ""
-            return Verdict(Outcome.FAILED, f"{type_} ({condition.reason}){detail}")
+            return WatchVerdict(Outcome.FAILED, f"{type_} ({condition.reason}){detail}")
     if status.revision is not None:
         record = status.record(status.revision)
         if record is not None and record.phase is Phase.Failed:
             detail = f": {record.message}" if record.message else ""
-            return Verdict(Outcome.FAILED, f"revision {record.revision} Failed "
+            return WatchVerdict(Outcome.FAILED, f"revision {record.revision} Failed "
                                            f"({record.reason or 'JobFailed'}){detail}")
     current = generation is None or status.observed_generation is None \
         or status.observed_generation >= generation
     ready = status.condition("Ready")
     if current and ready is not None and ready.status == "True" and status.candidate is None:
-        return Verdict(Outcome.DONE, "Ready, no candidate left")
-    return Verdict(Outcome.WAITING)
+        return WatchVerdict(Outcome.DONE, "Ready, no candidate left")
+    return WatchVerdict(Outcome.WAITING)
 
 
 def percent(done: int, total: int) -> float:

@@ -23,12 +23,12 @@ class RollbackError(Exception):
 
 
 @dataclass(frozen=True)
-class Target:
+class RollbackTarget:
     revision: str
     content: RevisionContent
 
 
-def rollback_target(status: DerivedViewStatus, to: str | None) -> Target:
+def rollback_target(status: DerivedViewStatus, to: str | None) -> RollbackTarget:
     """The revision to restore: `to` if given, else the previous active.
 
     The previous active is lastCutover.from when its content is still kept,
@@ -46,12 +46,12 @@ def rollback_target(status: DerivedViewStatus, to: str | None) -> Target:
                                 f"(phase {record.phase.value}); {_choices(status)}")
         if to == current:
             raise RollbackError(f"the spec already is revision {to}")
-        return Target(to, record.content)
+        return RollbackTarget(to, record.content)
     cut = status.last_cutover
     if cut is not None and cut.from_revision is not None and cut.from_revision != current:
         record = status.record(cut.from_revision)
         if record is not None and record.content is not None:
-            return Target(record.revision, record.content)
+            return RollbackTarget(record.revision, record.content)
     retained = [r for r in _with_content(status)
                 if r.phase in RETAINED_PHASES and r.revision != current]
     if not retained:
@@ -59,7 +59,7 @@ def rollback_target(status: DerivedViewStatus, to: str | None) -> Target:
                             "(retired revisions keep it for cutover.retainPreviousSeconds)")
     latest = max(retained, key=lambda r: r.since)
     assert latest.content is not None  # filtered above
-    return Target(latest.revision, latest.content)
+    return RollbackTarget(latest.revision, latest.content)
 
 
 def _with_content(status: DerivedViewStatus) -> list[RevisionStatus]:

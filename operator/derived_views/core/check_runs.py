@@ -11,7 +11,7 @@ from derived_views.api.spec import CutoverChecks, SqlAssertion
 from derived_views.api.status import CheckRun
 
 
-class Kind(StrEnum):
+class CheckKind(StrEnum):
     """The kinds of cutover check, in the order a run measures and shows them."""
 
     ROW_COUNT = "rowCount"
@@ -22,7 +22,9 @@ class Kind(StrEnum):
     """A team's SQL assertion (PostgreSQL only); its result is named after it."""
 
 
-PARITY = frozenset({Kind.ROW_COUNT, Kind.KEY_SAMPLE})
+EXAMPLES = 3
+"""Keys (or rows) a failing check shows as examples, from either sink."""
+PARITY = frozenset({CheckKind.ROW_COUNT, CheckKind.KEY_SAMPLE})
 """The kinds that compare with the active index: skipped without one, or across a new key."""
 
 
@@ -30,7 +32,7 @@ PARITY = frozenset({Kind.ROW_COUNT, Kind.KEY_SAMPLE})
 class Planned:
     """One check of a run: its kind, the name its result carries, the assertion if it is one."""
 
-    kind: Kind
+    kind: CheckKind
     name: str
     assertion: SqlAssertion | None = None
 
@@ -41,10 +43,10 @@ def configured(checks: CutoverChecks) -> list[Planned]:
     here, and where it is measured and judged)."""
     out = []
     if checks.row_count is not None:
-        out.append(Planned(Kind.ROW_COUNT, Kind.ROW_COUNT.value))
+        out.append(Planned(CheckKind.ROW_COUNT, CheckKind.ROW_COUNT.value))
     if checks.key_sample is not None:
-        out.append(Planned(Kind.KEY_SAMPLE, Kind.KEY_SAMPLE.value))
-    out.extend(Planned(Kind.ASSERTION, a.name, a) for a in checks.assertions)
+        out.append(Planned(CheckKind.KEY_SAMPLE, CheckKind.KEY_SAMPLE.value))
+    out.extend(Planned(CheckKind.ASSERTION, a.name, a) for a in checks.assertions)
     return out
 
 

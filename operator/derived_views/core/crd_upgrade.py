@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 VERSION_ANNOTATION = "derivedviews.io/operator-version"
 
-Action = Literal["create", "apply", "skip", "refuse"]
+CrdStep = Literal["create", "apply", "skip", "refuse"]
 
 
 @dataclass(frozen=True)
 class CrdDecision:
-    action: Action
+    action: CrdStep
     reason: str
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import re
 
+from derived_views.core.judges.tenancy import NAMESPACE_PLACEHOLDER
 from derived_views.core.revision import REVISION_LENGTH
 
 PG_IDENTIFIER_MAX_BYTES = 63
 DNS_LABEL_MAX = 63
 LEDGER_TABLE = "dv_ledger"
 """Ledger table of the Spark job (one per sink schema, shared by every revision of every view)."""
-
 
 
 def progress_table(ledger: str) -> str:
@@ -32,23 +32,18 @@ _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _NAME_HASH_LENGTH = 6
 
 
-def alias_name(table_base: str) -> str:
-    """The PostgreSQL VIEW readers query: the table base name itself."""
-    return table_base
-
-
-def index_table(table_base: str, revision: str) -> str:
-    """`<base>__<revision>`; the CRD caps the base at 40 characters, so it fits 63 bytes."""
-    name = f"{table_base}{INDEX_SEPARATOR}{revision}"
+def index_table(alias: str, revision: str) -> str:
+    """`<alias>__<revision>`; the CRD caps the alias at 40 characters, so it fits 63 bytes."""
+    name = f"{alias}{INDEX_SEPARATOR}{revision}"
     if len(name.encode("utf-8")) > PG_IDENTIFIER_MAX_BYTES:
         raise ValueError(f"index table {name!r} exceeds PostgreSQL's "
                          f"{PG_IDENTIFIER_MAX_BYTES}-byte identifier limit")
     return name
 
 
-def index_revision(table_base: str, table: str) -> str | None:
-    """The revision an index table belongs to, or None if `table` is not one of this base's."""
-    prefix = f"{table_base}{INDEX_SEPARATOR}"
+def index_revision(alias: str, table: str) -> str | None:
+    """The revision an index table belongs to, or None if `table` is not one of this alias's."""
+    prefix = f"{alias}{INDEX_SEPARATOR}"
     if not table.startswith(prefix):
         return None
     revision = table[len(prefix):]
@@ -74,9 +69,6 @@ def spark_application_name(view: str, revision: str) -> str:
     if not head or not head[0].isalpha():
         head = ("dv-" + head)[:room].strip("-")
     return f"{head}-{digest}-{revision}"
-
-
-NAMESPACE_PLACEHOLDER = "{namespace}"
 
 
 def job_namespace(template: str, namespace: str) -> str:

@@ -459,7 +459,7 @@ def index_tables_to_observe(spec: DerivedViewSpec, status: DerivedViewStatus) ->
     On deletion with deletionPolicy Delete, also list the schema's tables for which
     `naming.index_revision(base, table)` is not None, so forgotten indexes are dropped too.
     """
-    base = spec.sink.base_name
+    base = spec.sink.alias
     return frozenset(naming.index_table(base, r) for r in revisions_to_observe(spec, status))
 
 

@@ -60,28 +60,29 @@ def first_refused(indexes: Iterable[str | None], foreign: Mapping[str, IndexOwne
     return None
 
 
-def refusal_message(index: str, owner: IndexOwner, view: ViewObserved, where: str,
-                    base_field: str, active: str | None) -> str:
+def refusal_message(index: str, owner: IndexOwner, view: ViewObserved,
+                    qualified_alias: str,
+                    alias_field: str, active: str | None) -> str:
     """Why nothing of this view touches `index`, and what to do."""
-    serving = (f"; revision {active} keeps serving {where}" if active
-               else f"; {where} is left as it is")
+    serving = (f"; revision {active} keeps serving {qualified_alias}" if active
+               else f"; {qualified_alias} is left as it is")
     return (f"index {index} belongs to {owner.describe()}, not to this view "
             f"({view.namespace}/{view.name}, uid {view.uid}): no job of this view writes into "
             f"it and it is never switched to or dropped by this view{serving}; choose another "
-            f"{base_field}, or delete the other view (or, if it is gone, drop that index)")
+            f"{alias_field}, or delete the other view (or, if it is gone, drop that index)")
 
 
-def claim_message(owner: IndexOwner, view: ViewObserved, where: str, base_field: str) -> str:
+def claim_message(owner: IndexOwner, view: ViewObserved, qualified_alias: str, alias_field: str) -> str:
     """Why nothing of this view touches the alias another view owns, and what to do: the
     same name with another UID is a view deleted with Retain that left the alias behind."""
     me = f"{view.namespace}/{view.name}"
-    indexes = f"its indexes ({where}__*)"
+    indexes = f"its indexes ({qualified_alias}__*)"
     if (owner.namespace, owner.name) == (view.namespace, view.name):
-        return (f"{where} belongs to {owner.describe()}, an earlier view of this name that "
+        return (f"{qualified_alias} belongs to {owner.describe()}, an earlier view of this name that "
                 f"left it behind (deletionPolicy Retain); this view (uid {view.uid}) is another "
                 f"view, so it never switches, drops or repairs that alias and starts no job: "
-                f"drop {where} and {indexes} to build it anew, or choose another {base_field}")
-    return (f"{where} belongs to {owner.describe()}; two views cannot share an alias, so this "
+                f"drop {qualified_alias} and {indexes} to build it anew, or choose another {alias_field}")
+    return (f"{qualified_alias} belongs to {owner.describe()}; two views cannot share an alias, so this "
             f"view ({me}, uid {view.uid}) never switches, drops or repairs it and starts no "
-            f"job: choose another {base_field}, or, once that view is deleted and has left "
-            f"them behind, drop {where} and {indexes}")
+            f"job: choose another {alias_field}, or, once that view is deleted and has left "
+            f"them behind, drop {qualified_alias} and {indexes}")

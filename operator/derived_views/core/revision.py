@@ -127,7 +127,7 @@ def revision_document(spec: DerivedViewSpec) -> dict[str, Any]:
         assert spec.transform.python is not None  # the model guarantees exactly one
         transform = {"python": {"function": spec.transform.python.function,
                                 "pyFiles": list(spec.transform.python.py_files)}}
-    sink: dict[str, Any] = {"table": spec.sink.base_name, "schema": spec.sink.scope,
+    sink: dict[str, Any] = {"table": spec.sink.alias, "schema": spec.sink.db_schema,
                             "primaryKey": list(spec.sink.primary_key)}
     if spec.sink.kind != "postgres":  # PostgreSQL views keep the revisions they always had
         sink["kind"] = spec.sink.kind

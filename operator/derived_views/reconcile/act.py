@@ -59,7 +59,7 @@ def _upkeep(action: A.Upkeep, key: ViewKey, deps: Deps, sink: SinkSession | None
             deps.metrics.check_failed(ns, name, action.revision, failing.name)
         took = sum(r.seconds or 0.0 for r in run.results)
         log.info("%s/%s: cutover checks of revision %s: %s (%.3fs)", ns, name,
-                 action.revision, checks.summary(run), took)
+                 action.revision, checks.checks_summary(run), took)
         deps.check_runner.forget(key)
     elif isinstance(action, A.ForgetChecks):
         deps.check_runner.forget(key)

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
+from derived_views.core.cadence import ViewKey
 from derived_views.core.check_runs import CheckRequest, Finished, Held, measured
-from derived_views.core.cutover.checks import CouldNotRun, Measurement, judge
+from derived_views.core.cutover.checks import CouldNotRun, Measurement, judge_checks
 
 log = logging.getLogger("derived_views")
 
@@ -32,7 +33,6 @@ DEFAULT_BUDGET_SECONDS = 300.0
 
 Found = dict[str, tuple[Measurement, float]]
 Measure = Callable[[CheckRequest], Found]
-ViewKey = tuple[str, str]
 
 
 @dataclass
@@ -71,7 +71,7 @@ class CheckRunner:
             if not run.future.done():
                 return Held(in_flight=True)
         return Held(finished=Finished(run.request,
-                                      judge(run.request, _found(run), run.submitted_at)))
+                                      judge_checks(run.request, _found(run), run.submitted_at)))
 
     def submit(self, view: ViewKey, request: CheckRequest, measure: Measure,
                at: dt.datetime) -> None:

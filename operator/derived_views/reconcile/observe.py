@@ -189,9 +189,9 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
     """The view's SparkApplications and driver pods (in `jobs`, its job namespace) by
     revision: two list calls."""
     ns, name = key
-    scope = ns if jobs != ns else None  # in a job namespace: this namespace's views only
+    view_namespace = ns if jobs != ns else None  # in a job namespace: this namespace's views only
     apps = {}
-    for obj in deps.kube.spark_applications(jobs, name, scope):
+    for obj in deps.kube.spark_applications(jobs, name, view_namespace):
         observed_app = spark_application_from_object(obj)
         if observed_app is not None:
             apps[observed_app.revision] = observed_app
@@ -199,7 +199,7 @@ def _jobs(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey, deps: 
                 log.warning("%s/%s: SparkApplication %s is in state %r, which this operator "
                             "does not know; treating it as not running", ns, name,
                             observed_app.name, observed_app.state)
-    drivers = drivers_by_revision(deps.kube.driver_pods(jobs, name, scope), name, apps,
+    drivers = drivers_by_revision(deps.kube.driver_pods(jobs, name, view_namespace), name, apps,
                                   revisions_to_observe(spec, status))
     drivers = {revision: with_mount_failure(deps.kube, jobs, driver)
                for revision, driver in drivers.items()}

@@ -12,7 +12,7 @@ import logging
 
 from derived_views.adapters.kube.client import SecretMissing
 from derived_views.adapters.schema_registry import (
-    SECRET_KEYS,
+    REGISTRY_SECRET_KEYS,
     Registry,
     RegistrySecretInvalid,
     RegistryUnavailable,
@@ -46,7 +46,7 @@ def registry_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: View
         return RegistryObserved(where=secret, problem=(reasons.SECRET_NOT_LABELLED, str(exc)))
     except SecretMissing as exc:
         return RegistryObserved(where=secret, problem=(
-            reasons.SECRET_MISSING, f"schema registry {exc}: create it (keys {SECRET_KEYS}) or "
+            reasons.SECRET_MISSING, f"schema registry {exc}: create it (keys {REGISTRY_SECRET_KEYS}) or "
                                     "fix spec.source.avro.registry.secretRef"))
     except RegistrySecretInvalid as exc:
         return RegistryObserved(where=secret, problem=(

@@ -12,11 +12,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dvjob.batch_progress import Progress
-from dvjob.errors import NullKeyError
+from dvjob.errors import ConfigError, JobError, NullKeyError
 from dvjob.offsets import EndOffsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+class LedgerMismatchError(JobError):
+    """The ledger already holds this batch id with a different range: the batch is not the
+    one that committed, and writing it would count records twice or not at all."""
+
+
+class IndexOwnedElsewhereError(ConfigError):
+    """The index is recorded as another view's (another UID): the job writes nothing into it."""
+
 
 NULL_KEY_CAUSE = "NULL in primary-key column"
 """How a NULL key is named: in the error that fails a batch and in a dead letter's cause."""

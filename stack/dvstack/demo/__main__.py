@@ -1,6 +1,6 @@
 """`python -m dvstack.demo`: the orders demo (make demo)."""
 
-from dvstack.demo.orders import main
+from dvstack.demo.orders import run_orders_demo
 
 if __name__ == "__main__":
-    main()
+    run_orders_demo()

@@ -41,18 +41,18 @@ from dvstack.services.debezium import (
 from dvstack.testing import replay
 from dvstack.testing.waiting import TimedOut
 
-NAMESPACE = "demo-cdc"
-VIEW = "accounts"
-RATE = 50  # source-table changes/s during the whole demo
+_NAMESPACE = "demo-cdc"
+_VIEW = "accounts"
+_RATE = 50  # source-table changes/s during the whole demo
 
 
-def view(bootstrap: str, topic: str, table: str, avro: bool = False) -> dict[str, Any]:
+def _view(bootstrap: str, topic: str, table: str, avro: bool = False) -> dict[str, Any]:
     values: dict[str, Any] = {"schema": ROW_SCHEMA}
     if avro:
         values = {"avro": {"registry": {"secretRef": {"name": "registry"}},
                            "readerSchema": {"schema": AVRO_ROW_SCHEMA}}}
     return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
-            "metadata": {"name": VIEW, "namespace": NAMESPACE},
+            "metadata": {"name": _VIEW, "namespace": _NAMESPACE},
             "spec": {"source": {"kafka": {"bootstrapServers": bootstrap}, "topics": [topic],
                                 "format": "debezium", **values},
                      "transform": {"sql": MIRROR_SQL},
@@ -76,7 +76,7 @@ def compare(dsn: str, table: str, workload: TableWorkload, source: SourceDatabas
           f"{ops['delete']:,} deletes so far)")
 
 
-def main() -> None:
+def run_cdc_demo() -> None:
     seed_rows = int(os.environ.get("DEMO_ROWS", "5000"))
     encoding = os.environ.get("DEMO_FORMAT", "json")
     if encoding not in ("json", "avro"):
@@ -89,7 +89,7 @@ def main() -> None:
     bootstrap = info["kafka_bootstrap"]
 
     print(f"\n1. system of record: database {source.database}, table accounts with "
-          f"{seed_rows:,} rows; a workload changes it {RATE}/s for the whole demo")
+          f"{seed_rows:,} rows; a workload changes it {_RATE}/s for the whole demo")
     source.create(seed_rows)
     workload: TableWorkload | None = None
     operator = None
@@ -100,27 +100,27 @@ def main() -> None:
               f"streams its changes into topic {source.topic}"
               + (f", keys and values in Avro through the schema registry {registry}"
                  if avro else " as JSON"))
-        workload = TableWorkload(source.dsn, rate=RATE).start()
-        replay.ensure_namespace_and_sink_secret(core, NAMESPACE, "views-db", info["pg"])
-        replay.ensure_checkpoint_secret(core, NAMESPACE, info["s3"])
+        workload = TableWorkload(source.dsn, rate=_RATE).start()
+        replay.ensure_namespace_and_sink_secret(core, _NAMESPACE, "views-db", info["pg"])
+        replay.ensure_checkpoint_secret(core, _NAMESPACE, info["s3"])
         if avro:
-            replay.ensure_registry_secret(core, NAMESPACE, registry)
+            replay.ensure_registry_secret(core, _NAMESPACE, registry)
         operator = start_operator(settings, info, run)
         print(f"   operator started (pid {operator.pid}; log "
               f"{settings.logs_dir}/operator-demo.log)")
         try:
-            custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
+            custom.delete_namespaced_custom_object(G, V, _NAMESPACE, P, _VIEW)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-        watch = Watch(custom, NAMESPACE, VIEW)
-        watch.until(lambda _s: gone(custom, NAMESPACE, VIEW),
+        watch = Watch(custom, _NAMESPACE, _VIEW)
+        watch.until(lambda _s: gone(custom, _NAMESPACE, _VIEW),
                     "an earlier demo's view to be deleted")
 
-        print(f"\n2. kubectl apply DerivedView {NAMESPACE}/{VIEW} v1 (format: debezium"
+        print(f"\n2. kubectl apply DerivedView {_NAMESPACE}/{_VIEW} v1 (format: debezium"
               + (", avro" if avro else "") + f"): {MIRROR_SQL}")
-        custom.create_namespaced_custom_object(G, V, NAMESPACE, P,
-                                               view(bootstrap, source.topic, table, avro))
+        custom.create_namespaced_custom_object(G, V, _NAMESPACE, P,
+                                               _view(bootstrap, source.topic, table, avro))
         applied = time.monotonic()
         status = watch.until(lambda s: ready(s) and s.get("active"), "v1 to serve")
         v1 = status["active"]["revision"]
@@ -131,8 +131,8 @@ def main() -> None:
         migrate(custom, watch, info["pg_dsn"], table, V2_SQL, v1, step=3)
         compare(info["pg_dsn"], table, workload, source, V2_COLUMNS, v2_of)
 
-        custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
-        watch.until(lambda _s: gone(custom, NAMESPACE, VIEW), "the view to be deleted")
+        custom.delete_namespaced_custom_object(G, V, _NAMESPACE, P, _VIEW)
+        watch.until(lambda _s: gone(custom, _NAMESPACE, _VIEW), "the view to be deleted")
         print("\n4. view deleted (deletionPolicy Delete dropped its alias and indexes); the "
               "connector, its replication slot and the source database are removed next; the "
               "stack is still up (make stack-down stops it)")
@@ -147,4 +147,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cdc_demo()

@@ -28,20 +28,20 @@ from dvstack.settings import Settings, load
 from dvstack.testing import replay
 from dvstack.testing.traffic import AliasReader, LiveProducer
 
-NAMESPACE = "demo"
-VIEW = "orders-by-customer"
+_NAMESPACE = "demo"
+_VIEW = "orders-by-customer"
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 SQL_V1 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue "
           "FROM events GROUP BY customer_id")
 SQL_V2 = ("SELECT customer_id, count(*) AS orders, sum(amount) AS revenue, "
           "max(amount) AS biggest FROM events GROUP BY customer_id")
-RATE = 100  # events/s written during the whole demo
-TIMEOUT = 900
+_RATE = 100  # events/s written during the whole demo
+_TIMEOUT = 900
 
 
-def view(bootstrap: str, topic: str, table: str, sql: str) -> dict[str, Any]:
+def _view(bootstrap: str, topic: str, table: str, sql: str) -> dict[str, Any]:
     return {"apiVersion": f"{G}/{V}", "kind": "DerivedView",
-            "metadata": {"name": VIEW, "namespace": NAMESPACE},
+            "metadata": {"name": _VIEW, "namespace": _NAMESPACE},
             "spec": {"source": {"kafka": {"bootstrapServers": bootstrap}, "topics": [topic],
                                 "schema": replay.ORDER_SCHEMA},
                      "transform": {"sql": sql},
@@ -66,7 +66,7 @@ def start_operator(settings: Settings, info: dict[str, Any], run: str) -> subpro
 class Watch:
     """Prints the view's progress, one line whenever what `kubectl get dv` shows changes."""
 
-    def __init__(self, custom: Any, namespace: str = NAMESPACE, name: str = VIEW) -> None:
+    def __init__(self, custom: Any, namespace: str = _NAMESPACE, name: str = _VIEW) -> None:
         self.custom, self.namespace, self.name = custom, namespace, name
         self.started = time.monotonic()
         self.last = ""
@@ -100,7 +100,7 @@ class Watch:
         return f"active {active:10}  ready {ready.get('status', '?')}: {ready.get('message', '')}"
 
     def until(self, done: Any, what: str) -> dict[str, Any]:
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + _TIMEOUT
         while True:
             status = self.status()
             line = self.line(status)
@@ -153,35 +153,35 @@ def stack_up() -> tuple[Settings, dict[str, Any], Any, Any]:
     return settings, info, client.CoreV1Api(api), client.CustomObjectsApi(api)
 
 
-def main() -> None:
+def run_orders_demo() -> None:
     events_n = int(os.environ.get("DEMO_EVENTS", "50000"))
     settings, info, core, custom = stack_up()
     run = uuid.uuid4().hex[:8]
     topic, table = f"demo-orders-{run}", f"orders_by_customer_{run}"
     bootstrap = info["kafka_bootstrap"]
 
-    print(f"\n1. topic {topic} (3 partitions): {events_n:,} order events, then {RATE}/s "
+    print(f"\n1. topic {topic} (3 partitions): {events_n:,} order events, then {_RATE}/s "
           "live for the whole demo")
     replay.create_topic(bootstrap, topic, 3)
     backlog = replay.make_orders(events_n)
     replay.produce(bootstrap, topic, backlog)
-    producer = LiveProducer(bootstrap, topic, rate=RATE).start()
-    replay.ensure_namespace_and_sink_secret(core, NAMESPACE, "views-db", info["pg"])
-    replay.ensure_checkpoint_secret(core, NAMESPACE, info["s3"])
+    producer = LiveProducer(bootstrap, topic, rate=_RATE).start()
+    replay.ensure_namespace_and_sink_secret(core, _NAMESPACE, "views-db", info["pg"])
+    replay.ensure_checkpoint_secret(core, _NAMESPACE, info["s3"])
     operator = start_operator(settings, info, run)
     print(f"   operator started (pid {operator.pid}; log {settings.logs_dir}/operator-demo.log)")
     try:
         try:
-            custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
+            custom.delete_namespaced_custom_object(G, V, _NAMESPACE, P, _VIEW)
         except ApiException as exc:
             if exc.status != 404:
                 raise
         watch = Watch(custom)
         watch.until(lambda _s: gone(custom), "an earlier demo's view to be deleted")
 
-        print(f"\n2. kubectl apply DerivedView {NAMESPACE}/{VIEW} v1: {SQL_V1}")
-        custom.create_namespaced_custom_object(G, V, NAMESPACE, P,
-                                               view(bootstrap, topic, table, SQL_V1))
+        print(f"\n2. kubectl apply DerivedView {_NAMESPACE}/{_VIEW} v1: {SQL_V1}")
+        custom.create_namespaced_custom_object(G, V, _NAMESPACE, P,
+                                               _view(bootstrap, topic, table, SQL_V1))
         applied = time.monotonic()
         status = watch.until(lambda s: ready(s) and s.get("active"), "v1 to serve")
         v1 = status["active"]["revision"]
@@ -207,7 +207,7 @@ def main() -> None:
         for cid, (orders, revenue, biggest) in top:
             print(f"   {cid:12} orders {orders:>5}  revenue {revenue:>10.2f}  "
                   f"biggest {biggest:>7.2f}")
-        custom.delete_namespaced_custom_object(G, V, NAMESPACE, P, VIEW)
+        custom.delete_namespaced_custom_object(G, V, _NAMESPACE, P, _VIEW)
         watch.until(lambda _s: gone(custom), "the view to be deleted")
         print("\n5. view deleted (deletionPolicy Delete dropped its alias and indexes); "
               "the stack is still up (make stack-down stops it)")
@@ -244,7 +244,7 @@ def migrate(custom: Any, watch: Watch, dsn: str, table: str, sql: str, v1: str, 
     return v2
 
 
-def gone(custom: Any, namespace: str = NAMESPACE, name: str = VIEW) -> bool:
+def gone(custom: Any, namespace: str = _NAMESPACE, name: str = _VIEW) -> bool:
     try:
         custom.get_namespaced_custom_object(G, V, namespace, P, name)
     except ApiException as exc:
@@ -258,4 +258,4 @@ def phase(status: dict[str, Any], revision: str) -> str | None:
 
 
 if __name__ == "__main__":
-    main()
+    run_orders_demo()

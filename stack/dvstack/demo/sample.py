@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="name of the checkpoint Secret (the operator's DV_CHECKPOINT_SECRET)")
 
 
-def run(info: dict[str, Any], args: argparse.Namespace) -> None:
+def run_sample(info: dict[str, Any], args: argparse.Namespace) -> None:
     bootstrap = info["kafka_bootstrap"]
     if args.events < 0 or args.partitions < 1:
         raise SystemExit("--events must be >= 0 and --partitions >= 1")

@@ -1,6 +1,6 @@
 """`python -m dvstack.images`: the stack's images (build)."""
 
-from dvstack.images.build import main
+from dvstack.images.build import run_builder
 
 if __name__ == "__main__":
-    main()
+    run_builder()

@@ -130,7 +130,7 @@ PROJECTS: dict[str, Project] = {p.name: p for p in (
             (("MAVEN_IMAGE", "maven"), ("SPARK_IMAGE", "spark"))),
 )}
 
-COMPONENTS: dict[str, Component] = {c.name: c for c in (
+IMAGE_COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Component("spark-operator", (("SPARK_IMAGE", "spark"),)),
 )}
 
@@ -325,7 +325,7 @@ class Layout:
         return self.top / "pip"
 
 
-def layout(settings: Settings) -> Layout:
+def image_layout(settings: Settings) -> Layout:
     top = settings.cache_dir / "images"
     driver = os.environ.get("DV_BUILDAH_STORAGE_DRIVER") or storage_driver(
         _read("/proc/filesystems"), _read("/proc/mounts"), settings.cache_dir)
@@ -684,7 +684,7 @@ def build_images(settings: Settings, names: Sequence[str] | None = None
     (with the bases they need) unless the cache already holds them."""
     wanted = [PROJECTS[n] for n in (names or list(PROJECTS))]
     _preflight()
-    where = layout(settings)
+    where = image_layout(settings)
     buildah = Buildah(where)
     for directory in (where.storage, where.runroot, where.archives, where.logs):
         directory.mkdir(parents=True, exist_ok=True)
@@ -698,14 +698,13 @@ def build_images(settings: Settings, names: Sequence[str] | None = None
     return results
 
 
-
 def component_image(settings: Settings, name: str, files: Mapping[str, Path]
                     ) -> tuple[str, Path]:
     """(tag, archive) of the component `name`'s image on `files`, built (with its bases)
     unless the cache already holds it."""
-    component = COMPONENTS[name]
+    component = IMAGE_COMPONENTS[name]
     _preflight()
-    where = layout(settings)
+    where = image_layout(settings)
     buildah = Buildah(where)
     for directory in (where.storage, where.runroot, where.archives, where.logs):
         directory.mkdir(parents=True, exist_ok=True)
@@ -758,7 +757,7 @@ is `localhost` (a pod's own name resolves through the /etc/hosts the kubelet wri
 
 def verify(settings: Settings, built: Mapping[str, tuple[str, Path]]) -> bool:
     """Run each image's smoke checks; True when all pass. Prints each check's output."""
-    where = layout(settings)
+    where = image_layout(settings)
     buildah = Buildah(where)
     ok = True
     with _exclusive(where), released_mounts([where.top]):
@@ -797,7 +796,7 @@ def _verify_image(buildah: Buildah, name: str, tag: str, smoke: Path) -> bool:
     return ok
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def run_builder(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dvstack.images", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("build", "verify"))
@@ -818,4 +817,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_builder()

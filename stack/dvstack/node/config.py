@@ -14,13 +14,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dvstack.settings import Settings, env_port
+from dvstack.settings import NODE_ADDRESS, Settings, env_port
 
 NODE_NAME = "dv-node"
 BRIDGE = "dvnode0"
 # A private range no host route uses here; `up` checks it is free before taking it.
 SUBNET = "10.217.0.0/16"
-NODE_ADDRESS = "10.217.0.1"
 POD_RANGE = ("10.217.1.2", "10.217.1.254")
 SERVICE_RANGE = "10.0.0.0/24"
 CLUSTER_DOMAIN = "cluster.local"

@@ -30,7 +30,7 @@ from dvstack.node import host as node_host
 from dvstack.node.config import NodeLayout
 from dvstack.node.support import cni_bin_dir, unsupported_reason
 from dvstack.services import kube_api
-from dvstack.settings import KUBE_VERSION, Settings, load
+from dvstack.settings import KUBE_VERSION, NODE_ADDRESS, Settings, load
 from dvstack.testing.waiting import http_ok, wait_for
 
 CONTAINERD = "containerd"
@@ -63,7 +63,7 @@ def ensure_certs(settings: Settings) -> None:
     kube_api.issue_cert(settings, "kubelet-client",
                         f"/O=system:nodes/CN=system:node:{node_config.NODE_NAME}", client=True)
     kube_api.issue_cert(settings, "kubelet-serving", f"/CN={node_config.NODE_NAME}",
-                        client=False, sans=f"IP:{node_config.NODE_ADDRESS},"
+                        client=False, sans=f"IP:{NODE_ADDRESS},"
                                            f"DNS:{node_config.NODE_NAME}")
 
 
@@ -103,7 +103,7 @@ def _ctr(node: NodeLayout, *args: str) -> str:
 def import_image(settings: Settings, tag: str, archive: Path) -> bool:
     """Load an OCI archive into the node's containerd, where kubelet finds it, unless an
     image of that tag is there already (tags are content hashes); True when imported."""
-    node = layout(settings)
+    node = _layout(settings)
     if tag in _ctr(node, "images", "ls", "--quiet").split():
         return False
     repository = tag.rsplit(":", 1)[0]
@@ -114,7 +114,7 @@ def import_image(settings: Settings, tag: str, archive: Path) -> bool:
     return True
 
 
-def layout(settings: Settings) -> NodeLayout:
+def _layout(settings: Settings) -> NodeLayout:
     return node_config.layout(settings)
 
 
@@ -155,7 +155,7 @@ def prepare_host(settings: Settings) -> None:
     if reason:
         raise SystemExit(f"this machine cannot run the real node: {reason}. "
                          "DV_NODE=0 runs the stack with the SparkApplication stand-in only.")
-    node = layout(settings)
+    node = _layout(settings)
     node.root.mkdir(parents=True, exist_ok=True)
     claim = node_host.read_claim()
     alive = claim is not None and node_host.daemon_alive(node_host.cmdlines(), claim.root)
@@ -181,9 +181,9 @@ def prepare_host(settings: Settings) -> None:
     node_host.network_up()
 
 
-def start(settings: Settings) -> None:
+def start_node(settings: Settings) -> None:
     """Start the node's daemons (reusing those that run) and wait for the node to be Ready."""
-    node = layout(settings)
+    node = _layout(settings)
     bin_dir = binaries(settings)
     cni_bin = cni_bin_dir()
     assert cni_bin is not None
@@ -211,7 +211,7 @@ def start(settings: Settings) -> None:
             str(bin_dir / "kubelet"), f"--config={kubelet_yaml}",
             f"--kubeconfig={_kubelet_kubeconfig(settings)}",
             f"--hostname-override={node_config.NODE_NAME}",
-            f"--node-ip={node_config.NODE_ADDRESS}",
+            f"--node-ip={NODE_ADDRESS}",
             f"--root-dir={node.kubelet_root}",
             f"--cert-dir={node.root / 'kubelet-pki'}",
             "--v=1",
@@ -252,9 +252,9 @@ def _ctr_ok(node: NodeLayout) -> bool:
 # ---------------------------------------------------------------- stop
 
 
-def stop(settings: Settings) -> list[str]:
+def stop_node(settings: Settings) -> list[str]:
     """Stop the node and take back from the host all it added; the changes that remain."""
-    node = layout(settings)
+    node = _layout(settings)
     claim = node_host.read_claim()
     ours = claim if claim is not None and claim.held_by(settings.state_dir) else None
     if ours is None and not any(processes.running(settings, d) for d in DAEMONS):
@@ -289,7 +289,7 @@ def _give_back(settings: Settings, root: Path, run: Path,
 # ---------------------------------------------------------------- CLI
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_node(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="dvstack.node.daemons", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("up", "down", "check", "build"))
     args = parser.parse_args(argv)
@@ -298,10 +298,10 @@ def main(argv: list[str] | None = None) -> None:
         print(binaries(settings))
     elif args.command == "up":
         t0 = time.monotonic()
-        start(settings)
+        start_node(settings)
         print(f"node {node_config.NODE_NAME} is Ready ({time.monotonic() - t0:.1f}s)")
     elif args.command == "down":
-        changes = stop(settings)
+        changes = stop_node(settings)
         for line in changes:
             print(line)
         print("node is down" + (f"; {len(changes)} host changes remain" if changes else
@@ -317,4 +317,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_node()

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from dvstack import processes
 from dvstack.node import config as node_config
+from dvstack.settings import NODE_ADDRESS
 
 CLAIM_ENV = "DV_NODE_CLAIM"
 DEFAULT_CLAIM = "/run/dvnode.json"
@@ -212,9 +213,9 @@ def network_up() -> None:
         _ip("link", "add", node_config.BRIDGE, "type", "bridge")
     proc = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", node_config.BRIDGE],
                           capture_output=True, text=True, check=False)
-    if f"{node_config.NODE_ADDRESS}/" not in proc.stdout:
+    if f"{NODE_ADDRESS}/" not in proc.stdout:
         prefix = ipaddress.ip_network(node_config.SUBNET).prefixlen
-        _ip("addr", "add", f"{node_config.NODE_ADDRESS}/{prefix}", "dev", node_config.BRIDGE)
+        _ip("addr", "add", f"{NODE_ADDRESS}/{prefix}", "dev", node_config.BRIDGE)
     _ip("link", "set", node_config.BRIDGE, "up")
 
 

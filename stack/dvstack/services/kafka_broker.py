@@ -30,7 +30,7 @@ from dvstack.artefacts import java, kafka_libs
 from dvstack.settings import Settings
 from dvstack.testing.waiting import wait_for
 
-HEAP = "-Xmx512m"
+_HEAP = "-Xmx512m"
 SASL_MECHANISM = "SCRAM-SHA-512"
 SASL_PROTOCOL = "SASL_PLAINTEXT"
 SCRAM_ITERATIONS = 8192
@@ -129,7 +129,7 @@ def classpath(libs: Path) -> str:
 def tool_command(settings: Settings, main_class: str, *args: str) -> list[str]:
     """A command running one of Kafka's tools (e.g. org.apache.kafka.tools.ConsumerPerformance)
     with the broker's java and jars: a benchmark's baseline is then the broker's own client."""
-    return [java(), HEAP, "-cp", classpath(kafka_libs(settings)), main_class, *args]
+    return [java(), _HEAP, "-cp", classpath(kafka_libs(settings)), main_class, *args]
 
 
 def _ready(config: dict[str, str]) -> bool:
@@ -162,10 +162,10 @@ def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().byte
             return cluster_id
 
 
-def start(settings: Settings, libs: Path) -> None:
+def start_kafka(settings: Settings, libs: Path) -> None:
     config, changed = _write_config(settings)
     d = kafka_dir(settings)
-    jvm = [java(), HEAP, "-Xms128m", f"-Dlog4j2.configurationFile={d / 'log4j2.yaml'}",
+    jvm = [java(), _HEAP, "-Xms128m", f"-Dlog4j2.configurationFile={d / 'log4j2.yaml'}",
            "-cp", classpath(libs)]
     if not (d / "data" / "meta.properties").is_file():
         processes.run([*jvm, "kafka.tools.StorageTool", "format", "-t", new_cluster_id(),
@@ -173,7 +173,7 @@ def start(settings: Settings, libs: Path) -> None:
     if changed and processes.running(settings, "kafka"):
         print("Kafka's configuration changed (e.g. the SASL listener is new): restarting it",
               flush=True)
-        stop(settings)
+        stop_kafka(settings)
     if not processes.running(settings, "kafka"):
         processes.start(settings, "kafka", [*jvm, "kafka.Kafka", str(config)])
     wait_for(lambda: _ready({"bootstrap.servers": bootstrap(settings)}), timeout=120,
@@ -185,5 +185,5 @@ def start(settings: Settings, libs: Path) -> None:
              on_timeout=lambda: processes.tail(processes.log_file(settings, "kafka")))
 
 
-def stop(settings: Settings) -> None:
+def stop_kafka(settings: Settings) -> None:
     processes.stop(settings, "kafka", timeout=45)

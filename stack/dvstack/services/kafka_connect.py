@@ -30,8 +30,8 @@ from dvstack.services import schema_registry
 from dvstack.settings import Settings
 from dvstack.testing.waiting import wait_for
 
-NAME = "kafka-connect"
-HEAP = "-Xmx512m"
+CONNECT_NAME = "kafka-connect"
+_HEAP = "-Xmx512m"
 PLUGIN_ARCHIVE = "debezium-connector-postgres-*-plugin.tar.gz"
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
@@ -146,24 +146,24 @@ def _ready(settings: Settings) -> bool:
         return False
 
 
-def start(settings: Settings, libs: Path) -> None:
+def start_connect(settings: Settings, libs: Path) -> None:
     config, changed = _write_config(settings, libs)
-    if changed and processes.running(settings, NAME):
+    if changed and processes.running(settings, CONNECT_NAME):
         print("Kafka Connect's configuration changed: restarting it", flush=True)
-        stop(settings)
-    if not processes.running(settings, NAME):
+        stop_connect(settings)
+    if not processes.running(settings, CONNECT_NAME):
         d = connect_dir(settings)
-        processes.start(settings, NAME, [
-            java(), HEAP, "-Xms128m", f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
+        processes.start(settings, CONNECT_NAME, [
+            java(), _HEAP, "-Xms128m", f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
             "-cp", f"{libs}/*", "org.apache.kafka.connect.cli.ConnectStandalone", str(config)])
     wait_for(lambda: _ready(settings), timeout=120, interval=0.5,
              what=f"Kafka Connect at {rest_url(settings)} with the Debezium PostgreSQL connector "
                   "and Apicurio's Avro converter",
-             on_timeout=lambda: processes.tail(processes.log_file(settings, NAME)))
+             on_timeout=lambda: processes.tail(processes.log_file(settings, CONNECT_NAME)))
 
 
-def stop(settings: Settings) -> None:
-    processes.stop(settings, NAME, timeout=45)
+def stop_connect(settings: Settings) -> None:
+    processes.stop(settings, CONNECT_NAME, timeout=45)
 
 
 def put_connector(url: str, name: str, config: dict[str, str]) -> None:

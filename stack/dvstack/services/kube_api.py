@@ -116,7 +116,7 @@ def _etcd_healthy(settings: Settings) -> bool:
         return bool(json.loads(resp.read()).get("health") == "true")
 
 
-def start(settings: Settings, bins: KubeBinaries) -> None:
+def start_kube_api(settings: Settings, bins: KubeBinaries) -> None:
     ensure_pki(settings)
     # The API server's identity towards a kubelet (logs, exec, port-forward).
     issue_cert(settings, "apiserver-kubelet-client",
@@ -206,6 +206,6 @@ def _default_serviceaccount_exists(settings: Settings) -> bool:
         return False
 
 
-def stop(settings: Settings) -> None:
+def stop_kube_api(settings: Settings) -> None:
     for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
         processes.stop(settings, name)

@@ -37,22 +37,22 @@ from dvstack.artefacts import java
 from dvstack.settings import OPENSEARCH_VERSION, Settings
 from dvstack.testing.waiting import wait_for
 
-NAME = "opensearch"
+OPENSEARCH_NAME = "opensearch"
 USER = "dvstack-opensearch"
-HEAP = ("-Xms256m", "-Xmx512m")
+_HEAP = ("-Xms256m", "-Xmx512m")
 CLUSTER = "derived-views"
 SHARED_BASE = Path("/var/tmp") / USER
 """Where the node's files go when its user cannot reach the checkout or the cache."""
 TMPDIR_PLACEHOLDER = "@OPENSEARCH_TMPDIR@"
 
 
-def url(settings: Settings) -> str:
+def opensearch_url(settings: Settings) -> str:
     return f"http://{settings.host}:{settings.opensearch_port}"
 
 
 def state_dir(settings: Settings) -> Path:
     """Our side: the node itself, or (as root, out of its user's reach) a note of where it is."""
-    return settings.state_dir / NAME
+    return settings.state_dir / OPENSEARCH_NAME
 
 
 def render_config(settings: Settings, node: Path) -> str:
@@ -164,37 +164,37 @@ def _jvm_options(home: Path, node: Path, user: str | None) -> list[str]:
         [java(), "-cp", f"{home}/lib/*", "org.opensearch.tools.launchers.JvmOptionsParser",
          str(node / "config")],
         what="OpenSearch's JVM options parser", user=user, cwd=node,
-        env={"OPENSEARCH_TMPDIR": TMPDIR_PLACEHOLDER, "OPENSEARCH_JAVA_OPTS": " ".join(HEAP)})
+        env={"OPENSEARCH_TMPDIR": TMPDIR_PLACEHOLDER, "OPENSEARCH_JAVA_OPTS": " ".join(_HEAP)})
     return [o.replace(TMPDIR_PLACEHOLDER, str(node / "tmp")) for o in out.split()]
 
 
 def _health(settings: Settings) -> dict[str, Any] | None:
     """The cluster's health once it is at least yellow (None before)."""
-    if not processes.running(settings, NAME):
+    if not processes.running(settings, OPENSEARCH_NAME):
         raise SystemExit(f"OpenSearch exited while starting\n"
-                         f"{processes.tail(processes.log_file(settings, NAME))}")
-    req = urllib.request.Request(f"{url(settings)}/_cluster/health?wait_for_status=yellow"
+                         f"{processes.tail(processes.log_file(settings, OPENSEARCH_NAME))}")
+    req = urllib.request.Request(f"{opensearch_url(settings)}/_cluster/health?wait_for_status=yellow"
                                  "&timeout=5s", headers={"Accept": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         body: dict[str, Any] = json.loads(resp.read())
     return body if body.get("status") in ("yellow", "green") else None
 
 
-def start(settings: Settings, home: Path, *, wait: bool = True) -> None:
+def start_opensearch(settings: Settings, home: Path, *, wait: bool = True) -> None:
     """Start the node (or reuse it; restart it when its opensearch.yml changed). With
     `wait=False` it is only launched, so `up` can start the slower components meanwhile and
-    call `wait_ready` afterwards."""
+    call `wait_opensearch` afterwards."""
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     user = _run_as()
     node = node_dir(settings, user)
     run_home = home if user is None else _reachable_home(home, user)
     changed = _prepare(settings, run_home, node, user)
-    if changed and processes.running(settings, NAME):
+    if changed and processes.running(settings, OPENSEARCH_NAME):
         print("OpenSearch's configuration changed: restarting it", flush=True)
-        stop(settings)
-    if not processes.running(settings, NAME):
+        stop_opensearch(settings)
+    if not processes.running(settings, OPENSEARCH_NAME):
         options = _jvm_options(run_home, node, user)
-        processes.start(settings, NAME, [
+        processes.start(settings, OPENSEARCH_NAME, [
             java(), *options,
             f"-Dopensearch.path.home={run_home}",
             f"-Dopensearch.path.conf={node / 'config'}",
@@ -203,15 +203,15 @@ def start(settings: Settings, home: Path, *, wait: bool = True) -> None:
             "-cp", f"{run_home}/lib/*", "org.opensearch.bootstrap.OpenSearch",
         ], env={"OPENSEARCH_PATH_CONF": str(node / "config")}, cwd=node, user=user)
     if wait:
-        wait_ready(settings)
+        wait_opensearch(settings)
 
 
-def wait_ready(settings: Settings) -> None:
+def wait_opensearch(settings: Settings) -> None:
     """Until the node serves requests (cluster health at least yellow)."""
     wait_for(lambda: _health(settings), timeout=120, interval=0.5,
-             what=f"OpenSearch at {url(settings)} to report cluster health yellow or green",
-             on_timeout=lambda: processes.tail(processes.log_file(settings, NAME)))
+             what=f"OpenSearch at {opensearch_url(settings)} to report cluster health yellow or green",
+             on_timeout=lambda: processes.tail(processes.log_file(settings, OPENSEARCH_NAME)))
 
 
-def stop(settings: Settings) -> None:
-    processes.stop(settings, NAME, timeout=45)
+def stop_opensearch(settings: Settings) -> None:
+    processes.stop(settings, OPENSEARCH_NAME, timeout=45)

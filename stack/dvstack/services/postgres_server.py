@@ -137,7 +137,7 @@ def _link_log(settings: Settings, log: Path) -> None:
     link.symlink_to(log)
 
 
-def start(settings: Settings) -> None:
+def start_postgres(settings: Settings) -> None:
     bindir = postgres_bindir()
     user = _run_as()
     root = cluster_dir(settings)
@@ -198,8 +198,8 @@ def start(settings: Settings) -> None:
             print(f"PostgreSQL runs with wal_level={level[0]}; restarting it with "
                   f"wal_level={WAL_LEVEL} for change data capture", flush=True)
             conn.close()
-            stop(settings)
-            start(settings)
+            stop_postgres(settings)
+            start_postgres(settings)
             return
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
         if not exists:
@@ -237,7 +237,7 @@ def _server_running(bindir: Path, data: Path, user: str | None, cwd: Path) -> bo
     return subprocess.run(argv, capture_output=True, check=False, cwd=cwd).returncode == 0
 
 
-def stop(settings: Settings) -> None:
+def stop_postgres(settings: Settings) -> None:
     root = cluster_dir(settings)
     data = root / "data"
     if not (data / "PG_VERSION").is_file():

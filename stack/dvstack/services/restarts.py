@@ -23,16 +23,16 @@ def _stop_apiserver(settings: Settings) -> None:
 
 def _start_apiserver(settings: Settings) -> None:
     # start() reuses the running etcd and controller manager and waits for /readyz
-    kube_api.start(settings, artefacts.kube_binaries(settings))
+    kube_api.start_kube_api(settings, artefacts.kube_binaries(settings))
 
 
 def _start_kafka(settings: Settings) -> None:
-    kafka_broker.start(settings, artefacts.kafka_libs(settings))
+    kafka_broker.start_kafka(settings, artefacts.kafka_libs(settings))
 
 
 STEPS: dict[str, tuple[Callable[[Settings], None], Callable[[Settings], None]]] = {
-    "kafka": (kafka_broker.stop, _start_kafka),
-    "postgres": (postgres_server.stop, postgres_server.start),
+    "kafka": (kafka_broker.stop_kafka, _start_kafka),
+    "postgres": (postgres_server.stop_postgres, postgres_server.start_postgres),
     "apiserver": (_stop_apiserver, _start_apiserver),
 }
 

@@ -29,10 +29,10 @@ from dvstack.artefacts import java
 from dvstack.settings import Settings
 from dvstack.testing.waiting import wait_for
 
-NAME = "s3proxy"
+S3_NAME = "s3proxy"
 BUCKET = "derived-views"
 REGION = "us-east-1"
-HEAP = "-Xmx256m"
+_HEAP = "-Xmx256m"
 
 
 def s3_dir(settings: Settings) -> Path:
@@ -106,15 +106,15 @@ def _bucket_ready(settings: Settings) -> bool:
         s3.close()
 
 
-def start(settings: Settings, jar: Path) -> None:
+def start_s3(settings: Settings, jar: Path) -> None:
     config = _write_config(settings)
-    if not processes.running(settings, NAME):
-        processes.start(settings, NAME, [java(), HEAP, "-jar", str(jar),
+    if not processes.running(settings, S3_NAME):
+        processes.start(settings, S3_NAME, [java(), _HEAP, "-jar", str(jar),
                                          "--properties", str(config)])
     wait_for(lambda: _bucket_ready(settings), timeout=90, interval=0.5,
              what=f"S3Proxy at {endpoint(settings)} (bucket {BUCKET})",
-             on_timeout=lambda: processes.tail(processes.log_file(settings, NAME)))
+             on_timeout=lambda: processes.tail(processes.log_file(settings, S3_NAME)))
 
 
-def stop(settings: Settings) -> None:
-    processes.stop(settings, NAME)
+def stop_s3(settings: Settings) -> None:
+    processes.stop(settings, S3_NAME)

@@ -11,7 +11,7 @@ directory, `.stack/schema-registry`, which holds our settings; a change there re
 at the next `up`. Ready in 18-45 s (7-9 s of CPU) beside a test suite on 2 cores; about
 260 MB resident.
 
-Clients use `url()`, the Confluent-compatible API (`/apis/ccompat/v7`). Ids are Apicurio's
+Clients use `registry_url()`, the Confluent-compatible API (`/apis/ccompat/v7`). Ids are Apicurio's
 content ids (`apicurio.ccompat.legacy-id-mode.enabled=false`, the default): one id per
 distinct schema text, the same under every subject, as Confluent's ids; legacy mode would
 give each version an id of its own.
@@ -53,8 +53,8 @@ from dvstack.settings import APICURIO_VERSION, Settings
 from dvstack.testing import schema_registry_client
 from dvstack.testing.waiting import wait_for
 
-NAME = "schema-registry"
-HEAP = "-Xmx384m"
+REGISTRY_NAME = "schema-registry"
+_HEAP = "-Xmx384m"
 API_PATH = "/apis/ccompat/v7"
 RUNNER = f"apicurio-registry-app-{APICURIO_VERSION}-runner.jar"
 DEFAULT_COMPATIBILITY = "BACKWARD"
@@ -67,7 +67,7 @@ def base_url(settings: Settings) -> str:
     return f"http://{settings.host}:{settings.schema_registry_port}"
 
 
-def url(settings: Settings) -> str:
+def registry_url(settings: Settings) -> str:
     """The Confluent-compatible API: what a Confluent client takes as `schema.registry.url`."""
     return f"{base_url(settings)}{API_PATH}"
 
@@ -78,7 +78,7 @@ def health_url(settings: Settings) -> str:
 
 
 def work_dir(settings: Settings) -> Path:
-    return settings.state_dir / NAME
+    return settings.state_dir / REGISTRY_NAME
 
 
 def render_properties(settings: Settings) -> dict[str, str]:
@@ -88,7 +88,7 @@ def render_properties(settings: Settings) -> dict[str, str]:
         "quarkus.http.host": settings.host,
         "quarkus.http.port": str(settings.schema_registry_port),
         # Apicurio has no global rule by default (NONE), a Confluent registry checks BACKWARD:
-        # this is the level when none is stored (`wait_ready` stores it, so GET /config says it).
+        # this is the level when none is stored (`wait_registry` stores it, so GET /config says it).
         "apicurio.rules.global.compatibility": DEFAULT_COMPATIBILITY,
         # Apicurio logs every storage call at DEBUG by default, with dates like 2026-11+00-28.
         'quarkus.log.category."io.apicurio".level': "INFO",
@@ -100,13 +100,13 @@ def render_properties(settings: Settings) -> dict[str, str]:
     }
 
 
-def command(home: Path, java_bin: str, work: Path) -> list[str]:
+def registry_command(home: Path, java_bin: str, work: Path) -> list[str]:
     """The registry's JVM: Quarkus's runner jar, which finds `lib/` beside itself. The
     client compiler alone and the serial collector halve the CPU its start takes (17 s to
     8 s), which `up` spends while the other components start; a few schemas need no more.
     Its temporary files (Vert.x's cache, otherwise a world-writable `vertx-cache` in the
     system's temporary directory) stay in its working directory."""
-    return [java_bin, HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    return [java_bin, _HEAP, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             f"-Djava.io.tmpdir={work / 'tmp'}", "-jar", str(home / RUNNER)]
 
 
@@ -128,27 +128,27 @@ def _write_config(settings: Settings) -> bool:
                                       render_properties(settings))
 
 
-def start(settings: Settings, home: Path, *, wait: bool = True) -> None:
+def start_registry(settings: Settings, home: Path, *, wait: bool = True) -> None:
     """Start the registry (or reuse it; restart it when its properties changed). With
     `wait=False` it is only launched, so `up` starts the other components while its JVM
-    boots and calls `wait_ready` afterwards."""
+    boots and calls `wait_registry` afterwards."""
     _runner(home)
     java_bin = java()
     changed = _write_config(settings)
-    if changed and processes.running(settings, NAME):
+    if changed and processes.running(settings, REGISTRY_NAME):
         print("the schema registry's configuration changed: restarting it", flush=True)
-        stop(settings)
-    if not processes.running(settings, NAME):
-        processes.start(settings, NAME, command(home, java_bin, work_dir(settings)),
+        stop_registry(settings)
+    if not processes.running(settings, REGISTRY_NAME):
+        processes.start(settings, REGISTRY_NAME, registry_command(home, java_bin, work_dir(settings)),
                         cwd=work_dir(settings))
     if wait:
-        wait_ready(settings)
+        wait_registry(settings)
 
 
 def _ready(settings: Settings) -> bool:
-    if not processes.running(settings, NAME):
+    if not processes.running(settings, REGISTRY_NAME):
         raise SystemExit("the schema registry exited while starting\n"
-                         f"{processes.tail(processes.log_file(settings, NAME))}")
+                         f"{processes.tail(processes.log_file(settings, REGISTRY_NAME))}")
     try:
         with urllib.request.urlopen(health_url(settings), timeout=5) as resp:
             status = json.loads(resp.read()).get("status")
@@ -158,15 +158,15 @@ def _ready(settings: Settings) -> bool:
     return bool(status == "UP")
 
 
-def wait_ready(settings: Settings) -> None:
+def wait_registry(settings: Settings) -> None:
     """Until Quarkus reports the registry ready (its storage included); then the global
     compatibility level is stored, as a Confluent registry reports it."""
     wait_for(lambda: _ready(settings), timeout=READY_TIMEOUT, interval=0.5,
              what=f"the schema registry at {base_url(settings)} to report ready",
-             on_timeout=lambda: processes.tail(processes.log_file(settings, NAME)))
-    schema_registry_client.call(url(settings), "PUT", "config",
+             on_timeout=lambda: processes.tail(processes.log_file(settings, REGISTRY_NAME)))
+    schema_registry_client.call(registry_url(settings), "PUT", "config",
                                 {"compatibility": DEFAULT_COMPATIBILITY})
 
 
-def stop(settings: Settings) -> None:
-    processes.stop(settings, NAME, timeout=30)
+def stop_registry(settings: Settings) -> None:
+    processes.stop(settings, REGISTRY_NAME, timeout=30)

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 DEADLINE_SECONDS = 120.0
 
 
-def main() -> None:
+def train_jvm() -> None:
     spark = SparkSession.builder.appName("dv-class-archive").getOrCreate()
     rows = spark.createDataFrame([('{"k": "a", "v": 1.5}',), ('{"k": "b", "v": 2}',)], ["value"])
     parsed = rows.selectExpr("from_json(value, 'k STRING, v DOUBLE') AS e").select("e.*")
@@ -37,4 +37,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    train_jvm()

@@ -41,15 +41,14 @@ from dvstack.settings import Settings, load
 from dvstack.spark import crd as spark_crd
 from dvstack.testing.waiting import wait_for
 
-VERSION = spark_crd.VERSION
 COMMIT = "43afb8bbd32463037d8fb6e414e252c69081882b"
 """The commit the module proxy records for the v2.5.2 tag (`go mod download -json`'s Origin)."""
 BINARY = "spark-operator"
 IMAGE = "spark-operator"
-"""The stack's image of it (`dvstack.images.build.COMPONENTS`)."""
+"""The stack's image of it (`dvstack.images.build.IMAGE_COMPONENTS`)."""
 
 RELEASE = "spark-operator"
-NAMESPACE = "spark-operator"
+_NAMESPACE = "spark-operator"
 """The release and its namespace, as the upstream chart's README installs it."""
 WEBHOOK_NAME = "spark-operator-webhook"
 """Both webhook configurations' name: the chart's `<release>-webhook`."""
@@ -58,7 +57,7 @@ CRD_FILES = ("sparkoperator.k8s.io_sparkapplications.yaml",
              "sparkoperator.k8s.io_scheduledsparkapplications.yaml",
              "sparkoperator.k8s.io_sparkconnects.yaml")
 """Both processes map these kinds when they start, and exit if a CRD is missing."""
-CHART = Path("charts") / "spark-operator-chart"
+SPARK_OPERATOR_CHART = Path("charts") / "spark-operator-chart"
 ENTRYPOINT = "entrypoint.sh"
 INSTALL_TIMEOUT_SECONDS = 300
 _WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -68,7 +67,7 @@ _WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguratio
 
 def home(settings: Settings) -> Path:
     """The pinned operator's directory in the cache (the CRD lives there too)."""
-    return settings.cache_dir / f"spark-operator-{VERSION}"
+    return settings.cache_dir / f"spark-operator-{spark_crd.VERSION}"
 
 
 def binary_path(settings: Settings) -> Path:
@@ -78,7 +77,7 @@ def binary_path(settings: Settings) -> Path:
 def build_ldflags() -> str:
     """Strip symbols and stamp the version as upstream's Makefile does (`LDFLAGS`)."""
     base = "k8s.io/component-base/version"
-    return " ".join(["-s", "-w", f"-X {base}.gitVersion={VERSION}",
+    return " ".join(["-s", "-w", f"-X {base}.gitVersion={spark_crd.VERSION}",
                      f"-X {base}.gitCommit={COMMIT}", f"-X {base}.gitTreeState=clean"])
 
 
@@ -100,7 +99,7 @@ def operator_binary(settings: Settings) -> Path:
     go = shutil.which("go")
     if go is None:
         raise SystemExit(f"'go' was not found on PATH: install Go >= 1.24 (Debian: golang-go) "
-                         f"to build the Spark Operator {VERSION}")
+                         f"to build the Spark Operator {spark_crd.VERSION}")
     root = home(settings)
     root.mkdir(parents=True, exist_ok=True)
     source = spark_crd.module_dir(root)
@@ -112,13 +111,13 @@ def operator_binary(settings: Settings) -> Path:
     _make_writable(src)
     built.parent.mkdir(parents=True, exist_ok=True)
     partial = built.with_name(BINARY + ".partial")
-    print(f"building the Spark Operator {VERSION} from the Go module proxy (first run only; "
+    print(f"building the Spark Operator {spark_crd.VERSION} from the Go module proxy (first run only; "
           "takes several minutes)...", file=sys.stderr, flush=True)
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly", "GO111MODULE": "on"}
     proc = subprocess.run(build_argv(go, partial), cwd=src, env=env, capture_output=True,
                           text=True, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"building the Spark Operator {VERSION} failed:\n{proc.stderr}")
+        raise SystemExit(f"building the Spark Operator {spark_crd.VERSION} failed:\n{proc.stderr}")
     # Renamed into place last, so an interrupted build is never taken for a finished one.
     partial.replace(built)
     return built
@@ -154,7 +153,7 @@ def _from_module(settings: Settings, relative: Path, target: Path) -> Path:
         return target
     source = spark_crd.module_dir(home(settings)) / relative
     if not source.exists():
-        raise SystemExit(f"{spark_crd.MODULE}@{VERSION} has no {relative}: the pin is wrong")
+        raise SystemExit(f"{spark_crd.MODULE}@{spark_crd.VERSION} has no {relative}: the pin is wrong")
     partial = target.with_name(target.name + ".partial")
     if partial.is_dir():
         _make_writable(partial)
@@ -170,7 +169,7 @@ def _from_module(settings: Settings, relative: Path, target: Path) -> Path:
 
 def chart_dir(settings: Settings) -> Path:
     """The module's chart, as released with the operator at this version."""
-    return _from_module(settings, CHART, home(settings) / "chart")
+    return _from_module(settings, SPARK_OPERATOR_CHART, home(settings) / "chart")
 
 
 def entrypoint(settings: Settings) -> Path:
@@ -223,7 +222,7 @@ def scope_webhooks(manifests: str, selector: str) -> str:
     The chart scopes its webhooks by `spark.jobNamespaces` names only, so with a selector
     alone they would admit every namespace's SparkApplications and Spark pods, the
     stand-in's among them, which must never meet them. A webhook the chart already scoped
-    keeps its own selector. Helm runs this as its post-renderer (`main`)."""
+    keeps its own selector. Helm runs this as its post-renderer (`run_spark_operator`)."""
     labels = selector_labels(selector)
     documents = [d for d in yaml.safe_load_all(manifests) if d]
     for document in documents:
@@ -239,7 +238,7 @@ def helm_argv(helm: Path, kubeconfig: Path, chart: Path, values_file: Path,
     """`helm upgrade --install` of the release: the stack installs the CRDs itself (the
     stand-in needs them too), and Helm waits for both Deployments to be ready."""
     argv = [str(helm), "--kubeconfig", str(kubeconfig), "upgrade", "--install", RELEASE,
-            str(chart), "--namespace", NAMESPACE, "--create-namespace", "--skip-crds",
+            str(chart), "--namespace", _NAMESPACE, "--create-namespace", "--skip-crds",
             "--values", str(values_file), "--wait", "--timeout",
             f"{INSTALL_TIMEOUT_SECONDS}s"]
     return argv + post_renderer_flags(namespace_selector)
@@ -267,7 +266,7 @@ def ca_bundles_set(configurations: Iterable[Mapping[str, Any]]) -> bool:
 
 # --- start and stop -------------------------------------------------------------------------
 
-def start(settings: Settings, helm: Path, image_tag: str,
+def start_spark_operator(settings: Settings, helm: Path, image_tag: str,
           apply_crds: Callable[[Any, list[Path]], None], *,
           namespace_selector: str | None = None) -> None:
     """Install (or upgrade to) the release and wait until its webhook can be called. With a
@@ -285,10 +284,10 @@ def start(settings: Settings, helm: Path, image_tag: str,
                       namespace_selector),
             capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"helm could not install the Spark Operator {VERSION} "
+        raise SystemExit(f"helm could not install the Spark Operator {spark_crd.VERSION} "
                          f"({proc.returncode}):\n{proc.stdout}{proc.stderr}\n"
-                         f"its pods: kubectl -n {NAMESPACE} get pods; their logs: "
-                         f"kubectl -n {NAMESPACE} logs deploy/{DEPLOYMENTS[0]}")
+                         f"its pods: kubectl -n {_NAMESPACE} get pods; their logs: "
+                         f"kubectl -n {_NAMESPACE} logs deploy/{DEPLOYMENTS[0]}")
     admission = client.AdmissionregistrationV1Api(api_client)
 
     def configurations() -> list[dict[str, Any]]:
@@ -316,7 +315,7 @@ def deployment_states(settings: Settings) -> dict[str, tuple[int, int] | None]:
     states: dict[str, tuple[int, int] | None] = {}
     for name in DEPLOYMENTS:
         try:
-            deployment = apps.read_namespaced_deployment(name, NAMESPACE)
+            deployment = apps.read_namespaced_deployment(name, _NAMESPACE)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -326,7 +325,7 @@ def deployment_states(settings: Settings) -> dict[str, tuple[int, int] | None]:
     return states
 
 
-def stop(settings: Settings, helm: Path | None) -> None:
+def stop_spark_operator(settings: Settings, helm: Path | None) -> None:
     """Uninstall the release while the API server and the node still run: its webhook
     configurations (`failurePolicy: Fail`) would otherwise outlive the webhook and refuse
     every SparkApplication write of a later stack. Nothing to do without a kubeconfig or
@@ -334,7 +333,7 @@ def stop(settings: Settings, helm: Path | None) -> None:
     if helm is None or not settings.kubeconfig.is_file():
         return
     subprocess.run([str(helm), "--kubeconfig", str(settings.kubeconfig), "uninstall", RELEASE,
-                    "--namespace", NAMESPACE, "--ignore-not-found", "--wait", "--timeout",
+                    "--namespace", _NAMESPACE, "--ignore-not-found", "--wait", "--timeout",
                     "120s"], capture_output=True, text=True, check=False)
     remove_webhooks(settings)
 
@@ -358,7 +357,7 @@ def remove_webhooks(settings: Settings) -> None:
             return  # the API server is down already: nothing can reach them
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_spark_operator(argv: list[str] | None = None) -> None:
     """`python -m dvstack.spark.kubeflow_operator [binary|image]`: build (or find) the binary or the
     image and print it; `post-render --namespace-selector=S`: Helm's post-renderer."""
     import argparse
@@ -379,4 +378,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_spark_operator()

@@ -192,7 +192,7 @@ def waiting(reason: str, message: str = "") -> dict[str, Any]:
     return {"waiting": state}
 
 
-def running(started_at: str) -> dict[str, Any]:
+def running_state(started_at: str) -> dict[str, Any]:
     return {"running": {"startedAt": started_at}}
 
 

@@ -197,7 +197,7 @@ class LocalKubelet:
             self._start(pod)
             return
         state = self._terminated_state(container) if container.result is not None \
-            else km.running(container.started_at)
+            else km.running_state(container.started_at)
         self._write_status(pod, state, container.container_id)
 
     def _sync_deleted_pod(self, pod: dict[str, Any], container: Container | None) -> None:
@@ -298,7 +298,7 @@ class LocalKubelet:
         self.containers[meta["uid"]] = container
         log.info("pod %s/%s: started pid %d, log %s", meta["namespace"], meta["name"], proc.pid,
                  log_path.name)
-        self._write_status(pod, km.running(started_at), container.container_id)
+        self._write_status(pod, km.running_state(started_at), container.container_id)
 
     def _mount_secrets(self, pod: dict[str, Any]) -> None:
         """Write the files of every Secret volume the container mounts (all, or none when one

@@ -97,7 +97,7 @@ from dvstack.spark.local_command import LocalSpark, SubmissionError, command
 from dvstack.spark.local_kubelet import LocalKubelet
 
 GROUP = "sparkoperator.k8s.io"
-VERSION = "v1beta2"
+API_VERSION = "v1beta2"
 PLURAL = "sparkapplications"
 DEFAULT_NODE = "dv-local-node"
 
@@ -160,7 +160,7 @@ class SparkOperator:
                                 submission_id=str(uuid.uuid4()))
         if step.delete_application:
             log.info("%s/%s: timeToLiveSeconds passed: deleting it", ns, name)
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+            self.custom.delete_namespaced_custom_object(GROUP, API_VERSION, ns, PLURAL, name)
             return
         if step.delete_driver_pod:
             try:
@@ -202,7 +202,7 @@ class SparkOperator:
             return
         meta = app["metadata"]
         self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], {"status": patch},
+            GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], {"status": patch},
             _content_type="application/merge-patch+json")
         before, after = states.state(old), states.state(new)
         if before != after:
@@ -249,7 +249,7 @@ class StandIn:
                 ns.metadata.name for ns in
                 self.core.list_namespace(label_selector=self.skip_labelled).items)
         self.kubelet.heartbeat()
-        apps = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        apps = self.custom.list_cluster_custom_object(GROUP, API_VERSION, PLURAL)["items"]
         pods = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)
         items: list[dict[str, Any]] = pods["items"]
         self.kubelet.sync([p for p in items
@@ -276,7 +276,7 @@ def _namespaces(value: str) -> frozenset[str]:
     return frozenset(n.strip() for n in value.split(",") if n.strip())
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_stand_in(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--spark-submit", required=True)
@@ -322,4 +322,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_stand_in()

@@ -1,7 +1,7 @@
 """A few calls of the Confluent Schema Registry API, for tests and the demo.
 
 Plain `urllib.request`, so the stack needs no registry client library; `url` is the
-API's base (dvstack.services.schema_registry.url, `schema_registry` in stack.json). A refusal
+API's base (dvstack.services.schema_registry.registry_url, `schema_registry` in stack.json). A refusal
 raises `RegistryError` with the status and Confluent's `error_code`, which callers check.
 """
 
@@ -14,7 +14,7 @@ import urllib.request
 from typing import Any
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-TIMEOUT = 10.0
+_TIMEOUT = 10.0
 
 
 class RegistryError(Exception):
@@ -52,7 +52,7 @@ def call(url: str, method: str, path: str, body: dict[str, Any] | None = None) -
     req = urllib.request.Request(f"{url.rstrip('/')}/{path}", data=data, method=method,
                                  headers={"Accept": CONTENT_TYPE, "Content-Type": CONTENT_TYPE})
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+        with urllib.request.urlopen(req, timeout=_TIMEOUT) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         raise _error(exc) from None

@@ -17,8 +17,9 @@ import pytest
 from opensearchpy import NotFoundError, OpenSearch
 
 from derived_views.adapters.opensearch import ledger as opensearch_ledger
-from derived_views.adapters.opensearch.session import AliasConflict, OpenSearchSession
+from derived_views.adapters.opensearch.session import OpenSearchSession
 from derived_views.adapters.sink_contract import (
+    AliasConflict,
     SinkPools,
     SinkSecretInvalid,
     SinkUnavailable,

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from derived_views.adapters.postgres.checks import run_checks
+from derived_views.adapters.postgres.checks import run_sql_checks
 from derived_views.adapters.postgres.pool import PgPool
 from derived_views.api.spec import CutoverChecks, SqlAssertion
 from derived_views.core import check_runs
@@ -94,7 +94,7 @@ def test_the_server_refuses_a_second_statement_sent_by_the_extended_protocol(
     escape = (f"SELECT 1 FROM {{index}} WHERE false ORDER BY 1 USING <; COMMIT; "
               f'RESET ROLE; CREATE TABLE "{indexes}"."{ESCAPED}"()')
     req = request(indexes, [{"name": "escape", "sql": escape}])
-    measured, _ = run_checks(conn, req, role=check_role)["escape"]
+    measured, _ = run_sql_checks(conn, req, role=check_role)["escape"]
     assert measured == checks.CouldNotRun(
         "cannot insert multiple commands into a prepared statement")
     assert _tables_named(conn, ESCAPED) == 0
@@ -113,7 +113,7 @@ def test_a_check_that_would_create_a_table_leaves_none(
         {"name": "into", "sql": f'SELECT * INTO "{indexes}"."{ESCAPED}" FROM {{index}}'},
         {"name": "as", "sql": f'CREATE TABLE "{indexes}"."{ESCAPED}" AS SELECT * FROM {{index}}'},
     ])
-    found = run_checks(conn, req, role=check_role)
+    found = run_sql_checks(conn, req, role=check_role)
     # DECLARE ... CURSOR FOR takes a query only
     assert found["into"][0] == checks.CouldNotRun("SELECT ... INTO is not allowed here")
     assert found["as"][0] == checks.CouldNotRun('syntax error at or near "CREATE"')
@@ -127,7 +127,7 @@ def test_the_budget_cuts_a_slow_run_short_and_names_itself(
     req = request(indexes, [{"name": "slow", "sql": slow, "timeoutSeconds": 3600},
                             {"name": "after", "sql": "SELECT 1 FROM {index} WHERE false"}],
                   budget=1.5)
-    found = run_checks(conn, req)
+    found = run_sql_checks(conn, req)
     slow_measured, seconds = found["slow"]
     assert isinstance(slow_measured, checks.CouldNotRun)
     assert slow_measured.cause.startswith("timed out after 1.5s: the run's time budget of "
@@ -194,8 +194,8 @@ def test_legitimate_checks_run_and_pass(conn: psycopg.Connection[Any], indexes: 
                                         check_role: str) -> None:
     req = request(indexes, [{"name": f"legit-{i}", "sql": c.sql, "expect": c.expect}
                             for i, c in enumerate(LEGITIMATE)])
-    found = run_checks(conn, req, role=check_role)
-    run = checks.judge(req, found, dt.datetime(2026, 11, 26, tzinfo=dt.UTC))
+    found = run_sql_checks(conn, req, role=check_role)
+    run = checks.judge_checks(req, found, dt.datetime(2026, 11, 26, tzinfo=dt.UTC))
     assert [(r.name, r.outcome.value, r.observed) for r in run.failing()] == []
 
 
@@ -225,7 +225,7 @@ def test_the_hostile_corpus_against_the_server(stack: Any, conn: psycopg.Connect
         try:
             req = request(indexes, [{"name": assertion.name, "sql": hostile.sql,
                                      "timeoutSeconds": 1}])
-            measured, _ = run_checks(session, req, role=check_role)[assertion.name]
+            measured, _ = run_sql_checks(session, req, role=check_role)[assertion.name]
         finally:
             pool.release(key, session)
         entry["server"] = (measured.cause if isinstance(measured, checks.CouldNotRun)

@@ -23,7 +23,7 @@ from derived_views.adapters.postgres.checks import (
     COLUMN_LIMIT,
     VALUE_LIMIT,
     capped_query,
-    run_checks,
+    run_sql_checks,
     session_settings,
 )
 from derived_views.api.spec import CutoverChecks, SqlAssertion
@@ -66,7 +66,7 @@ def test_counts_samples_and_assertions(conn: psycopg.Connection[Any], indexes: s
             {"name": "same-total", "expect": "true",
              "sql": "SELECT (SELECT sum(balance) FROM {index}) = "
                     "(SELECT sum(balance) FROM {active})"}]})
-    found = run_checks(conn, req)
+    found = run_sql_checks(conn, req)
     assert found["rowCount"][0] == checks.RowCounts(candidate=400, active=500)
     sample = found["keySample"][0]
     assert isinstance(sample, checks.KeySampleFound)
@@ -77,8 +77,8 @@ def test_counts_samples_and_assertions(conn: psycopg.Connection[Any], indexes: s
     assert found["no-negative-balances"][0] == checks.AssertionAnswer(1, ("c-0007", "-2.5"))
     assert found["same-total"][0] == checks.AssertionAnswer(1, ("false",))
     assert all(seconds >= 0 for _, seconds in found.values())
-    run = checks.judge(req, found, dt.datetime(2026, 11, 24, tzinfo=dt.UTC))
-    assert checks.summary(run) == "rowCount failed +3"
+    run = checks.judge_checks(req, found, dt.datetime(2026, 11, 24, tzinfo=dt.UTC))
+    assert checks.checks_summary(run) == "rowCount failed +3"
 
 
 def test_a_slow_query_times_out_as_an_error(conn: psycopg.Connection[Any], indexes: str) -> None:
@@ -86,7 +86,7 @@ def test_a_slow_query_times_out_as_an_error(conn: psycopg.Connection[Any], index
         {"name": "slow", "timeoutSeconds": 1,
          "sql": "SELECT a.customer_id FROM {index} a, {index} b, {index} c, {index} d "
                 "WHERE a.balance + b.balance + c.balance + d.balance < -1000"}]})
-    measured, seconds = run_checks(conn, req)["slow"]
+    measured, seconds = run_sql_checks(conn, req)["slow"]
     assert measured == checks.CouldNotRun("timed out after 1s (statement timeout)")
     assert 0.9 < seconds < 30
     # the session is usable afterwards, outside any transaction
@@ -101,7 +101,7 @@ def test_checks_cannot_write(conn: psycopg.Connection[Any], indexes: str) -> Non
     req = request(indexes, {"assertions": [
         {"name": "writes", "sql": "WITH gone AS (DELETE FROM {index} RETURNING customer_id) "
                                   "SELECT customer_id FROM gone"}]})
-    measured, _ = run_checks(conn, req)["writes"]
+    measured, _ = run_sql_checks(conn, req)["writes"]
     assert isinstance(measured, checks.CouldNotRun)
     assert measured.cause == "DECLARE CURSOR must not contain data-modifying statements in WITH"
     assert conn.execute(f'SELECT count(*) FROM "{indexes}"."{CAND}"').fetchone() == (400,)
@@ -110,7 +110,7 @@ def test_checks_cannot_write(conn: psycopg.Connection[Any], indexes: str) -> Non
 def test_a_sql_error_is_reported(conn: psycopg.Connection[Any], indexes: str) -> None:
     req = request(indexes, {"assertions": [
         {"name": "typo", "sql": "SELECT customer_id FROM {index} WHERE balanse < 0"}]})
-    measured, _ = run_checks(conn, req)["typo"]
+    measured, _ = run_sql_checks(conn, req)["typo"]
     assert measured == checks.CouldNotRun('column "balanse" does not exist')
 
 
@@ -127,13 +127,13 @@ def reader_role(conn: psycopg.Connection[Any]) -> Iterator[str]:
 def test_the_check_role_reads_only_what_it_was_granted(conn: psycopg.Connection[Any],
                                                       indexes: str, reader_role: str) -> None:
     req = request(indexes, {"rowCount": {"maxDifference": 0}})
-    measured, _ = run_checks(conn, req, role=reader_role)["rowCount"]
+    measured, _ = run_sql_checks(conn, req, role=reader_role)["rowCount"]
     assert isinstance(measured, checks.CouldNotRun)
     assert measured.cause.startswith(f"permission denied for schema {indexes}")
     assert f"role {reader_role} needs SELECT on the view's index tables" in measured.cause
     conn.execute(f'GRANT USAGE ON SCHEMA "{indexes}" TO "{reader_role}"')
     conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{indexes}" TO "{reader_role}"')
-    measured, _ = run_checks(conn, req, role=reader_role)["rowCount"]
+    measured, _ = run_sql_checks(conn, req, role=reader_role)["rowCount"]
     assert measured == checks.RowCounts(candidate=400, active=500)
     # the role ends with the transaction
     assert conn.execute("SELECT current_user = session_user").fetchone() == (True,)
@@ -220,7 +220,7 @@ def test_a_check_returning_1001_rows_of_huge_values_sends_one_capped_row(
         {"name": "many", "sql": f"SELECT {many} FROM {{index}} a, {{index}} b"}]})
     with proxy.connect() as conn:
         before = proxy.received
-        found = run_checks(conn, req)
+        found = run_sql_checks(conn, req)
         received = proxy.received - before
         # the counter sees what crosses: the same value fetched as it is takes a megabyte
         conn.execute(f"SELECT repeat('x', {huge})").fetchone()
@@ -325,7 +325,7 @@ def test_the_sink_user_s_defaults_do_not_change_how_a_check_reads(
     rendered = checks.rendered_sql(SqlAssertion(name="m", sql=misread.sql), indexes, CAND,
                                    ACTIVE)
     assert _as_text(session.execute(rendered).fetchone()) != misread.read
-    measured, _ = run_checks(session, request(indexes, {"assertions": [
+    measured, _ = run_sql_checks(session, request(indexes, {"assertions": [
         {"name": "m", "sql": misread.sql}]}))["m"]
     assert measured == checks.AssertionAnswer(rows=1, first_row=misread.read)
     assert _as_text(session.execute(rendered).fetchone()) != misread.read  # rolled back
@@ -344,11 +344,11 @@ def test_a_check_gets_no_more_memory_than_postgres_defaults_whatever_the_sink_us
                          "search_path": '"{schema}", pg_catalog', "client_encoding": "'LATIN1'",
                          "standard_conforming_strings": "off"}, "")
     req = request(indexes, {"assertions": [{"name": "s", "sql": SETTINGS_READ}]})
-    measured, _ = run_checks(session, req)["s"]
+    measured, _ = run_sql_checks(session, req)["s"]
     # temp_file_limit needs a superuser: the sink user cannot set it, so it stays unbounded
     assert measured == checks.AssertionAnswer(rows=1, first_row=(
         "4MB", "2", "pg_catalog, pg_temp", "on", "UTF8", "-1"))
-    measured, _ = run_checks(conn, req)["s"]  # the stack's user is a superuser
+    measured, _ = run_sql_checks(conn, req)["s"]  # the stack's user is a superuser
     assert measured == checks.AssertionAnswer(rows=1, first_row=(
         "4MB", "2", "pg_catalog, pg_temp", "on", "UTF8", "2GB"))
 
@@ -359,7 +359,7 @@ def test_a_superuser_s_check_stops_at_its_temp_file_limit(
     req = request(indexes, {"assertions": [{"name": "spills", "expect": "true", "sql": (
         "SELECT count(DISTINCT a.customer_id || b.customer_id || md5(a.customer_id || "
         "b.customer_id)) > 0 FROM {index} a, {index} b")}]})
-    measured, _ = run_checks(conn, req)["spills"]
+    measured, _ = run_sql_checks(conn, req)["spills"]
     assert measured == checks.CouldNotRun(
         "temporary file size exceeds temp_file_limit (1024kB)")
 
@@ -377,6 +377,6 @@ def test_values_reach_the_operator_by_their_output_functions_not_by_casts(
     req = request(indexes, {"assertions": [{"name": "row", "sql": (
         "SELECT c, NULL::int, c.balance > 0, ARRAY[c.customer_id], NULL::text "
         "FROM {index} c ORDER BY c.customer_id LIMIT 1")}]})
-    measured, _ = run_checks(conn, req)["row"]
+    measured, _ = run_sql_checks(conn, req)["row"]
     assert measured == checks.AssertionAnswer(rows=1, first_row=(
         "(c-0000,10)", "NULL", "true", "{c-0000}", "NULL"))

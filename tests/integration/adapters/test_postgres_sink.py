@@ -18,6 +18,7 @@ import pytest
 from psycopg import sql
 
 from derived_views.adapters.postgres import sink as pg
+from derived_views.adapters.sink_contract import AliasConflict
 from derived_views.core.observed import IndexOwner
 from dvstack.testing.waiting import wait_for
 
@@ -98,7 +99,7 @@ def test_switch_alias_is_guarded_and_idempotent(conn: Any, schema: str) -> None:
     pg.switch_alias(conn, schema, "v", "v__r1", None, owner=NS_A)
     assert pg.alias_target(conn, schema, "v") == "v__r1"
     assert conn.execute(f'SELECT n FROM "{schema}".v').fetchall() == [(1,)]
-    with pytest.raises(pg.AliasConflict):
+    with pytest.raises(AliasConflict):
         pg.switch_alias(conn, schema, "v", "v__r2", "v__other", owner=NS_A)
     pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner=NS_A)  # new columns are fine
     pg.switch_alias(conn, schema, "v", "v__r2", "v__r1", owner=NS_A)  # already there: no-op
@@ -175,7 +176,7 @@ def test_an_alias_owned_by_another_view_is_never_switched(conn: Any, schema: str
         "derivedviews.io/owner": {"namespace": "shop", "name": "orders", "uid": "uid-shop"},
         "derivedviews.io/serving": "own__r1"}
     billing = IndexOwner("billing", "orders", "uid-billing")
-    with pytest.raises(pg.AliasConflict, match=r"belongs to DerivedView shop/orders \(uid "
+    with pytest.raises(AliasConflict, match=r"belongs to DerivedView shop/orders \(uid "
                                                r"uid-shop\), not to DerivedView billing/orders"):
         pg.switch_alias(conn, schema, "own", "own__r2", "own__r1", owner=billing)
     assert pg.alias_target(conn, schema, "own") == "own__r1"
@@ -193,10 +194,10 @@ def test_a_view_re_created_under_the_name_never_switches_the_old_one_s_alias(
         conn.execute(f'CREATE TABLE "{schema}"."again__{rev}" (k int)')
     pg.switch_alias(conn, schema, "again", "again__r1", None, owner=SHOP)
     re_created = IndexOwner("shop", "orders", "uid-shop-again")
-    with pytest.raises(pg.AliasConflict, match="belongs to DerivedView shop/orders "
+    with pytest.raises(AliasConflict, match="belongs to DerivedView shop/orders "
                                                r"\(uid uid-shop\)"):
         pg.switch_alias(conn, schema, "again", "again__r2", "again__r1", owner=re_created)
-    with pytest.raises(pg.AliasConflict):  # nor repaired onto the index it serves
+    with pytest.raises(AliasConflict):  # nor repaired onto the index it serves
         pg.switch_alias(conn, schema, "again", "again__r1", "again__r1", owner=re_created)
     assert pg.alias_target(conn, schema, "again") == "again__r1"
     assert pg.alias_owner(conn, schema, "again") == SHOP
@@ -212,12 +213,12 @@ def test_an_alias_recorded_by_name_only_is_judged_by_name_and_gets_the_uid(
     conn.execute(f'COMMENT ON VIEW "{schema}"."old" IS '
                  "'derivedviews.io owner=shop/orders; serving index old__r1'")
     assert pg.alias_owner(conn, schema, "old") == IndexOwner("shop", "orders", "")
-    with pytest.raises(pg.AliasConflict, match="belongs to DerivedView shop/orders, not to"):
+    with pytest.raises(AliasConflict, match="belongs to DerivedView shop/orders, not to"):
         pg.switch_alias(conn, schema, "old", "old__r2", "old__r1",
                         owner=IndexOwner("billing", "orders", "uid-billing"))
     pg.switch_alias(conn, schema, "old", "old__r1", "old__r1", owner=SHOP)  # same index
     assert pg.alias_owner(conn, schema, "old") == SHOP
-    with pytest.raises(pg.AliasConflict):
+    with pytest.raises(AliasConflict):
         pg.switch_alias(conn, schema, "old", "old__r2", "old__r1",
                         owner=IndexOwner("shop", "orders", "uid-shop-again"))
 
@@ -227,7 +228,7 @@ def test_a_switch_refuses_an_index_another_view_records_and_an_owner_without_uid
     conn.execute(f'CREATE TABLE "{schema}"."idx__r1" (k text PRIMARY KEY)')
     _owned(conn, schema, "idx__r2", "billing", "orders", "uid-billing")
     pg.switch_alias(conn, schema, "idx", "idx__r1", None, owner=SHOP)
-    with pytest.raises(pg.AliasConflict, match="index .*idx__r2 belongs to DerivedView "
+    with pytest.raises(AliasConflict, match="index .*idx__r2 belongs to DerivedView "
                                                r"billing/orders \(uid uid-billing\)"):
         pg.switch_alias(conn, schema, "idx", "idx__r2", "idx__r1", owner=SHOP)
     with pytest.raises(ValueError, match="needs its view's uid"):

@@ -13,9 +13,9 @@ import pytest
 from psycopg import sql
 
 from dvjob.errors import ConfigError
+from dvjob.sinks.contract import IndexOwnedElsewhereError
 from dvjob.sinks.postgres.sink import (
     Connect,
-    IndexOwnedElsewhereError,
     PostgresSink,
 )
 from dvjob.sinks.schema import SinkColumn, TableLayout

@@ -41,12 +41,10 @@ from pyspark.sql.types import (
 from dvjob.batch_writer import BatchWriter
 from dvjob.errors import JobError, NullKeyError
 from dvjob.offsets import OffsetLogError
-from dvjob.sinks.contract import FrameRows
+from dvjob.sinks.contract import FrameRows, IndexOwnedElsewhereError, LedgerMismatchError
 from dvjob.sinks.postgres.sink import (
     Connect,
-    IndexOwnedElsewhereError,
     IndexTableMismatchError,
-    LedgerMismatchError,
     PostgresSink,
     index_ddl,
     owner_comment,
@@ -327,7 +325,6 @@ def test_foreach_batch_writer_remembers_why_it_failed(
         writer(batch, 5)  # no offsets/5: not a checkpoint Spark wrote
     assert isinstance(writer.failure, OffsetLogError)
     assert ledger_rows(connect, schema) == []
-
 
 
 # ---- large batches: staged by the executors, merged by the batch's transaction ----------

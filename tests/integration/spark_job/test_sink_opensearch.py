@@ -38,13 +38,12 @@ from dvjob.batch_progress import Progress
 from dvjob.batch_writer import BatchWriter
 from dvjob.errors import NullKeyError
 from dvjob.integrity import IndexLostError
+from dvjob.sinks.contract import IndexOwnedElsewhereError, LedgerMismatchError
 from dvjob.sinks.opensearch.mapping import index_body, ledger_body
 from dvjob.sinks.opensearch.sink import (
     BulkRefusedError,
     ForeignIndexError,
     IndexMappingMismatchError,
-    IndexOwnedElsewhereError,
-    LedgerMismatchError,
     OpenSearchSink,
 )
 from dvjob.sinks.schema import SinkColumn, TableLayout, table_layout

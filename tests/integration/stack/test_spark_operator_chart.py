@@ -27,7 +27,7 @@ def _render(tmp_path: Path) -> list[dict[str, Any]]:
         TAG, namespace_selector=node_support.NAMESPACE_SELECTOR)))
     done = subprocess.run(
         [str(helm_binary(settings)), "template", spark_operator.RELEASE,
-         str(spark_operator.chart_dir(settings)), "--namespace", spark_operator.NAMESPACE,
+         str(spark_operator.chart_dir(settings)), "--namespace", spark_operator._NAMESPACE,
          "--values", str(values),
          *spark_operator.post_renderer_flags(node_support.NAMESPACE_SELECTOR)],
         capture_output=True, text=True, timeout=120, check=False)

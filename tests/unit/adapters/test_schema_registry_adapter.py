@@ -208,7 +208,7 @@ def test_a_server_error_and_an_unreachable_registry_are_unavailable(plain: str) 
 
 def test_a_registry_that_does_not_answer_in_time_is_unavailable(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(schema_registry, "TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(schema_registry, "REGISTRY_TIMEOUT_SECONDS", 0.2)
     with socket.socket() as silent:  # accepts connections, never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen()

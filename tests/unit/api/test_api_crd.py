@@ -42,7 +42,7 @@ def test_committed_crd_matches_the_generator() -> None:
 
 def test_cli_writes_the_same_text(tmp_path: Path) -> None:
     out = tmp_path / "crd.yaml"
-    assert crd.main(["--output", str(out)]) == 0
+    assert crd.print_crd(["--output", str(out)]) == 0
     assert out.read_text() == crd.render()
 
 

@@ -28,10 +28,10 @@ OPENSEARCH: dict[str, Any] = {
 
 def test_the_kind_neutral_names_of_an_opensearch_sink() -> None:
     sink = DerivedViewSpec.model_validate(OPENSEARCH).sink
-    assert (sink.kind, sink.base_name, sink.scope, sink.secret_ref.name) == (
+    assert (sink.kind, sink.alias, sink.db_schema, sink.secret_ref.name) == (
         "opensearch", "orders", "", "search")
-    assert sink.alias_display == "orders"
-    assert DerivedViewSpec.model_validate(POSTGRES).sink.alias_display == "public.orders"
+    assert sink.qualified_alias == "orders"
+    assert DerivedViewSpec.model_validate(POSTGRES).sink.qualified_alias == "public.orders"
 
 
 @pytest.mark.parametrize("sink", [

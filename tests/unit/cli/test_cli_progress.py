@@ -10,10 +10,10 @@ import pytest
 from derived_views.api.status import DerivedViewStatus, Lag
 from derived_views.cli.progress import (
     Estimate,
-    Observation,
     Outcome,
     PartitionProgress,
-    Verdict,
+    Poll,
+    WatchVerdict,
     batch_line,
     estimate,
     partitions,
@@ -40,8 +40,8 @@ def test_a_lag_above_the_recorded_end_offset_is_nothing_done_not_negative() -> N
     assert partitions(lag) == [PartitionProgress("t/0", done=0, total=70)]
 
 
-def obs(seconds: float, *parts: tuple[str, int, int]) -> Observation:
-    return Observation(T0 + dt.timedelta(seconds=seconds),
+def obs(seconds: float, *parts: tuple[str, int, int]) -> Poll:
+    return Poll(T0 + dt.timedelta(seconds=seconds),
                        tuple(PartitionProgress(k, done=d, total=t) for k, d, t in parts))
 
 
@@ -66,7 +66,7 @@ LATER = obs(10, ("t/0", 3000, 6000), ("t/1", 2000, 2000))
     (obs(5, ("t/0", 0, 100)), obs(5, ("t/0", 50, 100)), None, Estimate(rate=None,
                                                                        eta_seconds=None)),
 ])
-def test_estimate(earlier: Observation | None, later: Observation, key: str | None,
+def test_estimate(earlier: Poll | None, later: Poll, key: str | None,
                   expected: Estimate) -> None:
     assert estimate(earlier, later, key) == expected
 
@@ -119,24 +119,24 @@ CANDIDATE = {"revision": "bb", "index": "v__bb", "phase": "Backfilling",
 
 @pytest.mark.parametrize(("fields", "generation", "expected"), [
     ({"observedGeneration": 2, "conditions": [cond("Ready", "True", "Serving")]}, 2,
-     Verdict(Outcome.DONE, "Ready, no candidate left")),
+     WatchVerdict(Outcome.DONE, "Ready, no candidate left")),
     ({"observedGeneration": 2, "candidate": CANDIDATE,
-      "conditions": [cond("Ready", "True", "Serving")]}, 2, Verdict(Outcome.WAITING)),
+      "conditions": [cond("Ready", "True", "Serving")]}, 2, WatchVerdict(Outcome.WAITING)),
     # Ready for an older generation: the operator has not seen the new spec yet.
     ({"observedGeneration": 1, "conditions": [cond("Ready", "True", "Serving")]}, 2,
-     Verdict(Outcome.WAITING)),
-    ({"conditions": [cond("Ready", "False", "Backfilling")]}, None, Verdict(Outcome.WAITING)),
+     WatchVerdict(Outcome.WAITING)),
+    ({"conditions": [cond("Ready", "False", "Backfilling")]}, None, WatchVerdict(Outcome.WAITING)),
     ({"conditions": [cond("Ready", "True", "Serving"),
                      cond("Degraded", "True", "DeadlineExceeded", "not caught up in 3600s")]},
-     None, Verdict(Outcome.FAILED, "Degraded (DeadlineExceeded): not caught up in 3600s")),
+     None, WatchVerdict(Outcome.FAILED, "Degraded (DeadlineExceeded): not caught up in 3600s")),
     ({"conditions": [cond("Stalled", "True", "SinkTableClaimed")]}, None,
-     Verdict(Outcome.FAILED, "Stalled (SinkTableClaimed)")),
+     WatchVerdict(Outcome.FAILED, "Stalled (SinkTableClaimed)")),
     ({"revision": "bb", "revisions": [{**RECORD, "revision": "bb", "phase": "Failed",
                                        "reason": "JobFailed", "message": "driver exited 1"}]},
-     None, Verdict(Outcome.FAILED, "revision bb Failed (JobFailed): driver exited 1")),
+     None, WatchVerdict(Outcome.FAILED, "revision bb Failed (JobFailed): driver exited 1")),
 ])
 def test_watch_verdict(fields: dict[str, Any], generation: int | None,
-                       expected: Verdict) -> None:
+                       expected: WatchVerdict) -> None:
     assert watch_verdict(status(**fields), generation) == expected
 
 

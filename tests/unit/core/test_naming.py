@@ -11,13 +11,12 @@ from derived_views.core import naming
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-def test_index_and_alias_names() -> None:
+def test_an_index_is_named_after_its_alias_and_revision() -> None:
     assert naming.index_table("orders_by_customer", "71250ff800") == \
         "orders_by_customer__71250ff800"
-    assert naming.alias_name("orders_by_customer") == "orders_by_customer"
 
 
-def test_the_longest_table_base_still_fits_postgres() -> None:
+def test_the_longest_alias_still_fits_postgres() -> None:
     base = "t" * 40  # the CRD's maximum
     assert len(naming.index_table(base, "0123456789")) == 52
 

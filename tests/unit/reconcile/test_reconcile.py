@@ -157,7 +157,7 @@ def test_pruning_planned_without_the_sink_stops_the_pass() -> None:
 class DeferringSink:
     """A sink whose switch is deferred (the candidate stayed behind the serving index)."""
 
-    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+    def switch_alias(self, schema: str, alias: str, to_index: str, from_index: str | None, *,
                      owner: str, not_behind: Guard | None = None) -> None:
         raise SwitchDeferred("revision c stayed behind the serving revision a on t/0 by 2")
 

@@ -40,7 +40,7 @@ def _reading(secrets: dict[str, dict[str, str]]) -> Any:
 
 
 def test_the_core_reads_the_sink_through_kind_neutral_names() -> None:
-    assert (SPEC.sink.kind, SPEC.sink.base_name, SPEC.sink.scope, SPEC.sink.secret_ref.name) == (
+    assert (SPEC.sink.kind, SPEC.sink.alias, SPEC.sink.db_schema, SPEC.sink.secret_ref.name) == (
         "postgres", "orders", "shop", "db")
     assert SPEC.sink.kind in SINK_KINDS
 

@@ -27,10 +27,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from derived_views.adapters.kafka.refusals import REFUSALS
 from derived_views.core.log.kafka_connection import KafkaCluster
 
 TopicEnds = dict[tuple[str, int], int]
-TIMEOUT_SECONDS = 5.0
+_TIMEOUT_SECONDS = 5.0
 
 
 class OffsetsUnavailable(Exception):
@@ -95,8 +96,7 @@ def _of(by_topic: Mapping[str, TopicEnds], topics: Collection[str]) -> TopicEnds
 def _first_error(errors: list[KafkaError]) -> KafkaError | None:
     """The most telling error librdkafka reported: authentication beats transport noise."""
     for err in errors:
-        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
-                          KafkaError._SSL, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+        if err.code() in REFUSALS:
             return err
     return errors[0] if errors else None
 
@@ -135,7 +135,7 @@ class OffsetsReader:
     so the next fetch starts as a new client would (and reports what it meets).
     """
 
-    def __init__(self, *, timeout: float = TIMEOUT_SECONDS,
+    def __init__(self, *, timeout: float = _TIMEOUT_SECONDS,
                  layout_seconds: float = LAYOUT_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.timeout, self.layout_seconds, self.clock = timeout, layout_seconds, clock
@@ -242,7 +242,7 @@ class OffsetsReader:
 
 
 def read_end_offsets(cluster: KafkaCluster, topics: Iterable[str], *,
-                     timeout: float = TIMEOUT_SECONDS) -> Fetched:
+                     timeout: float = _TIMEOUT_SECONDS) -> Fetched:
     """High and low watermarks of `topics` in one metadata and two offsets requests, by a
     client made for this call alone.
 
@@ -269,13 +269,13 @@ def _read_present(bootstrap: str | KafkaCluster, topics: Iterable[str],
 
 
 def fetch_end_offsets(bootstrap: str | KafkaCluster, topics: Iterable[str], *,
-                      timeout: float = TIMEOUT_SECONDS) -> TopicEnds:
+                      timeout: float = _TIMEOUT_SECONDS) -> TopicEnds:
     """High watermarks of `topics`, all of which must exist (tools and tests)."""
     return dict(_read_present(bootstrap, topics, timeout).ends)
 
 
 def fetch_log_starts(bootstrap: str | KafkaCluster, topics: Iterable[str], *,
-                     timeout: float = TIMEOUT_SECONDS) -> TopicEnds:
+                     timeout: float = _TIMEOUT_SECONDS) -> TopicEnds:
     """Log start offsets (low watermarks) of `topics`, all of which must exist (tools and
     tests): where a reader from `earliest` begins once retention has deleted records."""
     return dict(_read_present(bootstrap, topics, timeout).starts or {})

@@ -27,21 +27,17 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from derived_views.adapters.kafka.refusals import REFUSALS
 from derived_views.core.log.kafka_connection import KafkaCluster
 
 Wanted = tuple[tuple[str, int], int]
 """((topic, partition), offset)."""
 
-TIMEOUT_SECONDS = 5.0
+_TIMEOUT_SECONDS = 5.0
 FEW_TOPICS = 3
 """Up to this many topics in a reading have their metadata fetched by name (see _learn)."""
 CACHE_SIZE = 100_000
 """Cached answers (about 200 bytes each) across all clusters, least recently used first out."""
-
-
-REFUSALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
-                      KafkaError._SSL, KafkaError.TOPIC_AUTHORIZATION_FAILED})
-"""Errors no wait will cure: reported at once instead of at the deadline."""
 
 
 class RecordTimesUnavailable(Exception):
@@ -77,7 +73,7 @@ class RecordTimesReader:
     waiting on that one reads it for all of them.
     """
 
-    def __init__(self, *, timeout: float = TIMEOUT_SECONDS, cache_size: int = CACHE_SIZE) -> None:
+    def __init__(self, *, timeout: float = _TIMEOUT_SECONDS, cache_size: int = CACHE_SIZE) -> None:
         self.timeout, self.cache_size = timeout, cache_size
         self._cache: OrderedDict[tuple[KafkaCluster, Wanted], dt.datetime] = OrderedDict()
         self._consumers: dict[KafkaCluster, Consumer] = {}

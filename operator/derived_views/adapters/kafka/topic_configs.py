@@ -20,14 +20,12 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from derived_views.adapters.kafka.refusals import REFUSALS
 from derived_views.core.log.kafka_connection import KafkaCluster
 from derived_views.core.observed import TopicRetention
 
-TIMEOUT_SECONDS = 5.0
+_TIMEOUT_SECONDS = 5.0
 INTERVAL_SECONDS = 300.0
-REFUSALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
-                      KafkaError._SSL, KafkaError.TOPIC_AUTHORIZATION_FAILED})
-"""Client errors that say most about why a request ended in a timeout."""
 
 
 class TopicConfigsUnavailable(Exception):
@@ -59,7 +57,7 @@ def retention_of(values: Mapping[str, str | None]) -> TopicRetention:
 
 
 def describe_topic_configs(cluster: KafkaCluster, topics: Iterable[str], *,
-                           timeout: float = TIMEOUT_SECONDS) -> dict[str, TopicRetention]:
+                           timeout: float = _TIMEOUT_SECONDS) -> dict[str, TopicRetention]:
     """The retention settings of `topics` in one describe-configs request; a topic the
     cluster lacks is absent. Raises TopicConfigsUnavailable when the cluster cannot be asked,
     refuses, or errs on a topic it has."""

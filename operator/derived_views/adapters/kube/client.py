@@ -10,12 +10,16 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from derived_views.api.constants import MANAGED_BY, MANAGED_BY_LABEL, VIEW_NAMESPACE_LABEL
+from derived_views.api.constants import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    VIEW_LABEL,
+    VIEW_NAMESPACE_LABEL,
+)
 from derived_views.core.actions import SecretCopy
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 DV_GROUP, DV_VERSION, DV_PLURAL = "derivedviews.io", "v1alpha1", "derivedviews"
-VIEW_LABEL = "derivedviews.io/view"
 SPARK_ROLE_LABEL = "spark-role"
 """Spark labels its pods `spark-role=driver` / `spark-role=executor`."""
 

@@ -8,7 +8,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 FIELD_MANAGER = "derived-views-crds"
-TIMEOUT_SECONDS = 30
+_TIMEOUT_SECONDS = 30
 
 
 class Crds:
@@ -18,7 +18,7 @@ class Crds:
 
     def get(self, name: str) -> dict[str, Any] | None:
         try:
-            obj = self.api.read_custom_resource_definition(name, _request_timeout=TIMEOUT_SECONDS)
+            obj = self.api.read_custom_resource_definition(name, _request_timeout=_TIMEOUT_SECONDS)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -30,8 +30,8 @@ class Crds:
         """Server-side apply: fields other managers own (e.g. Helm's labels) are kept."""
         self.api.patch_custom_resource_definition(
             crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER, force=True,
-            _content_type="application/apply-patch+yaml", _request_timeout=TIMEOUT_SECONDS)
+            _content_type="application/apply-patch+yaml", _request_timeout=_TIMEOUT_SECONDS)
 
     def create(self, crd: dict[str, Any]) -> None:
         self.api.create_custom_resource_definition(crd, field_manager=FIELD_MANAGER,
-                                                   _request_timeout=TIMEOUT_SECONDS)
+                                                   _request_timeout=_TIMEOUT_SECONDS)

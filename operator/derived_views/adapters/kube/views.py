@@ -16,7 +16,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from derived_views.api.constants import GROUP, PLURAL, VERSION
 
-REQUEST_TIMEOUT_SECONDS = 10
+_REQUEST_TIMEOUT_SECONDS = 10
 """A CLI call should fail fast when the API server is unreachable, not hang."""
 
 
@@ -73,17 +73,17 @@ class Views:
         """Views in a namespace, or in every namespace when `namespace` is None."""
         if namespace is None:
             listing = self._call(lambda: self.custom.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, _request_timeout=REQUEST_TIMEOUT_SECONDS))
+                GROUP, VERSION, PLURAL, _request_timeout=_REQUEST_TIMEOUT_SECONDS))
         else:
             listing = self._call(lambda: self.custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, _request_timeout=REQUEST_TIMEOUT_SECONDS))
+                GROUP, VERSION, namespace, PLURAL, _request_timeout=_REQUEST_TIMEOUT_SECONDS))
         return list(listing.get("items", []))
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         view: dict[str, Any] = self._call(
             lambda: self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name,
-                _request_timeout=REQUEST_TIMEOUT_SECONDS),
+                _request_timeout=_REQUEST_TIMEOUT_SECONDS),
             namespace=namespace, name=name)
         return view
 
@@ -97,7 +97,7 @@ class Views:
         view: dict[str, Any] = self._call(
             lambda: self.custom.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name, body,
-                _request_timeout=REQUEST_TIMEOUT_SECONDS),
+                _request_timeout=_REQUEST_TIMEOUT_SECONDS),
             namespace=namespace, name=name)
         return view
 

@@ -17,7 +17,7 @@ from opensearchpy import OpenSearch, TransportError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import ConnectionTimeout
 
-from derived_views.core.check_runs import CheckRequest, Kind, measured
+from derived_views.core.check_runs import EXAMPLES, CheckKind, CheckRequest, measured
 from derived_views.core.cutover.checks import (
     CouldNotRun,
     KeySampleFound,
@@ -25,17 +25,15 @@ from derived_views.core.cutover.checks import (
     RowCounts,
 )
 
-EXAMPLES = 3
 
-
-def run_checks(client: OpenSearch, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
+def run_query_checks(client: OpenSearch, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
     """Each check's measurement and how long it took; a check that cannot run says why."""
     found: dict[str, tuple[Measurement, float]] = {}
     timeout = float(request.checks.timeout_seconds)
     for check in measured(request):  # the registry of check kinds, in its order
-        if check.kind is Kind.ROW_COUNT:
+        if check.kind is CheckKind.ROW_COUNT:
             found[check.name] = _timed(timeout, lambda: _row_counts(client, request, timeout))
-        elif check.kind is Kind.KEY_SAMPLE:
+        elif check.kind is CheckKind.KEY_SAMPLE:
             found[check.name] = _timed(timeout, lambda: _key_sample(client, request, timeout))
         else:
             found[check.name] = (CouldNotRun("SQL assertions need a PostgreSQL sink"), 0.0)
@@ -49,11 +47,11 @@ def _timed(timeout: float, measure: Callable[[], Measurement]) -> tuple[Measurem
     except ConnectionTimeout:
         measured = CouldNotRun(f"timed out after {timeout:g}s")
     except (OpenSearchConnectionError, TransportError) as exc:
-        measured = CouldNotRun(first_line(exc))
+        measured = CouldNotRun(message_line(exc))
     return measured, time.perf_counter() - started
 
 
-def first_line(exc: BaseException) -> str:
+def message_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 from opensearchpy import OpenSearch
 
-REQUEST_TIMEOUT_SECONDS = 30
+_REQUEST_TIMEOUT_SECONDS = 30
 # The client logs every request at INFO and every 404 at WARNING (an alias not made yet is a
 # 404 on each pass): that would drown the operator's log. A failure that matters raises, and
 # the pass reports it in the view's status and in the operator's log.
 logging.getLogger("opensearch").setLevel(logging.ERROR)
-SECRET_KEYS = "url and optionally username and password"
+_SECRET_KEYS = "url and optionally username and password"
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class OpenSearchCredentials:
         """The Secret's keys; ValueError names what is missing or malformed (never a value)."""
         url = (data.get("url") or "").strip()
         if not url:
-            raise ValueError(f"key url is missing (an OpenSearch sink Secret holds {SECRET_KEYS})")
+            raise ValueError(f"key url is missing (an OpenSearch sink Secret holds {_SECRET_KEYS})")
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError("key url must be an http:// or https:// address of the cluster, "
@@ -49,7 +49,7 @@ class OpenSearchCredentials:
 
     def client(self, pool_size: int) -> OpenSearch:
         auth = (self.username, self.password) if self.username and self.password else None
-        return OpenSearch(hosts=[self.url], http_auth=auth, timeout=REQUEST_TIMEOUT_SECONDS,
+        return OpenSearch(hosts=[self.url], http_auth=auth, timeout=_REQUEST_TIMEOUT_SECONDS,
                           pool_maxsize=pool_size, max_retries=0, retry_on_timeout=False)
 
 

@@ -19,11 +19,8 @@ from typing import Any, NamedTuple
 
 from opensearchpy import NotFoundError, OpenSearch
 
+from derived_views.adapters.sink_contract import LEDGER_KEEP_BATCHES, RATE_WINDOW_SECONDS
 from derived_views.core.observed import LedgerPosition, RunningBatch
-
-RATE_WINDOW_SECONDS = 30
-"""As the PostgreSQL ledger: the commit rate is measured over about this window."""
-LEDGER_KEEP_BATCHES = 20
 
 
 def _summary_id(revision: str) -> str:

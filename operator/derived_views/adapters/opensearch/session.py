@@ -21,9 +21,10 @@ from opensearchpy import NotFoundError, OpenSearch, TransportError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 
 from derived_views.adapters.opensearch import ledger
-from derived_views.adapters.opensearch.checks import first_line, run_checks
+from derived_views.adapters.opensearch.checks import message_line, run_query_checks
 from derived_views.adapters.opensearch.client import OpenSearchClients, OpenSearchCredentials
 from derived_views.adapters.sink_contract import (
+    AliasConflict,
     SinkPools,
     SinkSecretInvalid,
     SinkUnavailable,
@@ -50,10 +51,6 @@ STALE_HOLD = dt.timedelta(seconds=90)
 """A switch holds the serving index's writes for at most its wait (30 s) and one request."""
 
 
-class AliasConflict(RuntimeError):
-    """The alias is not where the switch expected it, or belongs to another view."""
-
-
 class OpenSearchSession:
     """One pass's use of the pooled client of the view's cluster."""
 
@@ -74,7 +71,7 @@ class OpenSearchSession:
         try:
             client.transport.perform_request("GET", "/")
         except (OpenSearchConnectionError, TransportError) as exc:
-            raise SinkUnavailable(f"OpenSearch at {creds.url}: {first_line(exc)}") from None
+            raise SinkUnavailable(f"OpenSearch at {creds.url}: {message_line(exc)}") from None
         return cls(client, settings.sinks.ledger_table)
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
@@ -83,8 +80,8 @@ class OpenSearchSession:
             self.client, self.ledger_index, revisions_to_observe(spec, status))
         self._read = (positions, oldest)
         # After the ledger: an index its newest batch names must exist now, unless it was lost.
-        found = self._indexes(spec.sink.base_name, index_tables_to_observe(spec, status))
-        alias = spec.sink.base_name
+        found = self._indexes(spec.sink.alias, index_tables_to_observe(spec, status))
+        alias = spec.sink.alias
         self._lift_stale_hold(alias)
         target = self._alias_target(alias)
         return SinkObserved(
@@ -175,9 +172,9 @@ class OpenSearchSession:
         return ledger.prune(self.client, self.ledger_index, positions, oldest)
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
-        return run_checks(self.client, request)
+        return run_query_checks(self.client, request)
 
-    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+    def switch_alias(self, schema: str, alias: str, to_index: str, from_index: str | None, *,
                      owner: IndexOwner, not_behind: Guard | None = None) -> None:
         if not owner.uid:  # recorded without one, the alias would go to any view of its name
             raise ValueError(f"switching alias {alias} needs its view's uid")
@@ -248,14 +245,14 @@ class OpenSearchSession:
         level = {guard.active: reached} if reached is not None else {}
         wait_until_level(guard, lambda: {**self._heads(guard.candidate), **level}, held=True)
 
-    def drop_alias(self, scope: str, alias: str) -> None:
+    def drop_alias(self, schema: str, alias: str) -> None:
         target = self._alias_target(alias)
         if target is None:
             return
         with contextlib.suppress(NotFoundError):
             self.client.transport.perform_request("DELETE", f"/{target}/_alias/{alias}")
 
-    def drop_index(self, scope: str, index: str, revision: str, *, owner_uid: str) -> None:
+    def drop_index(self, schema: str, index: str, revision: str, *, owner_uid: str) -> None:
         if self._alias_target(index.rsplit("__", 1)[0]) == index:
             raise RuntimeError(f"index {index} is the alias's target; not dropping")
         recorded = owner_of(self._meta(index))

@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from derived_views.core.check_runs import CheckRequest, Kind, measured
+from derived_views.core.check_runs import EXAMPLES, CheckKind, CheckRequest, measured
 from derived_views.core.cutover.checks import (
     SHOWN_LIMIT,
     AssertionAnswer,
@@ -46,7 +46,6 @@ from derived_views.core.judges.assertion_sql import statement_text
 
 ASSERTION_ROW_LIMIT = 1000
 """Rows of a `noRows` assertion counted before stopping: enough to say how bad it is."""
-EXAMPLES = 3
 VALUE_LIMIT = SHOWN_LIMIT
 """Characters of one value of an assertion's first row that reach the operator: no more
 than the status shows (at most 4 bytes each in UTF-8)."""
@@ -95,7 +94,7 @@ writes to disk. Otherwise the platform sets it for the sink user (ALTER ROLE ...
 temp_file_limit, as a superuser)."""
 
 
-def run_checks(conn: psycopg.Connection[Any], request: CheckRequest,
+def run_sql_checks(conn: psycopg.Connection[Any], request: CheckRequest,
                role: str | None = None) -> dict[str, tuple[Measurement, float]]:
     """Each check's measurement and how long it took; a check that cannot run says why.
 
@@ -106,9 +105,9 @@ def run_checks(conn: psycopg.Connection[Any], request: CheckRequest,
     for check in measured(request):  # the registry of check kinds, in its order
         timeout = request.checks.timeout_seconds
         measure: Callable[[float], Measurement]
-        if check.kind is Kind.ROW_COUNT:
+        if check.kind is CheckKind.ROW_COUNT:
             measure = lambda _: _row_counts(conn, request)  # noqa: E731
-        elif check.kind is Kind.KEY_SAMPLE:
+        elif check.kind is CheckKind.KEY_SAMPLE:
             measure = lambda _: _key_sample(conn, request)  # noqa: E731
         else:
             assert check.assertion is not None

@@ -12,7 +12,7 @@ from typing import Any
 
 from derived_views.adapters.postgres import sink as pg
 from derived_views.adapters.postgres.bad_records import bad_record_counts
-from derived_views.adapters.postgres.checks import run_checks
+from derived_views.adapters.postgres.checks import run_sql_checks
 from derived_views.adapters.postgres.pool import PgPool
 from derived_views.adapters.postgres.progress import running_batches
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
@@ -54,7 +54,7 @@ class PostgresSession:
 
     def observe(self, spec: DerivedViewSpec, status: DerivedViewStatus, *,
                 dropping: bool) -> SinkObserved:
-        conn, schema, ledger_table = self.conn, spec.sink.scope, self.ledger_table
+        conn, schema, ledger_table = self.conn, spec.sink.db_schema, self.ledger_table
         tables = index_tables_to_observe(spec, status)
         indexes = pg.existing_tables(conn, schema, tables)
         ledger = pg.ledger_positions(conn, schema, revisions_to_observe(spec, status),
@@ -62,7 +62,7 @@ class PostgresSession:
         self._read = (schema, sorted(ledger))
         # After the ledger: a table its newest row names must exist now, unless it was lost.
         oids = pg.table_oids(conn, schema, tables)
-        alias = spec.sink.base_name
+        alias = spec.sink.alias
         target = pg.alias_target(conn, schema, alias)
         return SinkObserved(
             indexes=frozenset(indexes), alias_target=target,
@@ -82,18 +82,18 @@ class PostgresSession:
         return pg.prune_ledger(self.conn, schema, revisions, ledger=self.ledger_table)
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
-        return run_checks(self.conn, request, self.check_role)
+        return run_sql_checks(self.conn, request, self.check_role)
 
-    def switch_alias(self, scope: str, alias: str, to_index: str, from_index: str | None, *,
+    def switch_alias(self, schema: str, alias: str, to_index: str, from_index: str | None, *,
                      owner: IndexOwner, not_behind: Guard | None = None) -> None:
-        pg.switch_alias(self.conn, scope, alias, to_index, from_index, owner=owner,
+        pg.switch_alias(self.conn, schema, alias, to_index, from_index, owner=owner,
                         not_behind=not_behind, ledger=self.ledger_table)
 
-    def drop_alias(self, scope: str, alias: str) -> None:
-        pg.drop_alias(self.conn, scope, alias)
+    def drop_alias(self, schema: str, alias: str) -> None:
+        pg.drop_alias(self.conn, schema, alias)
 
-    def drop_index(self, scope: str, index: str, revision: str, *, owner_uid: str) -> None:
-        pg.drop_index(self.conn, scope, index, revision, ledger=self.ledger_table,
+    def drop_index(self, schema: str, index: str, revision: str, *, owner_uid: str) -> None:
+        pg.drop_index(self.conn, schema, index, revision, ledger=self.ledger_table,
                       owner_uid=owner_uid)
 
     def close(self) -> None:

@@ -24,6 +24,9 @@ from psycopg import sql
 from derived_views.adapters.postgres import alias as postgres_alias
 from derived_views.adapters.postgres.alias import SwitchRefused
 from derived_views.adapters.sink_contract import (
+    LEDGER_KEEP_BATCHES,
+    RATE_WINDOW_SECONDS,
+    AliasConflict,
     SinkUnavailable,
     SwitchDeferred,
     wait_until_level,
@@ -88,10 +91,6 @@ class PgConnection:
                                   f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
 
 
-RATE_WINDOW_SECONDS = 30
-"""How far back the earlier ledger row is taken from, to measure a revision's commit rate."""
-
-
 def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
                      ledger: str = LEDGER_TABLE) -> dict[str, LedgerPosition]:
     """Newest ledger row per revision (with where the revision's replay began, which the job
@@ -139,10 +138,6 @@ def ledger_positions(conn: psycopg.Connection[Any], schema: str, revisions: Iter
                                        history_start=None if history_start is None
                                        else _flat_offsets(history_start))
     return out
-
-
-LEDGER_KEEP_BATCHES = 20
-"""Newest ledger rows of a revision always kept, beyond what the commit rate reads."""
 
 
 def prune_ledger(conn: psycopg.Connection[Any], schema: str, revisions: Iterable[str],
@@ -339,10 +334,6 @@ def drop_blockers(conn: psycopg.Connection[Any], schema: str, alias: str,
         if table is not None:
             found.update(postgres_alias.dependents(conn, table.oid))
     return tuple(sorted(found - own))
-
-
-class AliasConflict(Exception):
-    """The alias no longer points where the caller believed: someone else moved it."""
 
 
 _NAME_ONLY_OWNER = re.compile(r"derivedviews\.io owner=([^/\s;]+)/([^/\s;]+);")

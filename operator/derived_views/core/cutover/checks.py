@@ -7,7 +7,7 @@ index (this module says when, and what), an adapter measures, and this module ju
 the measurements; the planner switches only on a passing run made while the gate held.
 
 Pure: the planner asks `due` each pass and plans a run of the `CheckRequest` (the shell
-queues it on its check runner, an adapter measures); the shell gives `judge` what the
+queues it on its check runner, an adapter measures); the shell gives `judge_checks` what the
 adapter measured, and a later pass's planner takes the judged run (`Held`).
 """
 
@@ -35,13 +35,13 @@ from derived_views.api.status import (
     Phase,
 )
 from derived_views.core import reasons
-from derived_views.core.check_runs import PARITY, CheckRequest, Kind, configured
+from derived_views.core.check_runs import PARITY, CheckKind, CheckRequest, configured
 from derived_views.core.judges.assertion_sql import check_sql_problem
 from derived_views.core.revision import revision_of
 from derived_views.core.times import seconds_between
 
-ROW_COUNT = Kind.ROW_COUNT.value
-KEY_SAMPLE = Kind.KEY_SAMPLE.value
+ROW_COUNT = CheckKind.ROW_COUNT.value
+KEY_SAMPLE = CheckKind.KEY_SAMPLE.value
 SHOWN_LIMIT = 300
 """Characters of a returned row or an error kept in the status."""
 
@@ -77,7 +77,7 @@ def refused_assertion(spec: DerivedViewSpec, index: str, active: str | None
     checks = checks_of(spec)
     if checks is None:
         return None
-    schema = spec.sink.scope
+    schema = spec.sink.db_schema
     tables = frozenset({(schema, index), (schema, active or index)})
     for assertion in checks.assertions:
         problem = check_sql_problem(rendered_sql(assertion, schema, index, active), tables)
@@ -113,7 +113,7 @@ def due(spec: DerivedViewSpec, status: DerivedViewStatus, now: dt.datetime, *,
                   if active_record is not None and active_record.content is not None else None)
     key = tuple(spec.sink.primary_key)
     return CheckRequest(
-        revision=revision, schema=spec.sink.scope, index=record.index,
+        revision=revision, schema=spec.sink.db_schema, index=record.index,
         active_index=active_index, primary_key=key, same_key=active_key == key,
         checks=checks, checks_hash=digest)
 
@@ -227,7 +227,7 @@ def _assertion(assertion: SqlAssertion, found: AssertionAnswer
     return CheckOutcome.Passed if passed else CheckOutcome.Failed, observed, "one row: true"
 
 
-def judge(request: CheckRequest, found: Mapping[str, tuple[Measurement, float]],
+def judge_checks(request: CheckRequest, found: Mapping[str, tuple[Measurement, float]],
           now: dt.datetime) -> CheckRun:
     """The run's results, in the spec's order: rowCount, keySample, then the assertions."""
     results: list[CheckResult] = []
@@ -261,7 +261,7 @@ def judge(request: CheckRequest, found: Mapping[str, tuple[Measurement, float]],
     return CheckRun(checks_hash=request.checks_hash, checked_at=now, results=results)
 
 
-def summary(run: CheckRun | None) -> str:
+def checks_summary(run: CheckRun | None) -> str:
     """The CHECKS column: `3/3 passed`, `rowCount failed`, `pending`."""
     if run is None:
         return "pending"

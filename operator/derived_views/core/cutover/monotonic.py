@@ -74,7 +74,7 @@ def comparable(end_offsets: Mapping[TopicPartition, int], topics: Collection[str
                      if tp[0] in topics and committed.get(tp, 0) <= end)
 
 
-def describe(gap: Mapping[TopicPartition, int], limit: int = 3) -> str:
+def describe_gap(gap: Mapping[TopicPartition, int], limit: int = 3) -> str:
     """`orders/0 by 1200, orders/2 by 35` (the largest gaps first, at most `limit`)."""
     worst = sorted(gap.items(), key=lambda item: (-item[1], item[0]))
     text = ", ".join(f"{t}/{p} by {n}" for (t, p), n in worst[:limit])
@@ -102,7 +102,7 @@ class Guard:
         how = ("with the serving job's commits held" if held
                else "while both jobs committed")
         return (f"revision {self.candidate} stayed behind the serving revision {self.active} "
-                f"for {self.wait_seconds:g}s {how}, on {describe(gap)}")
+                f"for {self.wait_seconds:g}s {how}, on {describe_gap(gap)}")
 
 
 MIN_WAIT_SECONDS = 5.0

@@ -49,12 +49,12 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
         transform = {"python": spec.transform.python.function}
     sink: dict[str, Any] = {
         "kind": spec.sink.kind,
-        "table": naming.index_table(spec.sink.base_name, revision),
-        "schema": spec.sink.scope,
+        "table": naming.index_table(spec.sink.alias, revision),
+        "schema": spec.sink.db_schema,
         "primaryKey": list(spec.sink.primary_key),
         "ledgerTable": ledger_table,
     }
-    if not spec.sink.scope:  # OpenSearch has none
+    if not spec.sink.db_schema:  # OpenSearch has none
         del sink["schema"]
     document: dict[str, Any] = {
         "view": f"{namespace}/{view}",

@@ -23,7 +23,7 @@ from derived_views.core.observed import (
 )
 
 
-class Kind(StrEnum):
+class JobState(StrEnum):
     RUNNING = "Running"
     STARTING = "Starting"
     """Not running yet or any more, not failed either: the Spark Operator is moving it on."""
@@ -38,14 +38,13 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class Judgement:
-    kind: Kind
+    kind: JobState
     reason: str = ""
     """CamelCase reason for a condition, for BLOCKED, SUSPENDED, FAILED and COMPLETED."""
     message: str = ""
     """The cause, in one line, for people."""
     known_state: bool = True
     """False for a state this module does not know (a newer Spark Operator): log it."""
-
 
 
 TRANSITIONAL: dict[str, str] = {
@@ -78,16 +77,16 @@ _CONFIG_REASONS = frozenset({"CreateContainerConfigError", FAILED_MOUNT})
 cannot resolve, or a volume it cannot mount (`secret "x" not found`, pkg/volume/secret)."""
 
 
-def judge(app: SparkApplicationObserved) -> Judgement:
+def judge_job(app: SparkApplicationObserved) -> Judgement:
     """The job's situation, from the application state and its driver pod."""
     state = app.state
     if app.stopped:
         cause = failure_cause(app)
         if state == "COMPLETED":
-            return Judgement(Kind.COMPLETED, reasons.JOB_COMPLETED, cause)
-        return Judgement(Kind.FAILED, reasons.JOB_FAILED, cause)
+            return Judgement(JobState.COMPLETED, reasons.JOB_COMPLETED, cause)
+        return Judgement(JobState.FAILED, reasons.JOB_FAILED, cause)
     if state in SUSPENDED_STATES:
-        return Judgement(Kind.SUSPENDED, reasons.JOB_SUSPENDED,
+        return Judgement(JobState.SUSPENDED, reasons.JOB_SUSPENDED,
                          f"SparkApplication {app.name} is {state.lower()} (its spec.suspend is "
                          "set); derived views never suspends a job: unset spec.suspend, or "
                          "delete the SparkApplication so the operator recreates it")
@@ -95,13 +94,13 @@ def judge(app: SparkApplicationObserved) -> Judgement:
     if blocked is not None:
         return blocked
     if state == "RUNNING":
-        return Judgement(Kind.RUNNING)
+        return Judgement(JobState.RUNNING)
     if state in TRANSITIONAL:
         detail = TRANSITIONAL[state]
         if state == SUBMISSION_FAILED and app.error_message:
             detail = f"{detail}: {app.error_message}"
-        return Judgement(Kind.STARTING, message=detail)
-    return Judgement(Kind.STARTING, message=f"in state {state!r}, which this operator does not "
+        return Judgement(JobState.STARTING, message=detail)
+    return Judgement(JobState.STARTING, message=f"in state {state!r}, which this operator does not "
                                             "know; treated as not running", known_state=False)
 
 
@@ -136,6 +135,6 @@ def blocked_driver(driver: DriverObserved | None) -> Judgement | None:
     else:
         kind = reasons.DRIVER_PENDING
     detail = f": {message}" if message else ""
-    return Judgement(Kind.BLOCKED, kind,
+    return Judgement(JobState.BLOCKED, kind,
                      f"driver pod {driver.name} cannot start ({reason}{detail}); it starts once "
                      "that is fixed")

@@ -37,11 +37,11 @@ from typing import Any
 from derived_views.api.spec import MAX_SCHEMA
 from derived_views.core.judges.spark_ddl import MAX_DDL_CHARS, MAX_NESTING, RESERVED_PREFIXES
 
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PRIMITIVES = {"null": "VOID", "boolean": "BOOLEAN", "int": "INT", "long": "BIGINT",
               "float": "FLOAT", "double": "DOUBLE", "bytes": "BINARY", "string": "STRING"}
 """Spark's type of each Avro primitive (`null` alone has no column type a view can use)."""
-MAX_DEPTH = 32
+MAX_SCHEMA_DEPTH = 32
 """Levels of the schema as written (a record's fields, an array's items, a map's values,
 `{"type": ...}`) walked; deeper is refused rather than recursed into."""
 MAX_TEXT_CHARS = MAX_SCHEMA
@@ -89,7 +89,7 @@ def spark_ddl(schema_json: str, work: AvroWork | None = None) -> str:
     except ValueError as exc:
         raise AvroSchemaError(f"not JSON: {exc}") from None
     except RecursionError:  # `[[[[...` within the size limit: Python's parser recurses
-        raise AvroSchemaError(f"nested deeper than {MAX_DEPTH} levels") from None
+        raise AvroSchemaError(f"nested deeper than {MAX_SCHEMA_DEPTH} levels") from None
     if not isinstance(schema, Mapping) or schema.get("type") != "record":
         raise AvroSchemaError("the reader schema must be an Avro record (a JSON object with "
                               '"type": "record"): its fields become the events\' columns')
@@ -175,7 +175,7 @@ class _Walk:
             if not isinstance(field, Mapping):
                 raise AvroSchemaError(f"{where}/fields/{index}: not an object")
             name = field.get("name")
-            if not isinstance(name, str) or not NAME.match(name):
+            if not isinstance(name, str) or not _NAME.match(name):
                 raise AvroSchemaError(f"{where}/fields/{index}: \"name\" must be letters, digits "
                                       f"and _, not starting with a digit (got {name!r})")
             if name.lower() in seen:
@@ -192,8 +192,8 @@ class _Walk:
 
     def type(self, schema: Any, where: str, depth: int) -> _Type:
         self.work.steps += 1
-        if depth > MAX_DEPTH:
-            raise AvroSchemaError(f"field {where}: nested deeper than {MAX_DEPTH} levels")
+        if depth > MAX_SCHEMA_DEPTH:
+            raise AvroSchemaError(f"field {where}: nested deeper than {MAX_SCHEMA_DEPTH} levels")
         if isinstance(schema, str):
             return self.primitive(schema, where) if schema in PRIMITIVES else self.use(
                 schema, where)
@@ -305,12 +305,12 @@ class _Walk:
 
 def _full_name(schema: Mapping[str, Any], where: str) -> str:
     name = schema.get("name")
-    if not isinstance(name, str) or not all(NAME.match(p) for p in name.split(".")):
+    if not isinstance(name, str) or not all(_NAME.match(p) for p in name.split(".")):
         raise AvroSchemaError(f"{_at(where)}: a {schema.get('type')} needs a \"name\" of "
                               f"letters, digits and _ (got {name!r})")
     space = schema.get("namespace")
     if space is not None and not (isinstance(space, str) and (space == "" or all(
-            NAME.match(p) for p in space.split(".")))):
+            _NAME.match(p) for p in space.split(".")))):
         raise AvroSchemaError(f"{_at(where)}: \"namespace\" must be names of letters, digits "
                               f"and _ joined by dots (got {space!r})")
     return name if "." in name or not space else f"{space}.{name}"

@@ -31,7 +31,7 @@ PRIMITIVE_TYPES = frozenset({
     "variant", "time",
 })
 """Type names of Spark 4's DataTypeAstBuilder (case-insensitive)."""
-INTERVAL_UNITS = frozenset({"year", "month", "day", "hour", "minute", "second", "to"})
+_INTERVAL_UNITS = frozenset({"year", "month", "day", "hour", "minute", "second", "to"})
 
 MAX_DDL_CHARS = MAX_SCHEMA
 """The longest DDL judged, 32768 characters: the CRD's limit of `source.schema`, and the
@@ -206,7 +206,7 @@ class _Parser:
             self.expect(">")
             return
         if name == "interval":
-            while self.word() in INTERVAL_UNITS:
+            while self.word() in _INTERVAL_UNITS:
                 self.next()
             return
         if name not in PRIMITIVE_TYPES:

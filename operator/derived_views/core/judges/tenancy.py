@@ -255,7 +255,7 @@ def substitution_message(key: str) -> str:
 
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
-NAME = re.compile(r"([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?[.])*[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+_DNS_NAME = re.compile(r"([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?[.])*[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
 """A DNS name (lower case) whose last label begins with a letter, as top-level domains and
 Kubernetes service names do. A host of digits and dots that is no IPv4 address (`127.1`,
 `2130706433`, `0x7f.1`, `010.0.0.1`) is neither a name nor an address: Java's and libc's
@@ -340,7 +340,7 @@ def host_pattern(text: str, where: str) -> HostPattern:
     suffix = name.startswith("*.")
     if suffix:
         name = name[2:]
-    if not NAME.fullmatch(name) or len(name) > 253:
+    if not _DNS_NAME.fullmatch(name) or len(name) > 253:
         raise bad()
     return HostPattern(text, name=name, suffix=suffix, port=port)
 
@@ -363,7 +363,7 @@ def parse_address(address: str) -> tuple[IPAddress | str, int] | None:
         ip = ipaddress.ip_address(host)
     except ValueError:
         name = host.lower()
-        return (name, port) if NAME.fullmatch(name) and len(name) <= 253 else None
+        return (name, port) if _DNS_NAME.fullmatch(name) and len(name) <= 253 else None
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return None
     return ip, port
@@ -396,6 +396,7 @@ probe any service the operator reaches. A platform lists its registries."""
 # --- dead letters --------------------------------------------------------------------------
 
 NAMESPACE_PLACEHOLDER = "{namespace}"
+"""Stands for the view's namespace in the platform's patterns and the job namespace's name."""
 DEFAULT_DEAD_LETTER_TOPICS = ("dlq.{namespace}.*",)
 """Dead letters are written with the view's Kafka credentials: only to topics kept for them,
 and each namespace's to its own (`{namespace}` is the view's), never into another team's

@@ -50,7 +50,7 @@ SPARK_SYNTAX = frozenset({"try_cast"})
 """Calls Spark parses as syntax, not through its function registry."""
 MAX_SQL_CHARS = 65536
 """Longer Spark SQL is refused unread: no view needs it, and judging it costs every pass."""
-MAX_DEPTH = 64
+MAX_QUERY_NESTING = 64
 """Nesting deeper than any view needs (the job's limit too): refused before anything recurses."""
 SHOWN_NAME = 128
 """The longest name quoted whole in a message (a message ends in a Kubernetes condition)."""
@@ -70,7 +70,7 @@ DDL_TYPES = frozenset({
 })
 """Spark 4.0's DDL type keywords (DataTypeAstBuilder.visitPrimitiveDataType), besides ARRAY,
 MAP, STRUCT and INTERVAL: the DDL a schema argument may be written in."""
-INTERVAL_UNITS = frozenset({"year", "month", "day", "hour", "minute", "second"})
+_INTERVAL_UNITS = frozenset({"year", "month", "day", "hour", "minute", "second"})
 _DDL_TOKEN = re.compile(r"""\s*(?:(?P<name>`(?:[^`]|``)+`|[A-Za-z0-9_]+)
     |(?P<string>'[^']*'|"[^"]*")|(?P<punct>[<>(),:])|(?P<end>\Z))""", re.VERBOSE)
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -258,8 +258,8 @@ def _no_constant(name: str) -> None:
 
 
 def _json_type(value: Any, depth: int) -> str | None:
-    if depth > MAX_DEPTH:
-        return f"nests deeper than {MAX_DEPTH} levels"
+    if depth > MAX_QUERY_NESTING:
+        return f"nests deeper than {MAX_QUERY_NESTING} levels"
     if isinstance(value, str):
         return None if JSON_TYPE_NAME.fullmatch(value) else (
             f"names no Spark type ({_quoted(value)}): {DDL_EXAMPLE}")
@@ -347,7 +347,7 @@ class _DdlReader:
             raise ValueError(text)
 
     def data_type(self, depth: int) -> None:
-        if depth > MAX_DEPTH:
+        if depth > MAX_QUERY_NESTING:
             raise ValueError("too deep")
         kind, word = self.next()
         word = word.lower()
@@ -371,7 +371,7 @@ class _DdlReader:
         elif word == "interval":
             for _ in range(2):
                 if self.at < len(self.tokens) and self.tokens[self.at][1].lower() in (
-                        INTERVAL_UNITS):
+                        _INTERVAL_UNITS):
                     self.at += 1
                 if not self.accept("to"):
                     break
@@ -449,8 +449,8 @@ def _unsafe_spark(sql: str, shown: str) -> str | None:
     if len(sql) > MAX_SQL_CHARS:
         return (f"{len(sql)} characters, more than the {MAX_SQL_CHARS} a view's SQL may have; "
                 f"{rule}")
-    if _paren_depth(sql) > MAX_DEPTH:  # before any parser recurses (the job's own rule)
-        return (f"the query nests deeper than {MAX_DEPTH} levels of parentheses: simplify it; "
+    if _paren_depth(sql) > MAX_QUERY_NESTING:  # before any parser recurses (the job's own rule)
+        return (f"the query nests deeper than {MAX_QUERY_NESTING} levels of parentheses: simplify it; "
                 f"{rule}")
     try:
         text, statements = _parsed(sql)
@@ -464,8 +464,8 @@ def _unsafe_spark(sql: str, shown: str) -> str | None:
         return f"cannot be read ({type(exc).__name__} in sqlglot), so it cannot be checked; {rule}"
     try:
         for statement in statements:
-            if _deeper_than(statement, MAX_DEPTH):
-                return (f"the query nests deeper than {MAX_DEPTH} levels: simplify it "
+            if _deeper_than(statement, MAX_QUERY_NESTING):
+                return (f"the query nests deeper than {MAX_QUERY_NESTING} levels: simplify it "
                         f"(the job refuses the same); {rule}")
             problem = _statement_problem(statement, text)
             if problem is not None:

@@ -66,7 +66,7 @@ def summary(ctx: Context, draft: Draft, deleting: bool
 def lag_history(ctx: Context, history: list[LagSample], active: ActiveStatus | None,
                 candidate: CandidateStatus | None) -> list[LagSample]:
     """Append the served and the building revision's lag when it changed, spaced and
-    bounded by config.  An unchanged lag adds nothing (a sample holds until the next one,
+    bounded by the settings. An unchanged lag adds nothing (a sample holds until the next one,
     as `dv plot` draws it), so an idle view's status is not patched at all."""
     samples = list(history)
     for shown in (active, candidate):
@@ -113,10 +113,10 @@ def assemble(ctx: Context, draft: Draft, deleting: bool) -> list[Action]:
     previous = ctx.obs.status
     phase, active, candidate = summary(ctx, draft, deleting)
     shown = shown_lag(active, candidate)
-    judged = verdicts.judge(ctx, draft, deleting)
+    judged = verdicts.judge_conditions(ctx, draft, deleting)
     degraded = judged.conditions[cond.DEGRADED]
     if judged.job_problem is not None:
-        announce.job_problem(ctx, draft, judged.job_problem.revision,
+        announce.announce_job_problem(ctx, draft, judged.job_problem.revision,
                              judged.job_problem.judgement, degraded)
     announce.integrity_problem(ctx, draft, degraded)
     spent_builds, spent_floor = status_size.bounded_spent_builds(draft.spent_builds,

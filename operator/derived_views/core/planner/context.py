@@ -47,12 +47,14 @@ class Context:
     """The spec's revision."""
     recorded_active: str | None
     """The Active revision the status records (the one the alias serves, if several are)."""
-    base: str
     schema: str
+    """The PostgreSQL schema of the alias and the indexes ("" for OpenSearch)."""
     alias: str
-    where: str
-    """The alias as people name it, for messages."""
-    base_field: str
+    """The name readers query; each revision's index is `<alias>__<revision>`."""
+    qualified_alias: str
+    """The alias as people find it (`schema.table`), for messages."""
+    alias_field: str
+    """The spec field that names the alias, for messages that say what to change."""
     paused: bool
     retry_token: str | None
     promote_to: str
@@ -87,7 +89,7 @@ class Context:
     A finished run of other checks or tables speaks for nothing and is forgotten."""
 
     def index(self, revision: str) -> str:
-        return naming.index_table(self.base, revision)
+        return naming.index_table(self.alias, revision)
 
     def retire_after(self) -> dt.datetime:
         return self.now + dt.timedelta(seconds=self.spec.cutover.retain_previous_seconds)
@@ -176,12 +178,12 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
     """The pass's context; the refusals are judged in this order (each may raise, see
     core.judges.unjudged)."""
     view, sink = observed.view, observed.sink
-    base = spec.sink.base_name
+    alias = spec.sink.alias
     desired = revision_of(spec)
     active = recorded_active(observed.status, sink)
     annotations = view.annotations
     foreign = ownership.foreign_indexes(sink, view)
-    index_of_active = naming.index_table(base, active) if active else None
+    index_of_active = naming.index_table(alias, active) if active else None
     checkpoint_base = spec.spark.checkpoint_base
     due = checks.due(spec, observed.status, now,
                      stopped=view.paused or view.deletion_timestamp is not None)
@@ -190,9 +192,9 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
     held = reader_hold(spec, observed, known)
     return Context(
         spec=spec, obs=observed, now=now, settings=observed.settings, view=view, sink=sink,
-        apps=observed.spark_applications, desired=desired, recorded_active=active, base=base,
-        schema=spec.sink.scope, alias=naming.alias_name(base), where=spec.sink.alias_display,
-        base_field=("spec.sink.opensearch.index" if spec.sink.kind == "opensearch"
+        apps=observed.spark_applications, desired=desired, recorded_active=active,
+        schema=spec.sink.db_schema, alias=alias, qualified_alias=spec.sink.qualified_alias,
+        alias_field=("spec.sink.opensearch.index" if spec.sink.kind == "opensearch"
                     else "spec.sink.postgres.table"),
         # Deleting overrides a pause: the user asked for the jobs to stop.
         paused=view.paused and view.deletion_timestamp is None,
@@ -201,14 +203,14 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
         claimed_by=ownership.alias_claimed_by(sink, view),
         foreign=foreign,
         owned_refusal=ownership.first_refused(
-            (naming.index_table(base, desired), index_of_active), foreign),
+            (naming.index_table(alias, desired), index_of_active), foreign),
         checkpoint_problem=(None if checkpoint_base is None
                             else durable_base_problem(checkpoint_base, observed.settings.in_cluster)),
         reader_schemas=known, reader_hold=held,
         registry_problem=registry_problem(observed),
         spec_refusal=None if held is not None else check_spec(spec, known),
         policy_refusal=tenancy_refusal(spec, observed),
-        check_refusal=checks.refused_assertion(spec, naming.index_table(base, desired),
+        check_refusal=checks.refused_assertion(spec, naming.index_table(alias, desired),
                                                index_of_active),
         checks_due=due,
         checks_taken=(finished if finished is not None and due is not None

@@ -28,7 +28,7 @@ from derived_views.core.actions import (
 from derived_views.core.job.job_state import Judgement
 from derived_views.core.observed import SwitchBlocker
 from derived_views.core.planner.context import Context
-from derived_views.core.planner.records import clip
+from derived_views.core.planner.records import clip_message
 
 
 @dataclass(frozen=True)
@@ -111,4 +111,4 @@ class Draft:
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         if not self.quiet:
-            self.events.append(EmitEvent(reason, clip(message), "Warning" if warning else "Normal"))
+            self.events.append(EmitEvent(reason, clip_message(message), "Warning" if warning else "Normal"))

@@ -73,7 +73,7 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
                                                 manifest, copies))
 
 
-def drop_index(ctx: Context, draft: Draft, revision: str) -> bool:
+def queue_drop(ctx: Context, draft: Draft, revision: str) -> bool:
     """Queue the drop unless the alias selects from it (now or after this plan's switch)."""
     if ctx.paused or ctx.sink is None:
         return False

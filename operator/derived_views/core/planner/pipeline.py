@@ -53,13 +53,13 @@ def case_of(ctx: Context) -> Case:
     return Case.PAUSED if ctx.paused else Case.NORMAL
 
 
-_UPKEEP: tuple[PlanPhase, ...] = (phases_upkeep.check_runs, phases_upkeep.prune_ledger)
+_UPKEEP: tuple[PlanPhase, ...] = (phases_upkeep.check_runs, phases_upkeep.plan_ledger_prune)
 
 _KEEP_GOING: tuple[PlanPhase, ...] = (
     phases_candidate.progress_desired,
     phases_served.maintain_active,
     phases_served.retire_and_tear_down,
-    phases_served.prune,
+    phases_served.prune_records,
     *_UPKEEP,
 )
 

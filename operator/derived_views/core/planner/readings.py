@@ -1,6 +1,6 @@
 """What the observation says about one revision: topics, lag, resets, integrity, the gate.
 
-`observe` writes a revision's reading (job state, lag, gate) into its draft record; the rest
+`refresh` writes a revision's reading (job state, lag, gate) into its draft record; the rest
 are questions the phases and the verdicts ask.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from derived_views.api.status import Lag, Phase
 from derived_views.core.cutover import integrity
-from derived_views.core.job.job_state import Kind, judge
+from derived_views.core.job.job_state import JobState, judge_job
 from derived_views.core.log import history, partition_growth
 from derived_views.core.log.lag import compute_lag, reset_partitions, within_gate
 from derived_views.core.planner.context import Context
@@ -75,7 +75,7 @@ def lost_cause(ctx: Context, revision: str) -> str | None:
                                       ctx.sink.index_oids)
 
 
-def growth_cause(ctx: Context, draft: Draft, revision: str) -> str | None:
+def revision_growth_cause(ctx: Context, draft: Draft, revision: str) -> str | None:
     """Why partition growth may have made the revision's index wrong (core.log.partition_growth)."""
     record = draft.records.get(revision)
     if record is None:
@@ -106,10 +106,10 @@ def gate_holds(ctx: Context, draft: Draft, revision: str, lag: Lag | None,
     return (lag_gate(ctx, draft, revision, lag)
             and draft.records[revision].hydrated_at is not None and running
             and bool(ctx.index_exists(revision))
-            and lost_cause(ctx, revision) is None and growth_cause(ctx, draft, revision) is None)
+            and lost_cause(ctx, revision) is None and revision_growth_cause(ctx, draft, revision) is None)
 
 
-def hydration_target(ctx: Context, topics: list[str]) -> dict[str, int] | None:
+def current_hydration_target(ctx: Context, topics: list[str]) -> dict[str, int] | None:
     """The end offsets now, as a new build's hydration target (None: not read this pass)."""
     if ctx.obs.end_offsets is None or not topics:
         return None
@@ -170,7 +170,7 @@ def observe_history(ctx: Context, draft: Draft, revision: str, building: bool
     elif record.hydrated_at is None:
         target = record.hydration_target
         if target is None and building:
-            target = hydration_target(ctx, topics)
+            target = current_hydration_target(ctx, topics)
             if target is not None:
                 changes["hydration_target"] = target
         if ctx.sink is not None and history.hydrated(target, position, ctx.obs.end_offsets,
@@ -179,7 +179,7 @@ def observe_history(ctx: Context, draft: Draft, revision: str, building: bool
     return changes
 
 
-def observe(ctx: Context, draft: Draft, revision: str) -> None:
+def refresh(ctx: Context, draft: Draft, revision: str) -> None:
     """Refresh job state and lag; for a building candidate, track the gate."""
     record = draft.records[revision]
     app = ctx.apps.get(revision)
@@ -188,8 +188,8 @@ def observe(ctx: Context, draft: Draft, revision: str) -> None:
     if app is not None and not app.deleting and not replacing:
         changes.update(job_state=app.state or None, execution_attempts=app.execution_attempts)
         app_live = True
-        judgement = judge(app)
-        if judgement.kind in (Kind.BLOCKED, Kind.SUSPENDED):
+        judgement = judge_job(app)
+        if judgement.kind in (JobState.BLOCKED, JobState.SUSPENDED):
             draft.job_problems[revision] = judgement
     else:
         changes.update(job_state=None, execution_attempts=None)

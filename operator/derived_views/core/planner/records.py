@@ -18,7 +18,7 @@ its hydration (the new build's are observed afresh)."""
 MAX_MESSAGE = 1024
 
 
-def clip(text: str) -> str:
+def clip_message(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
 
@@ -63,5 +63,5 @@ def checks_column(spec: DerivedViewSpec, candidate: RevisionStatus | None) -> st
     if (candidate is None or candidate.phase not in BUILDING
             or checks.checks_of(spec) is None):
         return None
-    return checks.summary(checks.shown_run(spec, candidate.checks,
+    return checks.checks_summary(checks.shown_run(spec, candidate.checks,
                                            candidate.caught_up_since, candidate.started_at))

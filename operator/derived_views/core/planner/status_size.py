@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from derived_views.api.status import Lag, RevisionStatus
 
-DETAIL_LIMIT = 256
+LAG_ENTRIES_LIMIT = 256
 """Entries of one lag map kept in status (256 x ~30 bytes, two maps: ~15 KiB at most)."""
 
 SPENT_BUILDS_LIMIT = 32
@@ -44,10 +44,10 @@ def _per_topic(values: dict[str, int]) -> dict[str, int]:
 def bounded_detail(lag: Lag | None) -> Lag | None:
     """Per partition while there are at most DETAIL_LIMIT of them, else per topic (keys are
     topic names), else totals only."""
-    if lag is None or max(len(lag.partitions), len(lag.end_offsets)) <= DETAIL_LIMIT:
+    if lag is None or max(len(lag.partitions), len(lag.end_offsets)) <= LAG_ENTRIES_LIMIT:
         return lag
     partitions, ends = _per_topic(lag.partitions), _per_topic(lag.end_offsets)
-    if max(len(partitions), len(ends)) > DETAIL_LIMIT:
+    if max(len(partitions), len(ends)) > LAG_ENTRIES_LIMIT:
         partitions, ends = {}, {}
     return lag.model_copy(update={"partitions": partitions, "end_offsets": ends})
 

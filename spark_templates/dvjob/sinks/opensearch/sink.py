@@ -32,10 +32,16 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConflictError, NotFoundError, RequestError
 
 from dvjob.batch_progress import Progress
-from dvjob.errors import ConfigError, JobError
+from dvjob.errors import JobError
 from dvjob.integrity import IndexLostError
 from dvjob.offsets import EndOffsets
-from dvjob.sinks.contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome
+from dvjob.sinks.contract import (
+    FAIL_ON_NULL_KEY,
+    BadRecordHandler,
+    BatchOutcome,
+    IndexOwnedElsewhereError,
+    LedgerMismatchError,
+)
 from dvjob.sinks.opensearch.client import Failing, redacted_url
 from dvjob.sinks.opensearch.docs import (
     BulkLine,
@@ -67,14 +73,6 @@ BLOCK_WAIT_SECONDS = 600.0
 and an operator that died holding it has the block lifted by its successor's next pass)."""
 BLOCK_POLL_SECONDS = 0.2
 WRITE_BLOCKS = ("write", "read_only", "read_only_allow_delete")
-
-
-class LedgerMismatchError(JobError):
-    """The ledger already holds this batch id with a different range."""
-
-
-class IndexOwnedElsewhereError(ConfigError):
-    """The index records another view (another UID) as its owner: nothing is written."""
 
 
 class ForeignIndexError(JobError):

@@ -34,10 +34,17 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from dvjob.batch_progress import Progress
-from dvjob.errors import ConfigError, JobError
+from dvjob.errors import JobError
 from dvjob.integrity import LedgerHead, check_index
 from dvjob.offsets import EndOffsets
-from dvjob.sinks.contract import FAIL_ON_NULL_KEY, BadRecordHandler, BatchOutcome, FrameRows
+from dvjob.sinks.contract import (
+    FAIL_ON_NULL_KEY,
+    BadRecordHandler,
+    BatchOutcome,
+    FrameRows,
+    IndexOwnedElsewhereError,
+    LedgerMismatchError,
+)
 from dvjob.sinks.postgres import bulk as pg_bulk
 from dvjob.sinks.postgres import stage as pg_stage
 from dvjob.sinks.postgres.stage import PartitionCopier
@@ -71,16 +78,8 @@ view that created it (the operator reads it back: adapters/postgres/sink.py)."""
 Connect = Callable[[], psycopg.Connection[Any]]
 
 
-class LedgerMismatchError(JobError):
-    """The ledger already holds this batch id with a different range."""
-
-
 class IndexTableMismatchError(JobError):
     """The index table exists with other columns than this revision produces."""
-
-
-class IndexOwnedElsewhereError(ConfigError):
-    """The index table is recorded as another view's: the job writes nothing into it."""
 
 
 def owner_comment(namespace: str, name: str, uid: str) -> str:
@@ -161,7 +160,6 @@ def bad_records_column_ddl(schema: str, ledger_table: str) -> sql.Composed:
 def record_bad_statement(schema: str, ledger_table: str) -> sql.Composed:
     return sql.SQL("UPDATE {} SET bad_records = %s WHERE revision = %s AND batch_id = %s").format(
         _qualified(schema, ledger_table))
-
 
 
 def history_start_column_ddl(schema: str, ledger_table: str) -> sql.Composed:

@@ -81,7 +81,7 @@ def finished(run: CheckRun, *, active_index: str = I1) -> check_runs.Held:
     spec = spec_with(CHECKS)
     assert spec.cutover.checks is not None
     request = check_runs.CheckRequest(
-        revision=V2, schema=spec.sink.scope, index=I2, active_index=active_index,
+        revision=V2, schema=spec.sink.db_schema, index=I2, active_index=active_index,
         primary_key=("customer_id",), same_key=True, checks=spec.cutover.checks,
         checks_hash=checks.checks_hash(spec.cutover.checks), budget_seconds=300.0)
     return check_runs.Held(finished=check_runs.Finished(request, run))
@@ -158,12 +158,12 @@ def test_a_recent_run_is_not_repeated_an_old_or_other_one_is() -> None:
 def test_parity_is_not_for_a_changed_key() -> None:
     request = checks.due(spec_with(CHECKS), migrating(key=["order_id"]), T0, stopped=False)
     assert request is not None and not request.parity
-    run = checks.judge(request, {"no-negative-balances": (checks.AssertionAnswer(0), 0.01)}, T0)
+    run = checks.judge_checks(request, {"no-negative-balances": (checks.AssertionAnswer(0), 0.01)}, T0)
     assert [(r.name, r.outcome) for r in run.results] == [
         ("rowCount", CheckOutcome.Skipped), ("keySample", CheckOutcome.Skipped),
         ("no-negative-balances", CheckOutcome.Passed)]
     assert run.results[0].observed == "the primary key changed"
-    assert checks.summary(run) == "1/1 passed"
+    assert checks.checks_summary(run) == "1/1 passed"
 
 
 # judging measurements ------------------------------------------------------------------------
@@ -185,17 +185,17 @@ def request_for(checks_body: dict[str, Any]) -> check_runs.CheckRequest:
 def test_row_count_tolerance(tolerance: dict[str, Any], candidate: int, active: int,
                              outcome: str) -> None:
     request = request_for({"rowCount": tolerance})
-    run = checks.judge(request, {"rowCount": (checks.RowCounts(candidate, active), 0.5)}, T0)
+    run = checks.judge_checks(request, {"rowCount": (checks.RowCounts(candidate, active), 0.5)}, T0)
     assert run.results[0].outcome.value == outcome
 
 
 def test_a_failing_row_count_says_what_it_found_and_needed() -> None:
     request = request_for({"rowCount": {"maxDifference": 0}})
-    run = checks.judge(request, {"rowCount": (checks.RowCounts(250, 500), 0.25)}, T0)
+    run = checks.judge_checks(request, {"rowCount": (checks.RowCounts(250, 500), 0.25)}, T0)
     result = run.results[0]
     assert (result.observed, result.expected, result.seconds) == (
         "250 rows (the active index: 500)", "500 ± 0 rows", 0.25)
-    assert checks.summary(run) == "rowCount failed"
+    assert checks.checks_summary(run) == "rowCount failed"
     assert checks.failure_text(run) == (
         "CheckFailed", "check rowCount failed: 250 rows (the active index: 500), expected "
                        "500 ± 0 rows")
@@ -204,7 +204,7 @@ def test_a_failing_row_count_says_what_it_found_and_needed() -> None:
 def test_key_sample_counts_both_directions() -> None:
     request = request_for({"keySample": {"size": 100, "maxMissing": 1}})
     found = checks.KeySampleFound(100, 1, 100, 1, ("c-0007", "c-0420"))
-    run = checks.judge(request, {"keySample": (found, 0.1)}, T0)
+    run = checks.judge_checks(request, {"keySample": (found, 0.1)}, T0)
     assert run.results[0].outcome == CheckOutcome.Failed  # 2 missing > 1
     assert run.results[0].observed == (
         "1 of 100 sampled active keys missing from the candidate, 1 of 100 sampled candidate "
@@ -225,16 +225,16 @@ def test_key_sample_counts_both_directions() -> None:
 def test_assertion_expectations(expect: str, answer: checks.AssertionAnswer, outcome: str,
                                 shown: str) -> None:
     request = request_for({"assertions": [{**NEGATIVE, "expect": expect}]})
-    run = checks.judge(request, {"no-negative-balances": (answer, 0.01)}, T0)
+    run = checks.judge_checks(request, {"no-negative-balances": (answer, 0.01)}, T0)
     assert (run.results[0].outcome.value, run.results[0].observed) == (outcome, shown)
 
 
 def test_a_check_that_could_not_run_blocks_with_its_own_reason() -> None:
     request = request_for({"assertions": [NEGATIVE]})
     cause = checks.CouldNotRun("timed out after 30s (statement timeout)")
-    run = checks.judge(request, {"no-negative-balances": (cause, 30.0)}, T0)
+    run = checks.judge_checks(request, {"no-negative-balances": (cause, 30.0)}, T0)
     assert run.results[0].outcome == CheckOutcome.Error
-    assert checks.summary(run) == "no-negative-balances error"
+    assert checks.checks_summary(run) == "no-negative-balances error"
     assert checks.failure_text(run)[0] == "CheckError"
 
 

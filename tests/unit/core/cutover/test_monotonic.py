@@ -9,7 +9,7 @@ from derived_views.core.cutover.monotonic import (
     batch_seconds,
     behind,
     comparable,
-    describe,
+    describe_gap,
     wait_for,
     with_in_flight,
 )
@@ -79,7 +79,7 @@ def test_a_batch_time_needs_two_batches_with_their_times() -> None:
 
 def test_describe_names_the_largest_gaps_first() -> None:
     gap = {("o", 0): 1, ("o", 1): 300, ("o", 2): 20, ("o", 3): 4}
-    assert describe(gap) == "o/1 by 300, o/2 by 20, o/3 by 4 and 1 more"
+    assert describe_gap(gap) == "o/1 by 300, o/2 by 20, o/3 by 4 and 1 more"
 
 
 def test_a_batch_in_flight_raises_the_serving_level_where_it_reaches_further() -> None:

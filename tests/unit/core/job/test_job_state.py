@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from derived_views.core.job.job_state import KNOWN_STATES, Kind, judge
+from derived_views.core.job.job_state import KNOWN_STATES, JobState, judge_job
 from derived_views.core.observed import (
     SparkApplicationObserved,
     driver_from_pod,
@@ -47,20 +47,20 @@ def test_the_table_knows_exactly_the_upstream_states() -> None:
 
 
 STATE_TABLE = [
-    ("", Kind.STARTING, ""),
-    ("SUBMITTED", Kind.STARTING, ""),
-    ("RUNNING", Kind.RUNNING, ""),
-    ("COMPLETED", Kind.COMPLETED, "JobCompleted"),
-    ("FAILED", Kind.FAILED, "JobFailed"),
-    ("SUBMISSION_FAILED", Kind.FAILED, "JobFailed"),
-    ("PENDING_RERUN", Kind.STARTING, ""),
-    ("INVALIDATING", Kind.STARTING, ""),
-    ("SUCCEEDING", Kind.STARTING, ""),
-    ("FAILING", Kind.STARTING, ""),
-    ("SUSPENDING", Kind.SUSPENDED, "JobSuspended"),
-    ("SUSPENDED", Kind.SUSPENDED, "JobSuspended"),
-    ("RESUMING", Kind.STARTING, ""),
-    ("UNKNOWN", Kind.STARTING, ""),
+    ("", JobState.STARTING, ""),
+    ("SUBMITTED", JobState.STARTING, ""),
+    ("RUNNING", JobState.RUNNING, ""),
+    ("COMPLETED", JobState.COMPLETED, "JobCompleted"),
+    ("FAILED", JobState.FAILED, "JobFailed"),
+    ("SUBMISSION_FAILED", JobState.FAILED, "JobFailed"),
+    ("PENDING_RERUN", JobState.STARTING, ""),
+    ("INVALIDATING", JobState.STARTING, ""),
+    ("SUCCEEDING", JobState.STARTING, ""),
+    ("FAILING", JobState.STARTING, ""),
+    ("SUSPENDING", JobState.SUSPENDED, "JobSuspended"),
+    ("SUSPENDED", JobState.SUSPENDED, "JobSuspended"),
+    ("RESUMING", JobState.STARTING, ""),
+    ("UNKNOWN", JobState.STARTING, ""),
 ]
 
 
@@ -69,35 +69,35 @@ def test_the_table_covers_every_upstream_state() -> None:
 
 
 @pytest.mark.parametrize(("state", "kind", "reason"), STATE_TABLE)
-def test_every_state_has_a_meaning(state: str, kind: Kind, reason: str) -> None:
-    judgement = judge(app(state))
+def test_every_state_has_a_meaning(state: str, kind: JobState, reason: str) -> None:
+    judgement = judge_job(app(state))
     assert (judgement.kind, judgement.reason, judgement.known_state) == (kind, reason, True)
-    assert judgement.kind == Kind.RUNNING or judgement.message
+    assert judgement.kind == JobState.RUNNING or judgement.message
 
 
 def test_a_state_from_a_newer_spark_operator_is_not_running_and_flagged() -> None:
-    judgement = judge(app("HIBERNATING"))
-    assert judgement.kind == Kind.STARTING and not judgement.known_state
+    judgement = judge_job(app("HIBERNATING"))
+    assert judgement.kind == JobState.STARTING and not judgement.known_state
     assert "HIBERNATING" in judgement.message
 
 
 def test_a_failed_job_says_the_drivers_termination_message() -> None:
     pod = driver_pod(POD, "Failed", terminated=(1, "Error", CAUSE + "\n"))
-    judgement = judge(app("FAILED", error=EXIT_MESSAGE, pod=pod))
-    assert (judgement.kind, judgement.reason, judgement.message) == (Kind.FAILED, "JobFailed", CAUSE)
+    judgement = judge_job(app("FAILED", error=EXIT_MESSAGE, pod=pod))
+    assert (judgement.kind, judgement.reason, judgement.message) == (JobState.FAILED, "JobFailed", CAUSE)
 
 
 def test_the_previous_attempts_termination_message_counts_too() -> None:
     pod = driver_pod(POD, "Pending", terminated=(1, "Error", CAUSE), last=True,
                      waiting=("ContainerCreating", ""))
-    assert judge(app("FAILED", error=EXIT_MESSAGE, pod=pod)).message == CAUSE
+    assert judge_job(app("FAILED", error=EXIT_MESSAGE, pod=pod)).message == CAUSE
 
 
 def test_without_a_termination_message_the_error_message_is_the_cause() -> None:
     pod = driver_pod(POD, "Failed", terminated=(137, "OOMKilled", ""))
-    assert judge(app("FAILED", error=EXIT_MESSAGE, pod=pod)).message == EXIT_MESSAGE
-    assert judge(app("FAILED", error=EXIT_MESSAGE)).message == EXIT_MESSAGE
-    assert judge(app("FAILED")).message == "the job ended in state FAILED"
+    assert judge_job(app("FAILED", error=EXIT_MESSAGE, pod=pod)).message == EXIT_MESSAGE
+    assert judge_job(app("FAILED", error=EXIT_MESSAGE)).message == EXIT_MESSAGE
+    assert judge_job(app("FAILED")).message == "the job ended in state FAILED"
 
 
 @pytest.mark.parametrize(("waiting", "reason"), [
@@ -113,8 +113,8 @@ def test_without_a_termination_message_the_error_message_is_the_cause() -> None:
 @pytest.mark.parametrize("state", ["SUBMITTED", "", "PENDING_RERUN", "UNKNOWN"])
 def test_a_driver_that_cannot_start_blocks_the_job(state: str, waiting: tuple[str, str],
                                                    reason: str) -> None:
-    judgement = judge(app(state, pod=driver_pod(POD, "Pending", waiting=waiting)))
-    assert (judgement.kind, judgement.reason) == (Kind.BLOCKED, reason)
+    judgement = judge_job(app(state, pod=driver_pod(POD, "Pending", waiting=waiting)))
+    assert (judgement.kind, judgement.reason) == (JobState.BLOCKED, reason)
     assert waiting[0] in judgement.message and waiting[1] in judgement.message
     assert POD in judgement.message
 
@@ -125,7 +125,7 @@ def test_a_driver_that_cannot_start_blocks_the_job(state: str, waiting: tuple[st
     driver_pod(POD, "Running"),
 ], ids=["creating", "deleting", "running"])
 def test_a_driver_on_its_way_does_not_block(pod: dict[str, object]) -> None:
-    assert judge(app("SUBMITTED", pod=pod)).kind == Kind.STARTING
+    assert judge_job(app("SUBMITTED", pod=pod)).kind == JobState.STARTING
 
 
 MOUNT = 'MountVolume.SetUp failed for volume "dv-checkpoint-volume" : secret "dv-checkpoint" not found'
@@ -143,8 +143,8 @@ def test_a_volume_the_kubelet_cannot_mount_blocks_the_job(failure: str, reason: 
     its FailedMount Event, which the shell reads into `mount_failure`."""
     seen = app("SUBMITTED", pod=driver_pod(POD, "Pending", waiting=("ContainerCreating", "")))
     assert seen.driver is not None
-    judgement = judge(replace(seen, driver=replace(seen.driver, mount_failure=failure)))
-    assert (judgement.kind, judgement.reason) == (Kind.BLOCKED, reason)
+    judgement = judge_job(replace(seen, driver=replace(seen.driver, mount_failure=failure)))
+    assert (judgement.kind, judgement.reason) == (JobState.BLOCKED, reason)
     assert f"FailedMount: {failure}" in judgement.message and POD in judgement.message
 
 
@@ -155,35 +155,35 @@ def test_sparks_own_config_map_racing_its_driver_pod_is_not_a_block() -> None:
                    '"spark-drv-5f2e1c9a7b3d4e60-conf-map" not found',
                    'MountVolume.SetUp failed for volume "pod-template-volume" : configmap '
                    '"orders-58f778f0a5-37bfeea2228938ff-driver-podspec-conf-map" not found'):
-        assert judge(replace(seen, driver=replace(seen.driver, mount_failure=racing))).kind == (
-            Kind.STARTING), racing
+        assert judge_job(replace(seen, driver=replace(seen.driver, mount_failure=racing))).kind == (
+            JobState.STARTING), racing
     theirs = ('MountVolume.SetUp failed for volume "extra" : configmap "team-podspec" not found')
-    assert judge(replace(seen, driver=replace(seen.driver, mount_failure=theirs))).reason == (
+    assert judge_job(replace(seen, driver=replace(seen.driver, mount_failure=theirs))).reason == (
         "ConfigMapMissing")
 
 
 def test_a_mount_failure_no_longer_counts_once_the_container_exists() -> None:
     seen = app("RUNNING", pod=driver_pod(POD, "Running"))
     assert seen.driver is not None
-    assert judge(replace(seen, driver=replace(seen.driver, mount_failure=MOUNT))).kind == (
-        Kind.RUNNING)
+    assert judge_job(replace(seen, driver=replace(seen.driver, mount_failure=MOUNT))).kind == (
+        JobState.RUNNING)
 
 
 def test_a_stopped_job_is_failed_even_if_its_pod_still_waits() -> None:
     pod = driver_pod(POD, "Pending", waiting=("CreateContainerConfigError", SECRET))
-    assert judge(app("FAILED", error="driver pod not found", pod=pod)).kind == Kind.FAILED
+    assert judge_job(app("FAILED", error="driver pod not found", pod=pod)).kind == JobState.FAILED
 
 
 @pytest.mark.parametrize(("policy", "submissions", "kind"), [
-    ({"type": "Always", "onSubmissionFailureRetryInterval": 5}, 7, Kind.STARTING),
-    ({"type": "OnFailure", "onSubmissionFailureRetries": 2}, 2, Kind.STARTING),
-    ({"type": "OnFailure", "onSubmissionFailureRetries": 2}, 3, Kind.FAILED),
-    ({"type": "OnFailure", "onFailureRetries": 3}, 1, Kind.FAILED),
-    ({"type": "Never"}, 1, Kind.FAILED),
+    ({"type": "Always", "onSubmissionFailureRetryInterval": 5}, 7, JobState.STARTING),
+    ({"type": "OnFailure", "onSubmissionFailureRetries": 2}, 2, JobState.STARTING),
+    ({"type": "OnFailure", "onSubmissionFailureRetries": 2}, 3, JobState.FAILED),
+    ({"type": "OnFailure", "onFailureRetries": 3}, 1, JobState.FAILED),
+    ({"type": "Never"}, 1, JobState.FAILED),
 ])
 def test_a_failed_submission_is_final_only_when_the_spark_operator_will_not_retry(
-        policy: dict[str, object], submissions: int, kind: Kind) -> None:
-    judgement = judge(app("SUBMISSION_FAILED", error="failed to run spark-submit: boom",
+        policy: dict[str, object], submissions: int, kind: JobState) -> None:
+    judgement = judge_job(app("SUBMISSION_FAILED", error="failed to run spark-submit: boom",
                           policy=policy, submissions=submissions))
     assert judgement.kind == kind
     assert "failed to run spark-submit: boom" in judgement.message

@@ -10,7 +10,7 @@ import pytest
 
 from derived_views.core.judges import avro_schema
 from derived_views.core.judges.avro_schema import (
-    MAX_DEPTH,
+    MAX_SCHEMA_DEPTH,
     MAX_TEXT_CHARS,
     AvroSchemaError,
     AvroWork,
@@ -127,10 +127,10 @@ def test_the_text_is_judged_up_to_the_crd_limit() -> None:
 
 
 def test_the_schema_nests_at_most_max_depth_levels() -> None:
-    assert spark_ddl(reader(field("a", arrays(MAX_DEPTH - 1)))).endswith(
-        "ARRAY<" * (MAX_DEPTH - 1) + "INT" + ">" * (MAX_DEPTH - 1))
-    with pytest.raises(AvroSchemaError, match=f"nested deeper than {MAX_DEPTH} levels"):
-        spark_ddl(reader(field("a", arrays(MAX_DEPTH))))
+    assert spark_ddl(reader(field("a", arrays(MAX_SCHEMA_DEPTH - 1)))).endswith(
+        "ARRAY<" * (MAX_SCHEMA_DEPTH - 1) + "INT" + ">" * (MAX_SCHEMA_DEPTH - 1))
+    with pytest.raises(AvroSchemaError, match=f"nested deeper than {MAX_SCHEMA_DEPTH} levels"):
+        spark_ddl(reader(field("a", arrays(MAX_SCHEMA_DEPTH))))
 
 
 def test_the_type_nests_at_most_as_deep_as_the_ddl_check_reads() -> None:
@@ -162,7 +162,7 @@ def max_nesting(ddl: str) -> int:
     (reader(field("u", json.loads('["null", ' * 400 + '"int"' + "]" * 400))),
      "a union directly inside a union"),
     (reader(field("a", json.loads('{"type": ' * 500 + '"int"' + "}" * 500))),
-     f"nested deeper than {MAX_DEPTH} levels"),
+     f"nested deeper than {MAX_SCHEMA_DEPTH} levels"),
     (reader(field("e", {"type": "enum", "name": "E", "symbols": "AB"})), "needs \"symbols\""),
     (reader(field("f", {"type": "fixed", "name": "F", "size": True})), "integer \"size\""),
     (reader(field("r", named("R", field("x", "int"), namespace=["a"]))), "\"namespace\""),

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import reasons
 from derived_views.core.judges import transform as sql_check
-from derived_views.core.judges.avro_schema import MAX_DEPTH, AvroSchemaError, spark_ddl
+from derived_views.core.judges.avro_schema import MAX_SCHEMA_DEPTH, AvroSchemaError, spark_ddl
 from derived_views.core.judges.spark_ddl import MAX_DDL_CHARS, MAX_NESTING, DdlError, parse_schema
 from derived_views.core.observed import RegistryObserved
 from support.corpora.hostile_specs import HOSTILE, KEY, LEGITIMATE, SchemaCase
@@ -168,5 +168,5 @@ def test_the_worst_case_of_each_judge_is_recorded() -> None:
     results = results_dir()
     (results / "schema_judging.json").write_text(json.dumps({
         "runs": RUNS, "note": "median of the runs; worst: the schema each judge took longest on",
-        "limits": {"characters": MAX_DDL_CHARS, "nesting": MAX_NESTING, "avro_depth": MAX_DEPTH},
+        "limits": {"characters": MAX_DDL_CHARS, "nesting": MAX_NESTING, "avro_depth": MAX_SCHEMA_DEPTH},
         "worst": worst, "cases": cases}, indent=2))

@@ -7,12 +7,12 @@ from derived_views.api.status import Phase
 from derived_views.core import reasons
 from derived_views.core.cutover import checks
 from derived_views.core.cutover.deadlines import deadline_verdict
-from derived_views.core.job.job_state import judge
+from derived_views.core.job.job_state import judge_job
 from derived_views.core.planner import announce, effects, readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.phases import cutover as phases_cutover
-from derived_views.core.planner.records import BUILDING, NEW_BUILD, clip
+from derived_views.core.planner.records import BUILDING, NEW_BUILD, clip_message
 from derived_views.core.revision import job_settings_of
 
 
@@ -32,7 +32,7 @@ def rebuild_lost_candidate(ctx: Context, draft: Draft) -> None:
     if record.reason != reasons.INDEX_LOST:
         build = record.build + 1
         draft.set(revision, phase=Phase.Pending, reason=reasons.INDEX_LOST,
-                  message=clip(f"{cause}; rebuilding from offset 0 (build {build}); it is "
+                  message=clip_message(f"{cause}; rebuilding from offset 0 (build {build}); it is "
                                "not promoted before the rebuild catches up"),
                   build=build, checkpoint_location=ctx.checkpoint(revision, build),
                   started_at=ctx.now, caught_up_since=None, lag=None, job_state=None,
@@ -55,9 +55,9 @@ def progress_desired(ctx: Context, draft: Draft) -> None:
     app = ctx.apps.get(revision)
     replacing = any(d.revision == revision for d in draft.deletes)
     if not replacing and app is not None and not app.deleting and app.stopped:
-        ended = judge(app)  # the driver's termination message when there is one
+        ended = judge_job(app)  # the driver's termination message when there is one
         reason, detail = ended.reason, ended.message
-        draft.set(revision, phase=Phase.Failed, reason=reason, message=clip(detail),
+        draft.set(revision, phase=Phase.Failed, reason=reason, message=clip_message(detail),
                   caught_up_since=None, job_state=app.state,
                   execution_attempts=app.execution_attempts,
                   retry_token=ctx.retry_token, generation=ctx.view.generation)
@@ -78,9 +78,9 @@ def progress_desired(ctx: Context, draft: Draft) -> None:
         return
     if app is None and not replacing and not readings.missing_topics_of(ctx, draft, revision):
         effects.create_app(ctx, draft, revision)
-    readings.observe(ctx, draft, revision)
+    readings.refresh(ctx, draft, revision)
     take_checks_run(ctx, draft, revision)
-    phases_cutover.promote(ctx, draft, revision)
+    phases_cutover.try_promote(ctx, draft, revision)
 
 
 def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
@@ -95,13 +95,13 @@ def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
                               record.started_at)
     draft.set(revision, checks=run)
     if run.passed:
-        announce.on_change(draft, before is not None and before.passed, True, reasons.CHECKS_PASSED,
-                           f"Cutover checks of revision {revision}: {checks.summary(run)}.")
+        announce.emit_on_change(draft, before is not None and before.passed, True, reasons.CHECKS_PASSED,
+                           f"Cutover checks of revision {revision}: {checks.checks_summary(run)}.")
         return
     reason, text = checks.failure_text(run)
     # by the failing checks, not their words: a sample's examples differ on every run
     told = None if before is None else [(r.name, r.outcome) for r in before.failing()]
-    announce.on_change(draft, told, [(r.name, r.outcome) for r in run.failing()], reason,
+    announce.emit_on_change(draft, told, [(r.name, r.outcome) for r in run.failing()], reason,
                        f"Revision {revision} is not promoted: {text}.", warning=True)
 
 

@@ -48,14 +48,14 @@ def finish_cutover(ctx: Context, draft: Draft, revision: str) -> None:
         if follow_until is None:
             effects.delete_app(ctx, draft, old)
         draft.event(reasons.CUTOVER_COMPLETED,
-                    f"Switched readers of {ctx.where} from revision {old} "
+                    f"Switched readers of {ctx.qualified_alias} from revision {old} "
                     f"to {revision}.")
     else:
         draft.event(reasons.CUTOVER_COMPLETED,
-                    f"Started serving revision {revision} as {ctx.where}.")
+                    f"Started serving revision {revision} as {ctx.qualified_alias}.")
 
 
-def promote(ctx: Context, draft: Draft, revision: str) -> None:
+def try_promote(ctx: Context, draft: Draft, revision: str) -> None:
     """Switch the alias to the building candidate once its gate holds (for stableFor) and no
     hold rule speaks (core.planner.rules.promotion); otherwise record the hold on the draft."""
     record = draft.records[revision]

@@ -26,24 +26,24 @@ def delete(ctx: Context, draft: Draft) -> None:
     grace_over = waited >= ctx.settings.sinks.deletion_grace_seconds
     if ctx.spec.deletion_policy == "Retain":
         done = True
-        message = (f"Stopped the view's jobs; kept {ctx.where} and its "
+        message = (f"Stopped the view's jobs; kept {ctx.qualified_alias} and its "
                    "indexes (deletionPolicy Retain).")
     elif ctx.claimed_by is not None:
         done = not ctx.apps
-        message = (f"Stopped the view's jobs; left {ctx.where} and its "
+        message = (f"Stopped the view's jobs; left {ctx.qualified_alias} and its "
                    f"indexes to {ctx.claimed_by.describe()}, which owns them.")
     elif ctx.sink is not None and ctx.sink.drop_blockers:
-        done, message = deletion_blocked(ctx, draft, ctx.sink.drop_blockers, grace_over)
+        done, message = _deletion_blocked(ctx, draft, ctx.sink.drop_blockers, grace_over)
     elif ctx.sink is not None:
         if not ctx.apps:
             if ctx.sink.alias_target is not None:
                 draft.drop_aliases.append(DropAlias(ctx.schema, ctx.alias))
             for index in sorted(ctx.sink.indexes - set(ctx.foreign)):
-                owner = naming.index_revision(ctx.base, index)
+                owner = naming.index_revision(ctx.alias, index)
                 if owner is not None:
                     draft.drops.append(effects.drop_of(ctx, index, owner))
             done = True
-        message = (f"Stopped the view's jobs and dropped {ctx.where} and "
+        message = (f"Stopped the view's jobs and dropped {ctx.qualified_alias} and "
                    f"{len(ctx.sink.indexes - set(ctx.foreign))} index(es) "
                    "(deletionPolicy Delete)"
                    + (f"; left {', '.join(sorted(ctx.foreign))} to the view(s) that own "
@@ -71,7 +71,7 @@ def delete(ctx: Context, draft: Draft) -> None:
         draft.finalizers_removed.append(RemoveFinalizer(FINALIZER))
 
 
-def deletion_blocked(ctx: Context, draft: Draft, blockers: tuple[str, ...],
+def _deletion_blocked(ctx: Context, draft: Draft, blockers: tuple[str, ...],
                      grace_over: bool) -> tuple[bool, str]:
     """Others' views (functions, ...) read the alias or an index: DROP ... CASCADE would
     drop them too, silently and for good, so nothing is dropped. The deletion waits the
@@ -92,12 +92,12 @@ def deletion_blocked(ctx: Context, draft: Draft, blockers: tuple[str, ...],
         return True, "Stopped the view's jobs."
     draft.deletion_problem = cond.Verdict(
         "True", reasons.DELETION_BLOCKED,
-        f"{names} {verb} on {ctx.where} or its indexes: drop or re-point "
+        f"{names} {verb} on {ctx.qualified_alias} or its indexes: drop or re-point "
         f"them (nothing is dropped with CASCADE); after "
         f"{ctx.settings.sinks.deletion_grace_seconds}s from the deletion the view is released "
         "and its alias and indexes are left in place")
-    announce.on_change(draft, last_written(ctx, cond.STALLED, "reason"),
+    announce.emit_on_change(draft, last_written(ctx, cond.STALLED, "reason"),
                        (reasons.DELETION_BLOCKED,), reasons.DELETION_BLOCKED,
-                       f"Not dropping {ctx.where} and its indexes: "
+                       f"Not dropping {ctx.qualified_alias} and its indexes: "
                        f"{draft.deletion_problem.message}.", warning=True)
     return False, ""

@@ -6,11 +6,11 @@ from __future__ import annotations
 from derived_views.api.status import Phase
 from derived_views.core import reasons
 from derived_views.core.actions import SwitchAlias
-from derived_views.core.job.job_state import judge
+from derived_views.core.job.job_state import judge_job
 from derived_views.core.planner import effects, readings
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
-from derived_views.core.planner.records import BUILDING, FINISHED, clip, is_torn_down
+from derived_views.core.planner.records import BUILDING, FINISHED, clip_message, is_torn_down
 
 
 def maintain_active(ctx: Context, draft: Draft) -> None:
@@ -18,14 +18,14 @@ def maintain_active(ctx: Context, draft: Draft) -> None:
     revision = draft.active
     if revision is None:
         return
-    readings.observe(ctx, draft, revision)
+    readings.refresh(ctx, draft, revision)
     record = draft.records[revision]
     if ctx.sink is not None and not draft.switches and not ctx.paused:
         target = ctx.sink.alias_target
         if (target != record.index and record.index in ctx.sink.indexes
                 and record.index not in ctx.foreign and readings.lost_cause(ctx, revision) is None):
             draft.switches.append(SwitchAlias(ctx.schema, ctx.alias, record.index, target))
-            draft.event(reasons.ALIAS_REPAIRED, f"Pointed {ctx.where} back at index "
+            draft.event(reasons.ALIAS_REPAIRED, f"Pointed {ctx.qualified_alias} back at index "
                                          f"{record.index} (it selected from "
                                          f"{target or 'nothing'}).", warning=True)
     app = ctx.apps.get(revision)
@@ -48,9 +48,9 @@ def maintain_active(ctx: Context, draft: Draft) -> None:
             effects.create_app(ctx, draft, revision)
         return
     if app.stopped and not failed:
-        ended = judge(app)
+        ended = judge_job(app)
         reason, detail = ended.reason, ended.message
-        draft.set(revision, reason=reason, message=clip(detail),
+        draft.set(revision, reason=reason, message=clip_message(detail),
                   retry_token=ctx.retry_token, generation=ctx.view.generation)
         draft.event(reason, f"The job of active revision {revision} stopped ({app.state}): "
                             f"{detail}; the index no longer follows the log.", warning=True)
@@ -72,7 +72,7 @@ def retire_and_tear_down(ctx: Context, draft: Draft) -> None:
             due = record.retire_after is None or record.retire_after <= ctx.now
             if not due or ctx.sink is None or revision in ctx.apps:
                 continue
-            if ctx.index_exists(revision) and not effects.drop_index(ctx, draft, revision):
+            if ctx.index_exists(revision) and not effects.queue_drop(ctx, draft, revision):
                 continue  # the alias still selects from it: not yet
             draft.set(revision, phase=Phase.Retired, reason=reasons.RETIRED,
                       message="index dropped after the retention period", content=None)
@@ -81,7 +81,7 @@ def retire_and_tear_down(ctx: Context, draft: Draft) -> None:
         elif is_torn_down(record):
             effects.delete_app(ctx, draft, revision)
             if revision not in ctx.apps:
-                effects.drop_index(ctx, draft, revision)
+                effects.queue_drop(ctx, draft, revision)
     for revision in sorted(ctx.apps):
         if revision not in draft.records and revision != ctx.desired:
             # an orphan of this view (e.g. a pruned record)
@@ -99,7 +99,7 @@ def track_follower(ctx: Context, draft: Draft, revision: str) -> None:
               caught_up_since=(record.caught_up_since or ctx.now) if gate else None)
 
 
-def prune(ctx: Context, draft: Draft) -> None:
+def prune_records(ctx: Context, draft: Draft) -> None:
     """Keep the newest `history_limit` finished records; remember the builds of the rest."""
     finished = [r for r in draft.records.values()
                 if r.phase in FINISHED and r.revision not in (ctx.desired, draft.active)

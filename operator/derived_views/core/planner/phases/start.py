@@ -97,7 +97,7 @@ def start_new(ctx: Context, draft: Draft, revision: str) -> None:
     exists = ctx.index_exists(revision)
     if build > 0 and exists is not False:
         # A rebuild needs a fresh index; an unknown or stale one must go first.
-        effects.drop_index(ctx, draft, revision)
+        effects.queue_drop(ctx, draft, revision)
         return
     if exists is False and ctx.position_of(revision) is not None:
         # ledger rows of a lost table: the new job would refuse them

@@ -22,7 +22,7 @@ def check_runs(ctx: Context, draft: Draft) -> None:
         draft.upkeep.append(ForgetChecks())
 
 
-def prune_ledger(ctx: Context, draft: Draft) -> None:
+def plan_ledger_prune(ctx: Context, draft: Draft) -> None:
     """Every pass that observed the sink prunes its ledger (the session knows what it read)."""
     if ctx.sink is not None:
         draft.upkeep.append(PruneLedger())

@@ -73,7 +73,7 @@ def sink_table_claimed(s: Standing) -> Verdict | None:
     if ctx.claimed_by is None:
         return None
     return Verdict("True", reasons.SINK_TABLE_CLAIMED, ownership.claim_message(
-        ctx.claimed_by, ctx.view, ctx.where, ctx.base_field))
+        ctx.claimed_by, ctx.view, ctx.qualified_alias, ctx.alias_field))
 
 
 def index_owned_by_another_view(s: Standing) -> Verdict | None:
@@ -83,7 +83,7 @@ def index_owned_by_another_view(s: Standing) -> Verdict | None:
     index, owner = ctx.owned_refusal
     ours = active if active and ctx.index(active) not in ctx.foreign else None
     return Verdict("True", reasons.INDEX_OWNED_BY_ANOTHER_VIEW, ownership.refusal_message(
-        index, owner, ctx.view, ctx.where, ctx.base_field, ours))
+        index, owner, ctx.view, ctx.qualified_alias, ctx.alias_field, ours))
 
 
 def sink_unreadable(s: Standing) -> Verdict | None:
@@ -139,7 +139,7 @@ def active_index_lost(s: Standing) -> Verdict | None:
     serves = ("serves the incomplete table" if ctx.sink is not None
               and ctx.sink.alias_target == ctx.index(active) else "serves nothing")
     return Verdict("True", reasons.INDEX_LOST,
-                   f"active revision {active}: {lost}; {ctx.where} {serves}"
+                   f"active revision {active}: {lost}; {ctx.qualified_alias} {serves}"
                    " and is not repaired onto it; apply a new revision (any change to "
                    "the view's content) to rebuild beside it, or roll back to a retained "
                    "revision")
@@ -147,11 +147,11 @@ def active_index_lost(s: Standing) -> Verdict | None:
 
 def partitions_grew(s: Standing) -> Verdict | None:
     grown = next((cause for r in dict.fromkeys(s.serving)
-                  if (cause := readings.growth_cause(s.ctx, s.draft, r)) is not None), None)
+                  if (cause := readings.revision_growth_cause(s.ctx, s.draft, r)) is not None), None)
     return None if grown is None else Verdict("True", reasons.PARTITIONS_GREW, grown)
 
 
-def history_incomplete(s: Standing) -> Verdict | None:
+def serves_less_history(s: Standing) -> Verdict | None:
     """The building revision would serve less history than readers have (core.log.history), and
     the spec asks for the complete history: it builds on, but is never promoted."""
     candidate, ctx = s.candidate, s.ctx
@@ -219,7 +219,7 @@ PROBLEMS: tuple[Rule, ...] = (
     topic_reset,
     active_index_lost,
     partitions_grew,
-    history_incomplete,
+    serves_less_history,
     candidate_failed,
     checks_failing,
     active_job_stopped,

@@ -36,7 +36,7 @@ class Candidate:
         return self.stable and not self.ctx.paused and self.ctx.sink is not None
 
 
-Rule = Callable[[Candidate], PromotionHold | None]
+HoldRule = Callable[[Candidate], PromotionHold | None]
 
 
 def history_incomplete(c: Candidate) -> PromotionHold | None:
@@ -106,7 +106,7 @@ def behind_active(c: Candidate) -> PromotionHold | None:
                                                 f"in time: {deferred[1]}")
 
 
-HOLDS: tuple[Rule, ...] = (
+HOLDS: tuple[HoldRule, ...] = (
     history_incomplete, below_min_rows, checks_not_passed, not_approved, sink_refuses,
     behind_active)
 """In order: what no annotation overrides first, then approval, then the sink's word."""

@@ -55,7 +55,7 @@ def building(s: Standing) -> Verdict | None:
         return None
     hold = s.draft.promotion_hold  # core.planner.rules.promotion: the first rule that spoke
     reason = (hold.reason if hold is not None else
-              reasons.CAUGHT_UP if candidate.phase == Phase.CaughtUp else reasons.BACKFILLING)
+              reasons.CAUGHT_UP_REASON if candidate.phase == Phase.CaughtUp else reasons.BACKFILLING)
     message = f"revision {s.desired} is {candidate.phase.value.lower()}: {s.lag_said}"
     hydrating = hydration_said(s)
     if hydrating:
@@ -109,7 +109,7 @@ def reconciled(s: Standing) -> Verdict | None:
     return Verdict("False", reasons.RECONCILED, "")
 
 
-RECONCILING: tuple[Rule, ...] = (
+RECONCILING_RULES: tuple[Rule, ...] = (
     reconciling_deleting, reconciling_paused, building, not_started, reconciled)
 
 
@@ -153,7 +153,7 @@ def alias_misdirected(s: Standing) -> Verdict | None:
     if switched == ctx.index(s.active):
         return None
     return Verdict("False", reasons.ALIAS_MISDIRECTED,
-                   f"{ctx.where} does not select from {ctx.index(s.active)}")
+                   f"{ctx.qualified_alias} does not select from {ctx.index(s.active)}")
 
 
 def active_stale(s: Standing) -> Verdict | None:
@@ -170,7 +170,7 @@ def active_stale(s: Standing) -> Verdict | None:
             or within_gate(lag, cutover)):
         return None
     return Verdict("False", reasons.STALE,
-                   f"{s.ctx.where} serves revision {s.active}, but its oldest missing record "
+                   f"{s.ctx.qualified_alias} serves revision {s.active}, but its oldest missing record "
                    f"is {lag.seconds}s old (gate {cutover.max_lag_seconds}s, {lag.messages} "
                    "messages behind): Ready once it is back within the gate")
 
@@ -187,10 +187,10 @@ def serving(s: Standing) -> Verdict | None:
     active = s.active
     assert active is not None  # nothing_serves spoke otherwise
     return Verdict("True", reasons.SERVING,
-                   f"{s.ctx.where} serves revision {active} from {s.ctx.index(active)}")
+                   f"{s.ctx.qualified_alias} serves revision {active} from {s.ctx.index(active)}")
 
 
-READY: tuple[Rule, ...] = (
+READY_RULES: tuple[Rule, ...] = (
     ready_deleting, has_problem, job_cannot_run_and_nothing_serves, sink_unknown,
     nothing_serves, alias_misdirected, active_stale, older_revision_serves, serving)
 
@@ -220,7 +220,7 @@ def lag_above_gate(s: Standing) -> Verdict | None:
     return Verdict("False", reasons.LAG_ABOVE_GATE, f"revision {s.desired}: {s.lag_said}")
 
 
-CAUGHT_UP: tuple[Rule, ...] = (lag_unknown, not_hydrated, lag_within_gate, lag_above_gate)
+CAUGHT_UP_RULES: tuple[Rule, ...] = (lag_unknown, not_hydrated, lag_within_gate, lag_above_gate)
 
 
 # all five ----------------------------------------------------------------------------------
@@ -238,12 +238,12 @@ class Verdicts:
     job_problem: JobProblem | None
 
 
-def judge(ctx: Context, draft: Draft, deleting: bool) -> Verdicts:
+def judge_conditions(ctx: Context, draft: Draft, deleting: bool) -> Verdicts:
     s = stand(ctx, draft, deleting)
     s = replace(s, problem=first(PROBLEMS, s))
     s = replace(s, job_problem=job_problem(s))
-    s = replace(s, reconciling=first(RECONCILING, s))
-    ready, caught_up = first(READY, s), first(CAUGHT_UP, s)
+    s = replace(s, reconciling=first(RECONCILING_RULES, s))
+    ready, caught_up = first(READY_RULES, s), first(CAUGHT_UP_RULES, s)
     assert ready is not None and caught_up is not None  # their last rules always speak
     trouble = s.problem or (s.job_problem.verdict() if s.job_problem is not None else None)
     conditions = {cond.READY: ready, cond.RECONCILING: s.reconciled(),
