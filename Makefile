@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo demo-cdc test test-fast faults security-doc stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
+PHONY_EXTRA := commit-hook architecture
+.PHONY: $(PHONY_EXTRA) setup demo demo-cdc test test-fast faults security-doc stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
 
 $(STAMP): pyproject.toml stack/pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -15,8 +16,15 @@ $(STAMP): pyproject.toml stack/pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]' -e ./stack
 	@touch $(STAMP)
 
-## setup: create the virtualenv with the project and its dev tools
-setup: $(STAMP)
+## setup: create the virtualenv with the project and its dev tools; install the commit-msg hook
+setup: $(STAMP) commit-hook
+
+# In a git checkout only (an unpacked archive has no hooks to install).
+commit-hook:
+	@hooks=$$(git rev-parse --git-path hooks 2>/dev/null) && mkdir -p "$$hooks" && \
+	  { cmp -s .githooks/commit-msg "$$hooks/commit-msg" || \
+	    { install -m 755 .githooks/commit-msg "$$hooks/commit-msg" && \
+	      echo "installed the commit-msg hook (CONTRIBUTING.md, Commits)"; }; } || true
 
 ## stack-up: start (or reuse) etcd, kube-apiserver, controller-manager, Kafka, Kafka Connect, PostgreSQL, OpenSearch, S3Proxy, the Spark executor
 stack-up: setup
@@ -85,6 +93,10 @@ bench-scale: stack-up
 ## bench-report: docs/performance.md and its plots from the last results in .stack/results
 bench-report:
 	$(PY) benchmarks/report.py $${DV_STATE_DIR:-.stack}/results docs
+
+## architecture: rewrite docs/architecture.md's folder map from the sources
+architecture: setup
+	$(PY) tests/support/house.py
 
 ## lint: ruff, mypy (strict), import contracts
 lint: setup
