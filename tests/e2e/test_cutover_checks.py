@@ -3,7 +3,9 @@
 v1 (balances per customer) serves. v2's SQL drops half the customers: it catches up, fails
 the row-count parity check and is not promoted; v1 keeps serving and the view is Degraded
 naming the check, what it found and what it needed (in `kubectl get dv`, `dv status` and the
-status). v3 fixes the SQL, supersedes v2, passes and takes over. v4 makes balances negative:
+status). Before all that, v1 is held by `cutover.minRows` one row above what its history
+can give (Reconciling, BelowMinRows, Ready False) until the floor is lowered to the
+customers the test counted in what it produced. v3 fixes the SQL, supersedes v2, passes and takes over. v4 makes balances negative:
 the team's assertion `no-negative-balances` blocks it while v3 serves. The reader sees no
 error throughout, and the alias equals the test's own recomputation of v3 over every event.
 What people see, and the checks' durations, go to `.stack/results/cutover_checks.json`.
@@ -78,6 +80,7 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
     # index, and on a quick machine v1 and v2 both came within it of the produce, served
     # empty, and v2 passed the row-count parity (0 = 0)
     replay.produce(stack.kafka_bootstrap, topic, history, age_seconds=3600)
+    customers = {e["customer_id"] for e in history}  # v1's rows, by the test's own count
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     custom.create_namespaced_custom_object(G, V, namespace, P, {
         "apiVersion": f"{G}/{V}", "kind": "DerivedView",
@@ -89,12 +92,22 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
                           "primaryKey": ["customer_id"]},
                  # a wider gate than the default: see test_opensearch_lifecycle
                  "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS,
-                             "retainPreviousSeconds": 5, "checks": CHECKS}}})
+                             "retainPreviousSeconds": 5, "checks": CHECKS,
+                             "minRows": len(customers) + 1}}})
     view = ViewHandle(custom, namespace, "balances")
     seen: dict[str, Any] = {}
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=20).start()
     reader: AliasReader | None = None
     try:
+        # the first revision's floor: caught up, but one row short of minRows, it is not served
+        wait_for(lambda: view.condition("Reconciling").get("reason") == "BelowMinRows",
+                 timeout=600, what="v1 to be held by cutover.minRows",
+                 on_timeout=view.brief)
+        held = view.condition("Reconciling")["message"]
+        assert f"fewer than cutover.minRows {len(customers) + 1}" in held, held
+        assert view.condition("Ready")["status"] == "False" and view.active() is None
+        seen["min_rows_hold"] = held
+        view.patch({"spec": {"cutover": {"minRows": len(customers)}}})
         v1 = view.wait_serving_new(None, "v1 to pass its assertion and serve", timeout=600)
         reader = AliasReader(stack.pg_dsn, table).start()
 

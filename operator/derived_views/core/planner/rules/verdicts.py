@@ -56,7 +56,8 @@ def building(s: Standing) -> Verdict | None:
     hold = s.draft.promotion_hold  # core.planner.rules.promotion: the first rule that spoke
     reason = (hold.reason if hold is not None else
               reasons.CAUGHT_UP_REASON if candidate.phase == Phase.CaughtUp else reasons.BACKFILLING)
-    message = f"revision {s.desired} is {candidate.phase.value.lower()}: {s.lag_said}"
+    said = "caught up" if candidate.phase == Phase.CaughtUp else candidate.phase.value.lower()
+    message = f"revision {s.desired} is {said}: {s.lag_said}"
     hydrating = hydration_said(s)
     if hydrating:
         message += f"; {hydrating}"

@@ -96,3 +96,8 @@ def test_every_condition_rule_has_a_row_here_or_a_named_test_elsewhere() -> None
     for chain in ("RECONCILING", "READY", "CAUGHT_UP"):
         rows = {c[1] for c in VERDICT_CASES if c[0] == chain} | set(ELSEWHERE_VERDICTS)
         assert {r.__name__ for r in getattr(verdicts, f"{chain}_RULES")} <= rows, chain
+
+
+def test_a_caught_up_candidate_is_said_in_words() -> None:
+    verdict = first(verdicts.RECONCILING_RULES, chained(situation({})))
+    assert verdict is not None and " is caught up: lag " in verdict.message, verdict
