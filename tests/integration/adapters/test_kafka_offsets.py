@@ -4,6 +4,7 @@ view's Secret read from the real API server."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 import uuid
@@ -27,11 +28,10 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.judges.tenancy import parse_policy
 from derived_views.core.log.kafka_connection import KafkaCluster, client_settings
-from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
-from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import end_offsets
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
+from support.stand_ins.deps import SETTINGS, pass_deps
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -270,8 +270,8 @@ def test_a_views_secret_in_the_api_server_drives_the_sasl_fetch(
                                               "stringData": data})
     # the stack's Kafka, which beside the real node is not on loopback, as a platform lists it
     policy = parse_policy(replay.kafka_tenancy_env(s["bootstrap"]).get("DV_TENANCY_POLICY"))
-    deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
-                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"), tenancy=policy))
+    deps = pass_deps(Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
+                     settings=dataclasses.replace(SETTINGS, tenancy=policy))
     view = (namespace, "v")
     got = end_offsets(_view_spec(s["bootstrap"], a, "kafka-scram"), DerivedViewStatus(), view,
                        deps)

@@ -20,14 +20,14 @@ from derived_views.adapters.kafka.topic_configs import (
 )
 from derived_views.core.log.kafka_connection import KafkaCluster, SourceOffsets, client_settings
 from derived_views.core.observed import TopicRetention
-from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import topic_configs
 from dvstack.testing import replay
+from support.stand_ins.deps import pass_deps
 
 
 def _topic(bootstrap: str, config: Mapping[str, str] | None = None) -> str:
     name = f"cfg-{uuid.uuid4().hex[:8]}"
-    replay.create_topic(bootstrap, name, 1, settings=config)
+    replay.create_topic(bootstrap, name, 1, config=config)
     return name
 
 
@@ -94,8 +94,7 @@ def test_an_unreachable_cluster_is_told_to_one_pass_and_never_fails_one(
         caplog: pytest.LogCaptureFixture) -> None:
     cluster = _unreachable()
     offsets = SourceOffsets({("a", 0): 1}, cluster=cluster, topics=frozenset({"a"}))
-    deps = Deps(kube=None, offsets=None, settings=None,  # type: ignore[arg-type]
-                topic_configs=TopicConfigsCache(
+    deps = pass_deps(topic_configs=TopicConfigsCache(
                     fetch=lambda c, t: describe_topic_configs(c, t, timeout=2)))
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="derived_views"):
@@ -113,7 +112,7 @@ def test_an_unreachable_cluster_is_told_to_one_pass_and_never_fails_one(
 def test_a_source_that_could_not_be_asked_reads_no_settings(stack: Any) -> None:
     name = _topic(stack.kafka_bootstrap, {"cleanup.policy": "compact"})
     cluster = KafkaCluster.of(stack.kafka_bootstrap)
-    deps = Deps(kube=None, offsets=None, settings=None)  # type: ignore[arg-type]
+    deps = pass_deps()
     unavailable = SourceOffsets(None, reason="KafkaUnavailable", cluster=cluster,
                                 topics=frozenset({name}))
     assert topic_configs(("ns", "v"), deps, unavailable) == {}

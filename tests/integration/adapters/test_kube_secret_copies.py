@@ -18,8 +18,8 @@ from derived_views.adapters.kube.client import SPARK_GROUP, SPARK_PLURAL, SPARK_
 from derived_views.api.constants import JOBS_FOR_LABEL
 from derived_views.core import actions as A
 from derived_views.reconcile.act import create_job
-from derived_views.reconcile.deps import Deps
 from dvstack.testing.waiting import wait_for
+from support.stand_ins.deps import pass_deps
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def test_copies_are_owned_by_the_jobs_that_mount_them_and_go_with_the_last(
     tenant, jobs, ops = spaces
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
     kube = Kube(kube_api_client)
-    deps = Deps(kube=kube, offsets=None, settings=None)  # type: ignore[arg-type]
+    deps = pass_deps(kube)
     _secret(core, tenant, "views-db", "tenant-password", {"derivedviews.io/view-secret": "true"})
     _secret(core, ops, "dv-checkpoints", "store-key")
     copies = (A.SecretCopy(tenant, "views-db", "dv-orders-views-db"),
@@ -105,7 +105,7 @@ def test_the_platforms_own_checkpoint_secret_is_left_as_it_is(
         kube_api_client: Any, spaces: tuple[str, str, str]) -> None:
     _tenant, jobs, ops = spaces
     core = client.CoreV1Api(kube_api_client)
-    deps = Deps(kube=Kube(kube_api_client), offsets=None, settings=None)  # type: ignore[arg-type]
+    deps = pass_deps(Kube(kube_api_client))
     _secret(core, ops, "dv-checkpoints", "shared-key")
     _secret(core, jobs, "dv-checkpoints", "scoped-key")  # made by the platform for this tenant
     job = _job("orders-cccc", jobs)

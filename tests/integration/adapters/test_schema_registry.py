@@ -4,6 +4,7 @@ nothing listens, and a view's registry Secret read from the real API server."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import uuid
@@ -26,12 +27,11 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import reasons
 from derived_views.core.judges.tenancy import parse_policy
-from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
-from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets
 from dvstack.testing import replay
 from dvstack.testing.schema_registry_client import register
+from support.stand_ins.deps import SETTINGS, pass_deps
 
 
 def order(*fields: dict[str, Any]) -> str:
@@ -90,8 +90,8 @@ def test_a_views_registry_secret_in_the_api_server_drives_the_reading(
     client.CoreV1Api(kube_api_client).create_namespaced_secret(namespace, {
         "metadata": {"name": "registry", "labels": {"derivedviews.io/view-secret": "true"}},
         "stringData": {"url": url}})
-    deps = Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
-                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"), tenancy=parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
+    deps = pass_deps(Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
+                settings=dataclasses.replace(SETTINGS, tenancy=parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
                         "DV_TENANCY_POLICY"))),
                 registries=RegistryCache())
     secrets = PassSecrets(deps.kube, namespace, deps.settings.tenancy)

@@ -9,6 +9,7 @@ them): the pass is the subject here, the job has tests of its own."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import socket
@@ -28,13 +29,13 @@ from derived_views.core.job.sparkapplication import load_template
 from derived_views.core.judges.tenancy import parse_policy
 from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
-from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
 from dvstack.testing import replay
 from dvstack.testing.schema_registry_client import register
 from support.paths import REPO
+from support.stand_ins.deps import SETTINGS, pass_deps
 
 CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
@@ -114,8 +115,10 @@ def deps(stack: Any, kube_api_client: Any) -> Deps:
     tenancy (loopback) refuses: the stack's policy lists it, as a platform would."""
     tenancy = parse_policy(replay.kafka_tenancy_env(stack.kafka_bootstrap).get(
         "DV_TENANCY_POLICY"))
-    return Deps(kube=Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
-                settings=Settings(spark=SparkSettings(template=load_template(), image="i"), checkpoints=CheckpointSettings(base="/c"), tenancy=tenancy))
+    return pass_deps(Kube(kube_api_client), offsets=EndOffsetsCache(interval=5),
+                     settings=dataclasses.replace(
+                         SETTINGS, tenancy=tenancy,
+                         spark=dataclasses.replace(SETTINGS.spark, template=load_template())))
 
 
 def test_no_job_until_the_pinned_version_is_registered_then_its_text(

@@ -26,12 +26,12 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import actions as A
 from derived_views.core.observed import Observed
 from derived_views.core.plan import plan
-from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.run import reconcile
 from dvstack.cli import apply_crds
 from dvstack.testing.waiting import wait_for
 from support.paths import REPO
+from support.stand_ins.deps import pass_deps
 
 CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 
@@ -65,8 +65,7 @@ class Sent(Kube):
 
 
 def _deps(kube: Sent) -> Deps:
-    return Deps(kube=kube, offsets=EndOffsetsCache(interval=5),
-                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")))
+    return pass_deps(kube, offsets=EndOffsetsCache(interval=5))
 
 
 def _conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -16,7 +16,6 @@ from typing import Any, cast
 
 import pytest
 
-from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.sink_contract import SinkSession, SwitchDeferred
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
@@ -29,6 +28,7 @@ from derived_views.reconcile.act import act
 from derived_views.reconcile.deps import Deps, PassRecord
 from derived_views.reconcile.observe import observe
 from derived_views.reconcile.run import PassOutcome, reconcile, run_pass
+from support.stand_ins.deps import pass_deps
 from support.stand_ins.kube import FakeKube
 
 CONFIG = Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c"))
@@ -41,9 +41,7 @@ SPEC = {"source": {"kafka": {"bootstrapServers": "k:9092"}, "topics": ["a"],
 
 
 def _deps(kube: FakeKube) -> Deps:
-    return Deps(kube=kube, settings=CONFIG,
-                offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
-                                        clock=lambda: 0.0))
+    return pass_deps(kube, settings=CONFIG)
 
 
 def _body(spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -7,17 +7,15 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any, cast
 
-from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.kafka.record_times import RecordTimesReader, RecordTimesUnavailable
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.log.kafka_connection import KafkaCluster, SourceOffsets
 from derived_views.core.observed import LedgerPosition, SinkObserved
 from derived_views.core.revision import revision_of
-from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import record_times
-from support.stand_ins.kube import FakeKube
+from support.stand_ins.deps import pass_deps
 
 VIEW = ("shop", "orders")
 T = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -43,11 +41,7 @@ class Reader:
 
 
 def deps(reader: Reader) -> Deps:
-    return Deps(kube=FakeKube(secrets={}),
-                offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
-                                        clock=lambda: 0.0),
-                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")),
-                record_times=cast(RecordTimesReader, reader))
+    return pass_deps(record_times=cast(RecordTimesReader, reader))
 
 
 def test_a_revision_without_a_batch_asks_for_the_first_records() -> None:

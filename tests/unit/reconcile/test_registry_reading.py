@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.schema_registry import Registry, RegistryUnavailable, SchemaNotFound
 from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.api.spec import DerivedViewSpec
@@ -15,10 +14,9 @@ from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import reasons
 from derived_views.core.judges.tenancy import TenancyPolicy
 from derived_views.core.revision import content_of, revision_of
-from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
-from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.registry_reading import registry_reading
 from derived_views.reconcile.secrets import PassSecrets
+from support.stand_ins.deps import pass_deps
 from support.stand_ins.kube import FakeKube
 
 VIEW = ("shop", "orders")
@@ -75,9 +73,7 @@ def read(view: DerivedViewSpec, registered: Registered,
          secrets: dict[str, dict[str, str]] | None = None,
          status: DerivedViewStatus | None = None, policy: TenancyPolicy = LISTED) -> Any:
     kube = FakeKube(secrets={"registry": SECRET} if secrets is None else secrets)
-    deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({})),
-                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")),
-                registries=RegistryCache(fetch_subjects=registered.subjects,
+    deps = pass_deps(kube, registries=RegistryCache(fetch_subjects=registered.subjects,
                                          fetch_version=registered.version))
     return registry_reading(view, status or DerivedViewStatus(), VIEW, deps,
                             PassSecrets(kube, VIEW[0], policy))

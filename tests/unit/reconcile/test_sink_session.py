@@ -10,15 +10,14 @@ from typing import Any
 
 import pytest
 
-from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched
 from derived_views.adapters.sink import SINK_KINDS, open_session
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
-from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import sink_reading
 from derived_views.reconcile.secrets import PassSecrets
+from support.stand_ins.deps import pass_deps
 from support.stand_ins.kube import FakeKube
 
 VIEW = ("shop", "orders")
@@ -33,8 +32,7 @@ SPEC = DerivedViewSpec.model_validate({
 
 def _reading(secrets: dict[str, dict[str, str]]) -> Any:
     kube = FakeKube(secrets=secrets)
-    deps = Deps(kube=kube, offsets=EndOffsetsCache(interval=5, fetch=lambda c, t: Fetched({}),
-                                                   clock=lambda: 0.0), settings=CONFIG)
+    deps = pass_deps(kube, settings=CONFIG)
     return sink_reading(SPEC, DerivedViewStatus(), VIEW, deps,
                  PassSecrets(kube, "shop", CONFIG.tenancy), dropping=False)
 

@@ -14,9 +14,9 @@ from derived_views.adapters.kafka.offsets import EndOffsetsCache, Fetched, Offse
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core.log.kafka_connection import KafkaCluster
-from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.observe import end_offsets
+from support.stand_ins.deps import pass_deps
 from support.stand_ins.kube import FakeKube
 
 VIEW = ("shop", "orders")
@@ -34,9 +34,8 @@ def spec(topics: list[str], secret: str | None = None,
 
 
 def deps(secrets: dict[str, dict[str, str]], fetch: Any) -> Deps:
-    return Deps(kube=FakeKube(secrets=secrets),
-                offsets=EndOffsetsCache(interval=5, fetch=fetch, clock=lambda: 0.0),
-                settings=Settings(spark=SparkSettings(template="", image="i"), checkpoints=CheckpointSettings(base="/c")))
+    return pass_deps(FakeKube(secrets=secrets),
+                     offsets=EndOffsetsCache(interval=5, fetch=fetch, clock=lambda: 0.0))
 
 
 def test_credentials_from_the_secret_reach_the_fetch_and_ends_are_the_views_topics() -> None:
