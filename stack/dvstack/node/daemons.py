@@ -169,7 +169,10 @@ def prepare_host(settings: Settings) -> None:
         assert claim is not None
         print(f"dvstack: the node of the stack in {claim.state_dir} was not stopped and its "
               "daemons are gone; taking back what it left on the host", flush=True)
-        left = _give_back(settings, Path(claim.root), Path(claim.run), claim.before)
+        # A session killed mid-build leaves debootstrap's /proc mounted in the image cache;
+        # with no daemon left, no build of this stack runs, so those mounts go too.
+        left = _give_back(settings, Path(claim.root), Path(claim.run), claim.before,
+                          also=[settings.cache_dir / "images" / "work"])
         if left:
             raise SystemExit("what that node left could not all be taken back:\n  "
                              + "\n  ".join(left) + "\n(its claim stays in "
@@ -278,12 +281,12 @@ def stop_node(settings: Settings) -> list[str]:
 
 
 def _give_back(settings: Settings, root: Path, run: Path,
-               before: dict[str, Any] | None) -> list[str]:
+               before: dict[str, Any] | None, also: list[Path] | None = None) -> list[str]:
     """kube-proxy's own cleanup of its chains, then the rest of what the node added."""
     proxy_bin = settings.cache_dir / f"node-{KUBE_VERSION}" / "bin" / "kube-proxy"
     if proxy_bin.exists():
         subprocess.run([str(proxy_bin), "--cleanup"], capture_output=True, check=False)
-    return node_host.give_back(root, run, before)
+    return node_host.give_back(root, run, before, also or [])
 
 
 # ---------------------------------------------------------------- CLI

@@ -17,6 +17,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -227,16 +228,18 @@ def network_down() -> None:
 # ---------------------------------------------------------------- giving back
 
 
-def give_back(root: Path, run: Path, before: dict[str, Any] | None) -> list[str]:
-    """After the node's daemons stopped, or died: take back what the node added, then the
-    differences from `before` that remain (none without a snapshot to compare with)."""
+def give_back(root: Path, run: Path, before: dict[str, Any] | None,
+              also: Sequence[Path] = ()) -> list[str]:
+    """After the node's daemons stopped, or died: take back what the node added, and the
+    mounts under `also` (what a killed image build left), then the differences from
+    `before` that remain (none without a snapshot to compare with)."""
     containerd_state = node_config.containerd_state_of(run)
     for pid, line in cmdlines().items():
         if "containerd-shim" in line and str(containerd_state) in line:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     _kill_cgroup_tasks()
-    _unmount_under([root, containerd_state, Path("/run/containerd")])
+    _unmount_under([root, containerd_state, Path("/run/containerd"), *also])
     if before is not None:
         _remove_netns(before["netns"])
     _remove_cgroups()
