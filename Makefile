@@ -74,7 +74,7 @@ admission-doc: stack-up
 security-doc:
 	$(PY) stack/security-doc.py $${DV_STATE_DIR:-.stack}/results docs/security.md
 
-## bench: replay rates against same-run baselines, linearity, apply to Ready, VIEWS views on one operator; writes docs/performance.md
+## bench: replay rates against same-run baselines, linearity, apply to Ready, a serving view's steady cost, VIEWS views on one operator; writes docs/performance.md
 VIEWS ?= 1000
 IDLE ?= 300
 bench: stack-up
@@ -83,6 +83,8 @@ bench: stack-up
 	$(PY) benchmarks/apply_to_ready.py --events 2000000 --runs 1 --lag-history-seconds 2 \
 		--save-as replay_progress --watch-log .stack/results/replay_progress_watch.txt \
 		--plot docs/performance/replay_progress.png
+	$(PY) benchmarks/steady_cost.py
+	$(PY) benchmarks/steady_cost.py --views 10
 	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
 	$(MAKE) --no-print-directory bench-report
 

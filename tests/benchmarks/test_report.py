@@ -243,7 +243,7 @@ def test_a_job_side_error_is_shown_prominently() -> None:
 
 def test_missing_result_files_say_not_measured() -> None:
     text = report.render_markdown(None, None)
-    assert text.count("Not measured in this run: run `make bench`.") == 7
+    assert text.count("Not measured in this run: run `make bench`.") == 8
     assert "No profile in this run's results." in text
     assert ".png" not in text
 
@@ -343,3 +343,21 @@ def test_a_run_without_avro_has_no_avro_section() -> None:
     text = report.render_markdown(REPLAY, None)
     assert "## Avro against JSON" not in text
     assert "Avro topic" not in text
+
+
+STEADY = {"views": 1, "rate_per_view": 150.0, "trigger_seconds": 5.0,
+          "goal": {"cores": 0.1, "rss_mb": 400.0}, "cores_per_view_mean": 0.0812,
+          "rss_mb_per_view_max": 380.4, "pss_mb_per_view_mean": 350.2,
+          "kafka_broker": {"cores": 0.07}, "gate_held": True}
+
+
+def test_a_serving_views_cost_is_judged_on_cores_memory_and_the_gate() -> None:
+    text = report.render_markdown(None, None, steady=[
+        STEADY, {**STEADY, "views": 10, "rss_mb_per_view_max": 512.0}])
+    rows = [line for line in text.splitlines() if line.startswith("| 1 |")
+            or line.startswith("| 10 |")]
+    assert rows[0] == ("| 1 | 150 ev/s | 5.0 s | 0.081 | 380 MB | 350 MB | 0.070 | yes | "
+                       "≤ 0.10 core, ≤ 400 MB | met |")
+    assert rows[1].endswith("| **not met** |")  # 512 MB resident: over the goal
+    held_not = report.render_markdown(None, None, steady=[{**STEADY, "gate_held": False}])
+    assert "| no | ≤ 0.10 core, ≤ 400 MB | **not met** |" in held_not

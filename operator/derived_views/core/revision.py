@@ -159,13 +159,18 @@ def revision_of(spec: DerivedViewSpec) -> str:
     return digest[:REVISION_LENGTH]
 
 
-def job_settings_of(spec: DerivedViewSpec) -> str:
+def job_settings_of(spec: DerivedViewSpec, trigger_seconds: float = 1.0) -> str:
     """Hash of what a running job uses but the revision does not: `spec.spark` (except
     checkpointBase: a revision keeps its checkpoint), the Kafka connection and the batch
     bound (`source.maxOffsetsPerTrigger`, read by the job only when it starts) and the
     bad-record policy (`source.badRecords`, ditto). Not `source.history`: it decides what may
     serve, and the jobs created from then on (a failed one restarts on the new generation)
     read past records the log deleted; a running job is not restarted for it.
+
+    And the job's micro-batch interval (`trigger_seconds`, from the installation or the
+    view's gate: Settings.spark.trigger_of), when it is not 1 s: a gate changed so that the
+    interval changes restarts the job once; jobs at 1 s keep the hash they had before the
+    interval was part of it.
 
     Stamped on each SparkApplication; a different value means the job must be
     recreated to apply it, from the same checkpoint (never a replay).
@@ -175,6 +180,8 @@ def job_settings_of(spec: DerivedViewSpec) -> str:
         "kafka": spec.source.kafka.model_dump(mode="json", by_alias=True),
         "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
     }
+    if trigger_seconds != 1.0:
+        document["triggerSeconds"] = trigger_seconds
     if spec.source.avro is not None:  # only then: other views keep their hash
         document["registry"] = spec.source.avro.registry.model_dump(mode="json", by_alias=True)
     if spec.source.bad_records != BadRecords():

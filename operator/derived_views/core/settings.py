@@ -7,7 +7,8 @@ Its words, one per thing (docs/glossary.md):
 - `spark`: how the jobs run: the SparkApplication template (`template`, its text; the path it
   was read from is `template_path`), the job `image` and `main_application_file` a view gets
   unless it names its own, the `jars` every job needs, the drivers' `service_account`, and
-  `trigger_seconds`, the micro-batch interval of the jobs created from now on.
+  `trigger_seconds`, the micro-batch interval of the jobs created from now on (None: each
+  view's own, from its gate: `trigger_of`).
 - `checkpoints`: where jobs checkpoint (`base`), the Secret with the store's keys (`secret`),
   a non-AWS store's `s3_endpoint` and `s3_region`.
 - `jobs`: where a view's jobs run (`namespace`, a template with `{namespace}`; "" is the
@@ -26,17 +27,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from derived_views.api.spec import Cutover
 from derived_views.core.judges.tenancy import TenancyPolicy
 from derived_views.core.naming import LEDGER_TABLE, job_namespace
 
 DEFAULT_MAIN_APPLICATION_FILE = "local:///opt/derived-views/spark_templates/derived_view_job.py"
 DEFAULT_SPARK_IMAGE = "derived-views/spark-job:0.1.0"
 
-DEFAULT_TRIGGER_SECONDS = 1.0
-"""A view's job runs until deleted, one micro-batch per second at most: an index about a
-second behind its log. Each micro-batch that finds new records costs the driver a plan, a
-checkpoint commit and a sink transaction, whatever its size, so a platform with many quiet
-views may trade freshness for CPU (DV_TRIGGER_SECONDS)."""
+MIN_TRIGGER_SECONDS = 1.0
+"""The shortest interval a view's gate gives its job (and what a messages-only gate gets)."""
+MAX_TRIGGER_SECONDS = 60.0
+"""The longest: a view whose gate allows minutes still shows a record within a minute."""
+
+
+def gate_trigger_seconds(max_lag_seconds: int) -> float:
+    """A job's micro-batch interval, from the staleness its view's gate allows
+    (`cutover.maxLagSeconds`): half of it, between MIN_ and MAX_TRIGGER_SECONDS.
+
+    Why half: a record waits up to one interval for the next batch and then for that batch to
+    commit, so the oldest record not in the index is up to an interval plus a batch old; half
+    the gate leaves the other half for the batch, a slow one included, and the gate holds
+    without a pause. Why from the gate: a serving job's cost is per batch, whatever the batch
+    holds (a plan, a checkpoint commit, a sink transaction: about 0.6 of a core-second on a
+    small driver), so the interval is freshness bought with CPU, and the gate is where the
+    view's author says how much freshness the readers need. The default gate (10 s) gives
+    5 s: a fifth of the per-batch cost of a 1 s interval, an index at most about 6 s
+    behind its log. A gate of 0 (messages only) asks for the freshest index: the minimum."""
+    if max_lag_seconds <= 0:
+        return MIN_TRIGGER_SECONDS
+    return min(max(max_lag_seconds / 2, MIN_TRIGGER_SECONDS), MAX_TRIGGER_SECONDS)
+
 
 DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
 """Only usable outside a cluster (driver and executors on one machine); see
@@ -58,8 +78,15 @@ class SparkSettings:
     """DV_SPARK_JARS: `deps.jars`, the Kafka connector jars and anything every job needs."""
     service_account: str | None = None
     """DV_SPARK_SERVICE_ACCOUNT: the drivers' and executors' account."""
-    trigger_seconds: float = DEFAULT_TRIGGER_SECONDS
-    """DV_TRIGGER_SECONDS: written into every job created from now on."""
+    trigger_seconds: float | None = None
+    """DV_TRIGGER_SECONDS: one interval for every job created from now on; None (the
+    default): each view's from its gate (gate_trigger_seconds)."""
+
+    def trigger_of(self, cutover: Cutover) -> float:
+        """The micro-batch interval of a view's jobs: the installation's, else its gate's."""
+        if self.trigger_seconds is not None:
+            return self.trigger_seconds
+        return gate_trigger_seconds(cutover.max_lag_seconds)
 
 
 @dataclass(frozen=True)

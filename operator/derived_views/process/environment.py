@@ -13,7 +13,7 @@ from derived_views.core.settings import (
     DEFAULT_CHECKPOINT_BASE,
     DEFAULT_MAIN_APPLICATION_FILE,
     DEFAULT_SPARK_IMAGE,
-    DEFAULT_TRIGGER_SECONDS,
+    MIN_TRIGGER_SECONDS,
     CheckpointSettings,
     CheckSettings,
     JobPlacement,
@@ -66,7 +66,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
                                         DEFAULT_MAIN_APPLICATION_FILE),
             jars=tuple(j for j in e.get("DV_SPARK_JARS", "").split(",") if j),
             service_account=e.get("DV_SPARK_SERVICE_ACCOUNT") or None,
-            trigger_seconds=_float(e, "DV_TRIGGER_SECONDS", DEFAULT_TRIGGER_SECONDS, 0.1)),
+            trigger_seconds=(None if not e.get("DV_TRIGGER_SECONDS") else
+                             _float(e, "DV_TRIGGER_SECONDS", MIN_TRIGGER_SECONDS, 0.1))),
         checkpoints=CheckpointSettings(
             base=checkpoint_base, secret=e.get("DV_CHECKPOINT_SECRET") or None,
             s3_endpoint=_endpoint(e, "DV_CHECKPOINT_S3_ENDPOINT"),

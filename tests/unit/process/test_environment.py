@@ -79,7 +79,8 @@ def test_the_trigger_interval_reaches_the_jobs_configuration() -> None:
     from derived_views.core.job.job_config import job_config
     from derived_views.core.revision import revision_of
 
-    assert from_env({}).spark.trigger_seconds == 1.0
+    assert from_env({}).spark.trigger_seconds is None  # each view its gate's
+    assert from_env({"DV_TRIGGER_SECONDS": ""}).spark.trigger_seconds is None
     settings = from_env({"DV_TRIGGER_SECONDS": "3"})
     spec = DerivedViewSpec.model_validate({
         "source": {"kafka": {"bootstrapServers": "kafka:9092"}, "topics": ["orders"],

@@ -19,13 +19,13 @@ from derived_views.core.judges.source_schema import (
     shape_text,
 )
 from derived_views.core.revision import revision_of
-from derived_views.core.settings import DEFAULT_TRIGGER_SECONDS
+from derived_views.core.settings import MIN_TRIGGER_SECONDS
 
 
 def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: str,
                checkpoint_location: str, uid: str, ledger_table: str = naming.LEDGER_TABLE,
                secrets: dict[str, str | None] | None = None,
-               trigger_seconds: float = DEFAULT_TRIGGER_SECONDS,
+               trigger_seconds: float = MIN_TRIGGER_SECONDS,
                reader_schemas: ReaderSchemas = NONE_KNOWN) -> dict[str, Any]:
     """The job's configuration document (camelCase keys, in the contract's order).
 
@@ -33,8 +33,8 @@ def job_config(*, namespace: str, view: str, spec: DerivedViewSpec, revision: st
     creates, and an index recorded for another view is refused by the job at start.
     `secrets` names the Secrets mounted for the job by role (sink, kafka, checkpoint): the
     job then reads its credentials from their files and nowhere else. `trigger_seconds` is
-    the installation's micro-batch interval: not content, so no revision of its own; a job
-    keeps the interval it was created with. `reader_schemas` holds the text of a reader schema
+    the micro-batch interval (Settings.spark.trigger_of): not content, so no revision of its
+    own; a job whose interval changes is restarted from its checkpoint (job_settings_of). `reader_schemas` holds the text of a reader schema
     the spec pins in the registry (ReaderSchemaUnknown without it: no job is rendered)."""
     if not uid:
         raise ValueError("uid (the view's metadata.uid) is required: the job records it as "

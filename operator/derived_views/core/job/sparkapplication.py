@@ -151,6 +151,7 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
 
     jobs = settings.jobs_of(namespace)
     copied = jobs != namespace
+    trigger_seconds = settings.spark.trigger_of(spec.cutover)
     labels = {VIEW_LABEL: view, REVISION_LABEL: revision}
     if copied:
         labels[VIEW_NAMESPACE_LABEL] = namespace
@@ -158,7 +159,7 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
     meta["namespace"] = jobs
     meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY, **labels}
     meta["annotations"] = {**(meta.get("annotations") or {}),
-                           JOB_SETTINGS_ANNOTATION: job_settings_of(spec)}
+                           JOB_SETTINGS_ANNOTATION: job_settings_of(spec, trigger_seconds)}
     if not copied:
         meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": view,
                                     "uid": uid, "controller": True,
@@ -169,7 +170,7 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
     config_doc = job_config(namespace=namespace, view=view, spec=spec, revision=revision,
                             checkpoint_location=checkpoint_location,
                             ledger_table=settings.sinks.ledger_table, uid=uid, secrets=secrets,
-                            trigger_seconds=settings.spark.trigger_seconds,
+                            trigger_seconds=trigger_seconds,
                             reader_schemas=reader_schemas)
     spark = spec.spark
     body.update({

@@ -110,7 +110,7 @@ def apply_job_settings(ctx: Context, draft: Draft) -> None:
     Not while the schema registry cannot be asked: the stopped job could not start again."""
     if ctx.registry_problem is not None:
         return
-    wanted = job_settings_of(ctx.spec)
+    wanted = job_settings_of(ctx.spec, ctx.settings.spark.trigger_of(ctx.spec.cutover))
     # the active first, then the candidate: a plan's actions come in a fixed order
     for revision in dict.fromkeys(r for r in (draft.active, ctx.desired) if r is not None):
         record, app = draft.records.get(revision), ctx.apps.get(revision)
@@ -120,5 +120,5 @@ def apply_job_settings(ctx: Context, draft: Draft) -> None:
             continue
         effects.delete_app(ctx, draft, revision)
         draft.event(reasons.JOB_RESTARTED, f"Restarted the job of revision {revision} from its "
-                                    "checkpoint to apply changed job settings (spec.spark or "
-                                    "the Kafka connection).")
+                                    "checkpoint to apply changed job settings (spec.spark, "
+                                    "the Kafka connection or the micro-batch interval).")

@@ -77,7 +77,8 @@ def try_promote(ctx: Context, draft: Draft, revision: str) -> None:
         guard = monotonic.Guard(draft.active, revision, monotonic.comparable(
             ctx.obs.end_offsets, readings.topics_of(ctx, draft, revision),
             ctx.position_of(draft.active)),
-            monotonic.wait_for(ctx.settings.spark.trigger_seconds, ctx.position_of(revision)))
+            monotonic.wait_for(ctx.settings.spark.trigger_of(ctx.spec.cutover),
+                               ctx.position_of(revision)))
     draft.switches.append(SwitchAlias(ctx.schema, ctx.alias, ctx.index(revision),
                                       ctx.sink.alias_target, guard))
     draft.cutover = (revision, draft.active)

@@ -248,3 +248,23 @@ def test_a_log_recreated_below_the_index_is_degraded_until_a_new_revision_rebuil
     run_until(world, lambda w: w.alias == I2)
     world.reconcile()
     assert world.condition("Degraded") == ("False", "AsExpected")
+
+
+def test_a_gate_that_moves_the_interval_restarts_the_job_from_its_checkpoint() -> None:
+    """The job's micro-batch interval is half the view's gate (the samples gate on messages
+    alone: 1 s): a gate of 30 s makes it 15 s, which the running job only takes up when it
+    starts again, from its checkpoint; a change that leaves the interval alone restarts
+    nothing."""
+    world = served_world()
+    old_manifest = world.apps[APP1].obj
+    assert json.loads(old_manifest["spec"]["arguments"][1])["trigger"] == {
+        "processingTimeSeconds": 1}
+    world.edit(spec_body(SQL_V1, cutover={"maxLagSeconds": 30}))
+    actions = world.reconcile()
+    assert effects(actions) == [A.DeleteSparkApplication(R1, APP1)]
+    run_until(world, lambda w: APP1 in w.apps and w.apps[APP1].obj is not old_manifest)
+    config = json.loads(world.apps[APP1].obj["spec"]["arguments"][1])
+    assert config["trigger"] == {"processingTimeSeconds": 15}
+    assert config["checkpointLocation"] == f"{CKPT}/{R1}"  # same checkpoint: no replay
+    world.edit(spec_body(SQL_V1, cutover={"maxLagSeconds": 30, "stableForSeconds": 20}))
+    assert not any(isinstance(a, A.DeleteSparkApplication) for a in world.reconcile())

@@ -1,0 +1,368 @@
+"""What a serving view costs once caught up: cores and memory of everything its job runs.
+
+On the running stack, the real operator runs as its own process at the product's pace (as
+benchmarks/apply_to_ready.py starts it: the jobs' trigger and the lag poll left at their
+defaults). For each of VIEWS views: a fresh 3-partition topic with a backlog of order
+events written an hour ago, a producer writing RATE events/s into it for the whole run,
+and the e2e tests' view (`view_body`: orders per customer, no cutover or Spark settings,
+so every default). Once every view is Ready and a warm-up has passed, the script samples
+once a second for WINDOW seconds:
+
+- each view's job: every process of its driver's session (the stand-in kubelet starts a
+  driver with its own session: the spark-submit JVM, its Python driver, Python workers),
+  CPU from /proc/<pid>/stat (utime + stime, and the reaped children's) and resident
+  memory (RSS, and PSS from smaps_rollup: shared pages counted once across views), and
+  the same resident memory without the stand-in's class archive (STAND_IN_ARCHIVE), as
+  the job image runs it: what the goal is judged on;
+- the stack's S3 store (the checkpoints), shared by the views: its CPU split evenly;
+- Kafka's broker: the log's own cost of serving the same events, for comparison;
+- each view's status: Ready, and the serving index's staleness, which the 10 s gate
+  (`cutover.maxLagSeconds`, default) must hold the whole window.
+
+Results: .stack/results/<save-as>.json (default steady_cost, or steady_cost_<N>views),
+read by benchmarks/report.py against the goal (issue 50: at most 0.10 core and 400 MB per
+view). The views are deleted at the end.
+
+Usage: python benchmarks/steady_cost.py [--views 1] [--rate 150] [--window 60]
+       [--warmup 30] [--save-as NAME]   (the stack must be up)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from kubernetes import client, config
+
+from derived_views.api.spec import Cutover
+from derived_views.process.environment import from_env
+from dvstack import processes
+from dvstack.cli import apply_crds
+from dvstack.services.s3_store import S3_NAME
+from dvstack.settings import load
+from dvstack.testing import replay
+from dvstack.testing import results as results_file
+from dvstack.testing.traffic import LiveProducer
+from dvstack.testing.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.e2e.operator import operator_env, watched  # noqa: E402
+from support.e2e.views import G, P, V, ViewHandle, view_body  # noqa: E402
+
+SECRET = "views-db"
+BACKLOG = 5_000
+HISTORY_AGE_SECONDS = 3600
+GOAL_CORES = 0.10
+GOAL_RSS_MB = 400.0
+PACE_SETTINGS = ("DV_LAG_POLL_SECONDS", "DV_LAG_HISTORY_SECONDS", "DV_TRIGGER_SECONDS")
+"""What the tests' operator sets faster or slower than the product: dropped here."""
+OPERATOR_STARTED = "Initial authentication has finished"
+CLOCK = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+# --- pure parts -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    session: int
+    cpu_seconds: float
+    """utime + stime of the process itself."""
+    children_seconds: float
+    """cutime + cstime: what its reaped children used (Python workers that came and went)."""
+    rss_mb: float
+
+
+def parse_stat(pid: int, text: str) -> ProcStat:
+    """/proc/<pid>/stat, whose second field (the command) may hold spaces and parentheses."""
+    fields = text.rsplit(")", 1)[1].split()
+    # fields[0] is the state (field 3 of proc(5)); session is field 6, utime 14, stime 15,
+    # cutime 16, cstime 17, rss 24 (pages)
+    return ProcStat(pid=pid, session=int(fields[3]),
+                    cpu_seconds=(int(fields[11]) + int(fields[12])) / CLOCK,
+                    children_seconds=(int(fields[13]) + int(fields[14])) / CLOCK,
+                    rss_mb=int(fields[21]) * PAGE_KB / 1024)
+
+
+def session_usage(stats: Iterable[ProcStat], session: int) -> tuple[float, float]:
+    """CPU seconds (own and reaped children's) and resident MB of a session's processes."""
+    members = [s for s in stats if s.session == session]
+    return (sum(s.cpu_seconds + s.children_seconds for s in members),
+            sum(s.rss_mb for s in members))
+
+
+@dataclass
+class Series:
+    """One view's (or component's) samples over the window."""
+
+    cpu: list[tuple[float, float]] = field(default_factory=list)
+    """(monotonic time, cumulative CPU seconds)."""
+    rss_mb: list[float] = field(default_factory=list)
+    pss_mb: list[float] = field(default_factory=list)
+    archive_mb: list[float] = field(default_factory=list)
+    """Of rss_mb, the stand-in's class archive (STAND_IN_ARCHIVE)."""
+
+    def cores(self) -> float | None:
+        if len(self.cpu) < 2:
+            return None
+        (t0, c0), (t1, c1) = self.cpu[0], self.cpu[-1]
+        return (c1 - c0) / (t1 - t0) if t1 > t0 else None
+
+    def summary(self) -> dict[str, float | None]:
+        return {"cores": _round(self.cores(), 4),
+                "rss_mb_mean": _round(statistics.fmean(self.rss_mb), 1) if self.rss_mb else None,
+                "rss_mb_max": _round(max(self.rss_mb), 1) if self.rss_mb else None,
+                "pss_mb_mean": _round(statistics.fmean(self.pss_mb), 1) if self.pss_mb else None,
+                "image_rss_mb_max": _round(max(r - a for r, a in zip(
+                    self.rss_mb, self.archive_mb, strict=True)), 1) if self.archive_mb
+                else None}
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def staleness_seconds(status: Mapping[str, Any]) -> float | None:
+    """The serving revision's staleness as the operator last read it (status.active.lag)."""
+    lag = ((status.get("active") or {}).get("lag") or {})
+    seconds = lag.get("seconds")
+    return float(seconds) if seconds is not None else None
+
+
+# --- reading the machine ----------------------------------------------------------------------
+
+def all_stats() -> list[ProcStat]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            found.append(parse_stat(int(entry.name), (entry / "stat").read_text()))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return found
+
+
+def pss_mb(pids: Iterable[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+STAND_IN_ARCHIVE = "spark-cds"
+"""Where the stand-in keeps its drivers' class-data-sharing archive (dvstack.spark.jvm): a
+test-speed device the job image does not have. Its mapping is written to as classes load
+(copy-on-write, about 115 of its 145 MB), so a stand-in driver is that much bigger than the
+image's."""
+
+
+def archive_mb(pids: Iterable[int]) -> float:
+    """Resident MB of the stand-in's class archive in these processes (/proc/<pid>/smaps)."""
+    total, inside = 0, False
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/smaps").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            head = line.split(maxsplit=5)
+            if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
+                inside = len(head) == 6 and STAND_IN_ARCHIVE in head[5] \
+                    and head[5].endswith(".jsa")
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def driver_session(core: Any, namespace: str, view: str) -> int | None:
+    """The session of the view's serving driver: the stand-in kubelet's container id is
+    `local://<pid>` of a process that leads its own session."""
+    pods = core.list_namespaced_pod(
+        namespace, label_selector=f"spark-role=driver,derivedviews.io/view={view}").items
+    for pod in pods:
+        for container in (pod.status.container_statuses or []):
+            cid = container.container_id or ""
+            if container.state.running is not None and cid.startswith("local://"):
+                return int(cid.removeprefix("local://"))
+    return None
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+def operator_environment(info: Mapping[str, Any], prefix: str) -> dict[str, str]:
+    env = operator_env(SimpleNamespace(**info), prefix, product_trigger=True)
+    for key in PACE_SETTINGS:
+        env.pop(key, None)
+    return env
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--views", type=int, default=1)
+    parser.add_argument("--rate", type=float, default=150.0, help="events/s into each topic")
+    parser.add_argument("--window", type=float, default=60.0)
+    parser.add_argument("--warmup", type=float, default=30.0)
+    parser.add_argument("--save-as", default=None)
+    args = parser.parse_args(argv)
+    save_as = args.save_as or ("steady_cost" if args.views == 1
+                               else f"steady_cost_{args.views}views")
+    settings = load()
+    info = json.loads(settings.stack_file.read_text())
+    api = config.new_client_from_config(config_file=info["kubeconfig"])
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    apply_crds(api, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
+    run_id = uuid.uuid4().hex[:6]
+    namespace = f"bench-steady-{run_id}"
+    replay.ensure_namespace_and_sink_secret(core, namespace, SECRET, info["pg"])
+    replay.ensure_checkpoint_secret(core, namespace, info["s3"])
+    env = operator_environment(info, f"bench/steady/{run_id}")
+    operator_settings = from_env(env)
+    log_path = settings.logs_dir / f"operator-steady-cost-{run_id}.log"
+    names = [f"steady-{i}" for i in range(args.views)]
+    producers: list[LiveProducer] = []
+    result: dict[str, Any] = {}
+    with open(log_path, "ab") as log:
+        operator = subprocess.Popen([sys.executable, "-m", "derived_views.main",
+                                     *watched(namespace)], stdout=log, stderr=subprocess.STDOUT,
+                                    env=env)
+        try:
+            wait_for(lambda: OPERATOR_STARTED in log_path.read_text(errors="replace")
+                     or operator.poll() is not None, timeout=120, interval=0.2,
+                     what="the operator to start watching")
+            if operator.poll() is not None:
+                raise SystemExit(f"the operator exited with {operator.returncode}; see {log_path}")
+            for i, name in enumerate(names):
+                topic = f"steady-{run_id}-{i}"
+                replay.create_topic(info["kafka_bootstrap"], topic, 3)
+                replay.produce(info["kafka_bootstrap"], topic,
+                               replay.make_orders(BACKLOG, seed=300 + i),
+                               age_seconds=HISTORY_AGE_SECONDS)
+                producers.append(LiveProducer(info["kafka_bootstrap"], topic, rate=args.rate,
+                                              seed=400 + i).start())
+                custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
+                    namespace, name, info["kafka_bootstrap"], topic,
+                    f"steady_{run_id}_{i}", SECRET))
+            handles = [ViewHandle(custom, namespace, n) for n in names]
+            applied = time.monotonic()
+            wait_for(lambda: all(h.ready() for h in handles), timeout=900, interval=1,
+                     what=f"{args.views} views to be Ready",
+                     on_timeout=lambda: "; ".join(h.brief() for h in handles))
+            ready_seconds = time.monotonic() - applied
+            deadline = time.monotonic() + args.warmup
+            wait_for(lambda: time.monotonic() >= deadline, timeout=args.warmup + 5, interval=1,
+                     what="the warm-up")
+            result = measure(core, handles, namespace, names, settings, args.window)
+            result["ready_seconds"] = round(ready_seconds, 1)
+        finally:
+            for producer in producers:
+                producer.stop()
+            for name in names:
+                with contextlib.suppress(client.exceptions.ApiException):
+                    custom.delete_namespaced_custom_object(G, V, namespace, P, name)
+            wait_for(lambda: not custom.list_namespaced_custom_object(G, V, namespace, P)["items"],
+                     timeout=300, interval=1, what="the views to be deleted")
+            operator.terminate()
+            operator.wait(timeout=60)
+            core.delete_namespace(namespace)
+    doc = {
+        "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "views": args.views, "rate_per_view": args.rate, "window_seconds": args.window,
+        "warmup_seconds": args.warmup, "backlog_events": BACKLOG,
+        # the views' gate is the default: the interval their jobs were given
+        "trigger_seconds": operator_settings.spark.trigger_of(Cutover()),
+        "goal": {"cores": GOAL_CORES, "rss_mb": GOAL_RSS_MB},
+        **result,
+    }
+    results_file.save(settings, save_as, doc)
+    print(json.dumps(doc, indent=2))
+
+
+def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Sequence[str],
+            settings: Any, window: float) -> dict[str, Any]:
+    sessions = {}
+    for name in names:
+        session = driver_session(core, namespace, name)
+        if session is None:
+            raise SystemExit(f"view {name}: no running driver found on the stand-in kubelet")
+        sessions[name] = session
+    s3_pid = processes.read_pid(settings, S3_NAME)
+    kafka_pid = processes.read_pid(settings, "kafka")
+    series = {name: Series() for name in names}
+    s3, kafka = Series(), Series()
+    staleness: dict[str, list[float]] = {name: [] for name in names}
+    not_ready: dict[str, int] = dict.fromkeys(names, 0)
+    start = time.monotonic()
+    while True:
+        now = time.monotonic()
+        stats = all_stats()
+        by_pid = {s.pid: s for s in stats}
+        for name, session in sessions.items():
+            cpu, rss = session_usage(stats, session)
+            series[name].cpu.append((now, cpu))
+            series[name].rss_mb.append(rss)
+            members = [s.pid for s in stats if s.session == session]
+            series[name].pss_mb.append(pss_mb(members))
+            series[name].archive_mb.append(archive_mb(members))
+        for pid, target in ((s3_pid, s3), (kafka_pid, kafka)):
+            if pid is not None and pid in by_pid:
+                target.cpu.append((now, by_pid[pid].cpu_seconds + by_pid[pid].children_seconds))
+                target.rss_mb.append(by_pid[pid].rss_mb)
+        for handle, name in zip(handles, names, strict=True):
+            status = handle.status()
+            seconds = staleness_seconds(status)
+            if seconds is not None:
+                staleness[name].append(seconds)
+            if not handle.ready():
+                not_ready[name] += 1
+        if now - start >= window:
+            break
+        next_sample = now + 1.0
+        wait_for(lambda: time.monotonic() >= next_sample, timeout=5, interval=0.05,  # noqa: B023
+                 what="the next sample")
+    per_view = {name: {**series[name].summary(),
+                       "staleness_max_s": max(staleness[name]) if staleness[name] else None,
+                       "not_ready_samples": not_ready[name]} for name in names}
+    s3_cores = s3.cores()
+    views = len(names)
+    totals = [(series[n].cores() or 0.0) + (s3_cores or 0.0) / views for n in names]
+    return {
+        "per_view": per_view,
+        "s3_store": {**s3.summary(), "share_per_view_cores": _round(
+            (s3_cores or 0.0) / views, 4)},
+        "kafka_broker": kafka.summary(),
+        "cores_per_view_mean": round(statistics.fmean(totals), 4),
+        "cores_per_view_max": round(max(totals), 4),
+        "rss_mb_per_view_max": max(p["rss_mb_max"] or 0.0 for p in per_view.values()),
+        # what the goal is judged on: the same processes as the job image runs them
+        "image_rss_mb_per_view_max": max(p["image_rss_mb_max"] or 0.0
+                                         for p in per_view.values()),
+        "pss_mb_per_view_mean": round(statistics.fmean(
+            p["pss_mb_mean"] or 0.0 for p in per_view.values()), 1),
+        "gate_held": all(p["not_ready_samples"] == 0 for p in per_view.values()),
+    }
+
+
+if __name__ == "__main__":
+    main()
