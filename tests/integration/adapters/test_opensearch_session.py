@@ -193,7 +193,7 @@ def test_observe_reads_indexes_alias_owner_and_ledger_heads(
     session = _session(stack, ledger)
     session.switch_alias("", base, index, None, owner=SHOP)
     seen = session.observe(spec, DerivedViewStatus(), dropping=False)
-    sink = seen.observed
+    sink = seen
     assert sink.indexes == frozenset({index}) and sink.alias_target == index
     # the index recorded its view's name only: the switch added the UID
     assert sink.alias_owner == SHOP
@@ -264,7 +264,7 @@ def test_observe_reads_each_index_s_owner_and_a_drop_refuses_another_view_s(
     _index(search, index, "billing/orders", {"x": 1}, uid="uid-billing")
     _batch(search, ledger, revision, 0, T0, offset=1)
     session = _session(stack, ledger)
-    seen = session.observe(spec, DerivedViewStatus(), dropping=True).observed
+    seen = session.observe(spec, DerivedViewStatus(), dropping=True)
     assert seen.index_owners == {index: IndexOwner("billing", "orders", "uid-billing")}
     with pytest.raises(RuntimeError, match="belongs to DerivedView billing/orders"):
         session.drop_index("", index, revision, owner_uid="uid-shop")
@@ -282,7 +282,7 @@ def test_an_index_from_before_uids_is_owned_by_the_view_it_names(
     spec = _spec(base)
     index = f"{base}__{revision_of(spec)}"
     _index(search, index, "shop/orders", {"x": 1})
-    seen = _session(stack, ledger).observe(spec, DerivedViewStatus(), dropping=False).observed
+    seen = _session(stack, ledger).observe(spec, DerivedViewStatus(), dropping=False)
     assert seen.index_owners == {index: IndexOwner("shop", "orders", "")}
 
 
