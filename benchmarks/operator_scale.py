@@ -110,8 +110,7 @@ def metric_sum(text: str, name: str) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return processes.proc_stat(pid).cpu_seconds  # utime + stime
 
 
 def rss_mb(pid: int) -> float:

@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import datetime as dt
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -72,35 +71,11 @@ GOAL_RSS_MB = 400.0
 PACE_SETTINGS = ("DV_LAG_POLL_SECONDS", "DV_LAG_HISTORY_SECONDS", "DV_TRIGGER_SECONDS")
 """What the tests' operator sets faster or slower than the product: dropped here."""
 OPERATOR_STARTED = "Initial authentication has finished"
-CLOCK = os.sysconf("SC_CLK_TCK")
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 # --- pure parts -------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ProcStat:
-    pid: int
-    session: int
-    cpu_seconds: float
-    """utime + stime of the process itself."""
-    children_seconds: float
-    """cutime + cstime: what its reaped children used (Python workers that came and went)."""
-    rss_mb: float
-
-
-def parse_stat(pid: int, text: str) -> ProcStat:
-    """/proc/<pid>/stat, whose second field (the command) may hold spaces and parentheses."""
-    fields = text.rsplit(")", 1)[1].split()
-    # fields[0] is the state (field 3 of proc(5)); session is field 6, utime 14, stime 15,
-    # cutime 16, cstime 17, rss 24 (pages)
-    return ProcStat(pid=pid, session=int(fields[3]),
-                    cpu_seconds=(int(fields[11]) + int(fields[12])) / CLOCK,
-                    children_seconds=(int(fields[13]) + int(fields[14])) / CLOCK,
-                    rss_mb=int(fields[21]) * PAGE_KB / 1024)
-
-
-def session_usage(stats: Iterable[ProcStat], session: int) -> tuple[float, float]:
+def session_usage(stats: Iterable[processes.ProcStat], session: int) -> tuple[float, float]:
     """CPU seconds (own and reaped children's) and resident MB of a session's processes."""
     members = [s for s in stats if s.session == session]
     return (sum(s.cpu_seconds + s.children_seconds for s in members),
@@ -147,13 +122,14 @@ def staleness_seconds(status: Mapping[str, Any]) -> float | None:
 
 # --- reading the machine ----------------------------------------------------------------------
 
-def all_stats() -> list[ProcStat]:
+def all_stats() -> list[processes.ProcStat]:
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            found.append(parse_stat(int(entry.name), (entry / "stat").read_text()))
+            found.append(processes.parse_stat(int(entry.name),
+                                              (entry / "stat").read_text()))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
     return found

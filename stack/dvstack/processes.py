@@ -13,9 +13,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dvstack.settings import Settings
+
+_CLOCK = os.sysconf("SC_CLK_TCK")
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def pid_file(settings: Settings, name: str) -> Path:
@@ -152,3 +156,32 @@ def write_properties(path: Path, props: Mapping[str, str]) -> bool:
     if changed:
         path.write_text(text)
     return changed
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """One process's CPU and memory as /proc/<pid>/stat gives them (the benchmarks' meter)."""
+
+    pid: int
+    session: int
+    cpu_seconds: float
+    """utime + stime of the process itself."""
+    children_seconds: float
+    """cutime + cstime: what its reaped children used (Python workers that came and went)."""
+    rss_mb: float
+
+
+def parse_stat(pid: int, text: str) -> ProcStat:
+    """/proc/<pid>/stat, whose second field (the command) may hold spaces and parentheses."""
+    fields = text.rsplit(")", 1)[1].split()
+    # fields[0] is the state (field 3 of proc(5)); session is field 6, utime 14, stime 15,
+    # cutime 16, cstime 17, rss 24 (pages)
+    return ProcStat(pid=pid, session=int(fields[3]),
+                    cpu_seconds=(int(fields[11]) + int(fields[12])) / _CLOCK,
+                    children_seconds=(int(fields[13]) + int(fields[14])) / _CLOCK,
+                    rss_mb=int(fields[21]) * _PAGE_KB / 1024)
+
+
+def proc_stat(pid: int) -> ProcStat:
+    """parse_stat of a running process (OSError when it is gone)."""
+    return parse_stat(pid, Path(f"/proc/{pid}/stat").read_text())

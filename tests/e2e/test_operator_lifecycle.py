@@ -34,7 +34,7 @@ SQL = {
     "v3": "SELECT customer_id, min(amount) AS smallest FROM events GROUP BY customer_id",
     "v4": "SELECT customer_id, count(*) AS orders, min(amount) AS smallest "
           "FROM events GROUP BY customer_id",
-    # Refused by the operator before any job starts (core/sql_check) ...
+    # Refused by the operator before any job starts (core/judges/transform) ...
     "broken": "SELECT customer_id, no_such_column FROM events GROUP BY customer_id",
     # ... and one only Spark's analyzer can refuse (the operator does not type-check
     # expressions; an unknown function it refuses itself, by the allowlist): the job fails.

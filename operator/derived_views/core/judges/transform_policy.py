@@ -238,7 +238,7 @@ def json_type_problem(text: str) -> str | None:
     """Why the JSON schema `text` is not plain built-in types, read strictly (no duplicate
     keys, no NaN, nothing after the value; each object exactly one of the shapes Spark 4.0's
     DataType.parseDataType matches, sql/api/.../types/DataType.scala), or None. The job's
-    guard reads it the same way (dvjob/sql_guard.json_type_problem; a test holds them so)."""
+    guard reads it the same way (dvjob.sql.guard.json_type_problem; a test holds them so)."""
     try:
         value = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except (ValueError, RecursionError):
