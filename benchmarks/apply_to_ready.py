@@ -74,7 +74,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "spark_templates"))
 
 from dvjob.batch_writer import TIMING_PREFIX  # noqa: E402
-from support.e2e.operator import operator_env, watched  # noqa: E402
+from support.e2e.operator import operator_process, product_pace_env  # noqa: E402
 from support.e2e.views import ViewHandle, view_body  # noqa: E402
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
@@ -86,10 +86,6 @@ GOAL_SECONDS = 25.0
 """Issue 29: apply to Ready for a 50,000-event topic under 25 s on the local stack."""
 HISTORY_AGE_SECONDS = 3600
 SECRET = "views-db"
-PACE_SETTINGS = ("DV_LAG_POLL_SECONDS", "DV_LAG_HISTORY_SECONDS", "DV_TRIGGER_SECONDS")
-"""What the tests' operator sets faster or slower than the product: dropped here."""
-OPERATOR_STARTED = "Initial authentication has finished"
-"""Kopf's last line before it starts watching: a view applied later is not waiting for it."""
 MARKS = ("applied", "app_created", "driver_started", "driver_first_log", "query_started",
          "first_commit", "caught_up_commit", "gate_first_held", "gate_held", "ready")
 PART_NAMES = {
@@ -293,13 +289,8 @@ def read_marks(info: Mapping[str, Any], api: Any, view: ViewHandle, applied: dt.
 
 def operator_environment(info: Mapping[str, Any], prefix: str,
                          lag_poll_seconds: float | None) -> dict[str, str]:
-    """The tests' operator environment (e2e_operator.operator_env) at the product's pace."""
-    env = operator_env(SimpleNamespace(**info), prefix, product_trigger=True)
-    for name in PACE_SETTINGS:
-        env.pop(name, None)
-    if lag_poll_seconds is not None:
-        env["DV_LAG_POLL_SECONDS"] = str(lag_poll_seconds)
-    return env
+    """The tests' operator environment at the product's pace (e2e_operator.product_pace_env)."""
+    return product_pace_env(SimpleNamespace(**info), prefix, lag_poll_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -335,33 +326,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     stable_for = 0
     log_path = settings.logs_dir / f"operator-apply-to-ready-{run_id}.log"
     runs: list[dict[str, Any]] = []
-    with open(log_path, "ab") as log:
-        operator = subprocess.Popen([sys.executable, "-m", "derived_views.main",
-                                     *watched(namespace)], stdout=log, stderr=subprocess.STDOUT,
-                                    env=env)
-        try:
-            wait_for(lambda: OPERATOR_STARTED in log_path.read_text(errors="replace")
-                     or operator.poll() is not None, timeout=120, interval=0.2,
-                     what="the operator to start watching")
-            if operator.poll() is not None:
-                raise SystemExit(f"the operator exited with {operator.returncode}; see {log_path}")
+    try:
+        with operator_process(env, namespace, log_path):
             for index in range(args.runs):
                 last = index == args.runs - 1
                 result = one_run(info, api, namespace, args.events, stable_for,
                                  Showing(args.watch_log, args.plot) if last else Showing())
                 print(json.dumps({"run": index + 1, **result}), flush=True)
                 runs.append(result)
-        finally:
-            operator.terminate()
-            operator.wait(timeout=60)
-            core.delete_namespace(namespace)
+    finally:
+        core.delete_namespace(namespace)
     result_doc = {
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "events": args.events, "partitions": PARTITIONS,
         "history_age_seconds": HISTORY_AGE_SECONDS, "goal_seconds": GOAL_SECONDS,
         "lag_history_seconds": operator_settings.polling.history_seconds,
         "operator": {"lag_poll_seconds": operator_settings.polling.lag_seconds,
-                     "trigger_seconds": operator_settings.spark.trigger_seconds},
+                     # the view's gate is the default: the interval its job was given
+                     "trigger_seconds": operator_settings.spark.trigger_of(Cutover())},
         "cutover": {"stable_for_seconds": stable_for,
                     "max_lag_seconds": Cutover().max_lag_seconds},
         "part_names": PART_NAMES,

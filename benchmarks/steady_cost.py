@@ -34,7 +34,6 @@ import contextlib
 import datetime as dt
 import json
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -60,7 +59,7 @@ from dvstack.testing.waiting import wait_for
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.e2e.operator import operator_env, watched  # noqa: E402
+from support.e2e.operator import operator_process, product_pace_env  # noqa: E402
 from support.e2e.views import G, P, V, ViewHandle, view_body  # noqa: E402
 
 SECRET = "views-db"
@@ -68,9 +67,6 @@ BACKLOG = 5_000
 HISTORY_AGE_SECONDS = 3600
 GOAL_CORES = 0.10
 GOAL_RSS_MB = 400.0
-PACE_SETTINGS = ("DV_LAG_POLL_SECONDS", "DV_LAG_HISTORY_SECONDS", "DV_TRIGGER_SECONDS")
-"""What the tests' operator sets faster or slower than the product: dropped here."""
-OPERATOR_STARTED = "Initial authentication has finished"
 
 
 # --- pure parts -------------------------------------------------------------------------------
@@ -187,13 +183,6 @@ def driver_session(core: Any, namespace: str, view: str) -> int | None:
 
 # --- the run ----------------------------------------------------------------------------------
 
-def operator_environment(info: Mapping[str, Any], prefix: str) -> dict[str, str]:
-    env = operator_env(SimpleNamespace(**info), prefix, product_trigger=True)
-    for key in PACE_SETTINGS:
-        env.pop(key, None)
-    return env
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--views", type=int, default=1)
@@ -213,55 +202,48 @@ def main(argv: Sequence[str] | None = None) -> None:
     namespace = f"bench-steady-{run_id}"
     replay.ensure_namespace_and_sink_secret(core, namespace, SECRET, info["pg"])
     replay.ensure_checkpoint_secret(core, namespace, info["s3"])
-    env = operator_environment(info, f"bench/steady/{run_id}")
+    env = product_pace_env(SimpleNamespace(**info), f"bench/steady/{run_id}")
     operator_settings = from_env(env)
     log_path = settings.logs_dir / f"operator-steady-cost-{run_id}.log"
     names = [f"steady-{i}" for i in range(args.views)]
     producers: list[LiveProducer] = []
     result: dict[str, Any] = {}
-    with open(log_path, "ab") as log:
-        operator = subprocess.Popen([sys.executable, "-m", "derived_views.main",
-                                     *watched(namespace)], stdout=log, stderr=subprocess.STDOUT,
-                                    env=env)
-        try:
-            wait_for(lambda: OPERATOR_STARTED in log_path.read_text(errors="replace")
-                     or operator.poll() is not None, timeout=120, interval=0.2,
-                     what="the operator to start watching")
-            if operator.poll() is not None:
-                raise SystemExit(f"the operator exited with {operator.returncode}; see {log_path}")
-            for i, name in enumerate(names):
-                topic = f"steady-{run_id}-{i}"
-                replay.create_topic(info["kafka_bootstrap"], topic, 3)
-                replay.produce(info["kafka_bootstrap"], topic,
-                               replay.make_orders(BACKLOG, seed=300 + i),
-                               age_seconds=HISTORY_AGE_SECONDS)
-                producers.append(LiveProducer(info["kafka_bootstrap"], topic, rate=args.rate,
-                                              seed=400 + i).start())
-                custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
-                    namespace, name, info["kafka_bootstrap"], topic,
-                    f"steady_{run_id}_{i}", SECRET))
-            handles = [ViewHandle(custom, namespace, n) for n in names]
-            applied = time.monotonic()
-            wait_for(lambda: all(h.ready() for h in handles), timeout=900, interval=1,
-                     what=f"{args.views} views to be Ready",
-                     on_timeout=lambda: "; ".join(h.brief() for h in handles))
-            ready_seconds = time.monotonic() - applied
-            deadline = time.monotonic() + args.warmup
-            wait_for(lambda: time.monotonic() >= deadline, timeout=args.warmup + 5, interval=1,
-                     what="the warm-up")
-            result = measure(core, handles, namespace, names, settings, args.window)
-            result["ready_seconds"] = round(ready_seconds, 1)
-        finally:
-            for producer in producers:
-                producer.stop()
-            for name in names:
-                with contextlib.suppress(client.exceptions.ApiException):
-                    custom.delete_namespaced_custom_object(G, V, namespace, P, name)
-            wait_for(lambda: not custom.list_namespaced_custom_object(G, V, namespace, P)["items"],
-                     timeout=300, interval=1, what="the views to be deleted")
-            operator.terminate()
-            operator.wait(timeout=60)
-            core.delete_namespace(namespace)
+    try:
+        with operator_process(env, namespace, log_path):
+            try:
+                for i, name in enumerate(names):
+                    topic = f"steady-{run_id}-{i}"
+                    replay.create_topic(info["kafka_bootstrap"], topic, 3)
+                    replay.produce(info["kafka_bootstrap"], topic,
+                                   replay.make_orders(BACKLOG, seed=300 + i),
+                                   age_seconds=HISTORY_AGE_SECONDS)
+                    producers.append(LiveProducer(info["kafka_bootstrap"], topic, rate=args.rate,
+                                                  seed=400 + i).start())
+                    custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
+                        namespace, name, info["kafka_bootstrap"], topic,
+                        f"steady_{run_id}_{i}", SECRET))
+                handles = [ViewHandle(custom, namespace, n) for n in names]
+                applied = time.monotonic()
+                wait_for(lambda: all(h.ready() for h in handles), timeout=900, interval=1,
+                         what=f"{args.views} views to be Ready",
+                         on_timeout=lambda: "; ".join(h.brief() for h in handles))
+                ready_seconds = time.monotonic() - applied
+                deadline = time.monotonic() + args.warmup
+                wait_for(lambda: time.monotonic() >= deadline, timeout=args.warmup + 5, interval=1,
+                         what="the warm-up")
+                result = measure(core, handles, namespace, names, settings, args.window)
+                result["ready_seconds"] = round(ready_seconds, 1)
+            finally:
+                for producer in producers:
+                    producer.stop()
+                for name in names:
+                    with contextlib.suppress(client.exceptions.ApiException):
+                        custom.delete_namespaced_custom_object(G, V, namespace, P, name)
+                wait_for(lambda: not custom.list_namespaced_custom_object(
+                    G, V, namespace, P)["items"], timeout=300, interval=1,
+                    what="the views to be deleted")
+    finally:
+        core.delete_namespace(namespace)
     doc = {
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "views": args.views, "rate_per_view": args.rate, "window_seconds": args.window,

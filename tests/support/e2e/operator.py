@@ -1,11 +1,18 @@
-"""The operator an e2e test starts: which namespaces it watches, its environment."""
+"""The operator an e2e test starts: which namespaces it watches, its environment; and the
+operator a benchmark starts, as its own process at the product's pace."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from dvstack.testing import replay
+from dvstack.testing.waiting import wait_for
 from support.e2e.checkpoints import checkpoint_env
 
 
@@ -83,3 +90,42 @@ def operator_env(stack: Any, checkpoint_prefix: str, *, product_trigger: bool = 
         env["DV_SPARK_TEMPLATE"] = stack.spark_template
         env["DV_SPARK_SERVICE_ACCOUNT"] = replay.SPARK_JOB_ACCOUNT
     return env
+
+
+PACE_SETTINGS = ("DV_LAG_POLL_SECONDS", "DV_LAG_HISTORY_SECONDS", "DV_TRIGGER_SECONDS")
+"""What the tests' operator sets faster or slower than the product: dropped for a benchmark."""
+OPERATOR_STARTED = "Initial authentication has finished"
+"""Kopf's log line once the operator watches: a benchmark applies its views after it."""
+
+
+def product_pace_env(stack: Any, checkpoint_prefix: str,
+                     lag_poll_seconds: float | None = None) -> dict[str, str]:
+    """operator_env at the product's pace (PACE_SETTINGS left to the product's defaults),
+    but for a lag poll a benchmark asks for."""
+    env = operator_env(stack, checkpoint_prefix, product_trigger=True)
+    for name in PACE_SETTINGS:
+        env.pop(name, None)
+    if lag_poll_seconds is not None:
+        env["DV_LAG_POLL_SECONDS"] = str(lag_poll_seconds)
+    return env
+
+
+@contextlib.contextmanager
+def operator_process(env: dict[str, str], namespace: str,
+                     log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The real operator as its own process, watching `namespace`, logging to `log_path`;
+    yielded once it watches, terminated at the end (the caller deletes its views first)."""
+    with open(log_path, "ab") as log:
+        operator = subprocess.Popen([sys.executable, "-m", "derived_views.main",
+                                     *watched(namespace)], stdout=log, stderr=subprocess.STDOUT,
+                                    env=env)
+        try:
+            wait_for(lambda: OPERATOR_STARTED in log_path.read_text(errors="replace")
+                     or operator.poll() is not None, timeout=120, interval=0.2,
+                     what="the operator to start watching")
+            if operator.poll() is not None:
+                raise SystemExit(f"the operator exited with {operator.returncode}; see {log_path}")
+            yield operator
+        finally:
+            operator.terminate()
+            operator.wait(timeout=60)
