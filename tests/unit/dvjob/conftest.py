@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from dvjob.sql import guard as sql_guard
+from support.corpora.hostile_transforms import SCHEMA
 from support.spark_job.kafka_records import KAFKA_SOURCE_SCHEMA, KafkaRecord
 
 
@@ -37,3 +39,16 @@ def kafka_frame(spark: SparkSession) -> Callable[[Sequence[KafkaRecord]], DataFr
             for key, value, partition, offset in records]
         return spark.createDataFrame(rows, KAFKA_SOURCE_SCHEMA)
     return build
+
+
+@pytest.fixture(scope="module")
+def events(spark: SparkSession) -> Iterator[None]:
+    """The session as the job leaves it: hardened, `events` its only view (the hostile
+    transforms' SCHEMA), for the guard's tests."""
+    sql_guard.harden(spark)
+    frame = spark.createDataFrame(
+        [("o1", "c1", 2.5, datetime(2024, 5, 1, tzinfo=UTC), 7)],
+        f"{SCHEMA}, _kafka_offset LONG")
+    frame.createOrReplaceTempView("events")
+    yield
+    spark.catalog.dropTempView("events")

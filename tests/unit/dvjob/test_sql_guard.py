@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 from pyspark.sql import SparkSession
@@ -128,18 +126,6 @@ def test_the_transform_refuses_before_running_and_the_session_forgets_reflection
                        ("SELECT * FROM text.`/etc/hostname`", "TABLE_OR_VIEW_NOT_FOUND")):
         with pytest.raises(Exception, match=words):
             spark.sql(sql).collect()
-
-
-@pytest.fixture(scope="module")
-def events(spark: SparkSession) -> Iterator[None]:
-    """The session as the job leaves it: hardened, `events` its only view."""
-    sql_guard.harden(spark)
-    frame = spark.createDataFrame(
-        [("o1", "c1", 2.5, datetime(2024, 5, 1, tzinfo=UTC), 7)],
-        f"{SCHEMA}, _kafka_offset LONG")
-    frame.createOrReplaceTempView("events")
-    yield
-    spark.catalog.dropTempView("events")
 
 
 def job_refusal(spark: SparkSession, sql: str) -> str | None:

@@ -13,8 +13,6 @@ function reads a type from its arguments.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -26,7 +24,6 @@ from dvjob.sql import guard as sql_guard
 from dvjob.sql.allowlist import FUNCTIONS, OPTION_KEYS, SCHEMA_ARGUMENTS
 from support.corpora.hostile_transforms import (
     HOSTILE,
-    SCHEMA,
     SCHEMA_ARGS,
     UDT,
     UDT_DEEP,
@@ -82,18 +79,6 @@ SCHEMA_TEXTS: list[tuple[str, bool]] = [
     ("", False), ("a INT,", False), ("a INT\x00", False),
 ]
 """(schema text, allowed by both layers)."""
-
-
-@pytest.fixture(scope="module")
-def events(spark: SparkSession) -> Iterator[None]:
-    """The session as the job leaves it: hardened, `events` its only view."""
-    sql_guard.harden(spark)
-    frame = spark.createDataFrame(
-        [("o1", "c1", 2.5, datetime(2024, 5, 1, tzinfo=UTC), 7)],
-        f"{SCHEMA}, _kafka_offset LONG")
-    frame.createOrReplaceTempView("events")
-    yield
-    spark.catalog.dropTempView("events")
 
 
 def timer_threads(spark: SparkSession) -> set[int]:

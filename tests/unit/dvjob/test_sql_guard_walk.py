@@ -12,8 +12,6 @@ Spark's own accessors (children, innerChildren, expressions) reach.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,21 +21,9 @@ from dvjob.errors import ConfigError
 from dvjob.sql import guard as sql_guard
 from dvjob.sql import tree as sql_tree
 from dvjob.sql.allowlist import FUNCTIONS, REFUSED_EXPRESSIONS, TABLE_FUNCTIONS
-from support.corpora.hostile_transforms import ALLOWED, FILLERS, LEGITIMATE, POSITIONS, SCHEMA
+from support.corpora.hostile_transforms import ALLOWED, FILLERS, LEGITIMATE, POSITIONS
 
 HINT_RULE = "a hint's parameters may only be column names and numbers"
-
-
-@pytest.fixture(scope="module")
-def events(spark: SparkSession) -> Iterator[None]:
-    """The session as the job leaves it: hardened, `events` its only view."""
-    sql_guard.harden(spark)
-    frame = spark.createDataFrame(
-        [("o1", "c1", 2.5, datetime(2024, 5, 1, tzinfo=UTC), 7)],
-        f"{SCHEMA}, _kafka_offset LONG")
-    frame.createOrReplaceTempView("events")
-    yield
-    spark.catalog.dropTempView("events")
 
 
 def _registry_names(spark: SparkSession) -> set[str]:
