@@ -71,7 +71,8 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType, T
 from derived_views.api.spec import DEFAULT_MAX_OFFSETS_PER_TRIGGER
 from derived_views.core.job.sparkapplication import DRIVER_ONLY_ROLES, secret_mounts
 from derived_views.core.judges.avro_schema import spark_ddl
-from dvstack.services import kafka_broker
+from dvstack import artefacts
+from dvstack.services import kafka_broker, kafka_connect
 from dvstack.settings import KAFKA_VERSION, SPARK_VERSION, Settings, load
 from dvstack.testing import avro_orders, replay
 from dvstack.testing import results as results_file
@@ -80,6 +81,9 @@ from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from spark_batch import DSN_ENV  # noqa: E402
 
 from dvjob.first_batch import FIRST_BATCH_CONF  # noqa: E402
 from dvjob.sinks.postgres.sink import index_ddl  # noqa: E402
@@ -242,6 +246,73 @@ def copy_ingest_rate(dsn: str, orders: list[dict[str, Any]]) -> float:
     return len(orders) / seconds
 
 
+# --- Spark's own batch job: the ceiling of a replay ------------------------------------------
+
+BATCH_RANGES = 6
+"""The read split into twice the topic's partitions: Spark's own way to use more tasks."""
+
+
+def batch_jars(settings: Settings) -> list[Path]:
+    """What the batch job needs beside PySpark: the Kafka source and PostgreSQL's JDBC
+    driver (the one the stack's Debezium connector ships)."""
+    driver_dir = kafka_connect.plugin_path(artefacts.kafka_connect_libs(settings))
+    drivers = sorted(driver_dir.glob("*/postgresql-*.jar"))
+    if not drivers:
+        raise RuntimeError(f"no PostgreSQL JDBC driver under {driver_dir}")
+    return [*artefacts.spark_kafka_jars(settings), drivers[0]]
+
+
+def spark_batch_rate(settings: Settings, info: dict[str, Any], shape: Shape, topic: str,
+                     events_n: int, ranges: int, parse: str = "plain") -> dict[str, Any]:
+    """benchmarks/spark_batch.py over the topic, in a process of its own (see there)."""
+    command = [sys.executable, str(REPO / "benchmarks" / "spark_batch.py"),
+               "--bootstrap", info["kafka_bootstrap"], "--topic", topic, "--shape", shape.name,
+               "--sql", shape.sql, "--schema", replay.ORDER_SCHEMA, "--cores", "2",
+               "--jars", ",".join(map(str, batch_jars(settings))), "--events", str(events_n),
+               "--ranges", str(ranges), "--parse", parse]
+    table = f"bench_batch_{uuid.uuid4().hex[:8]}"
+    if shape.name == "mirror":
+        with psycopg.connect(info["pg_dsn"], autocommit=True) as conn:
+            conn.execute(index_ddl("public", table, mirror_layout()))
+        command += ["--table", f'public."{table}"']
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
+                              timeout=3600, env={**os.environ, DSN_ENV: info["pg_dsn"]})
+    finally:
+        if shape.name == "mirror":
+            with psycopg.connect(info["pg_dsn"], autocommit=True) as conn:
+                conn.execute(f'DROP TABLE IF EXISTS "public"."{table}"')
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the Spark batch job exited with {done.returncode}: "
+                           f"{(done.stderr or done.stdout)[-2000:]}")
+    return dict(json.loads(lines[-1]))
+
+
+def spark_batch_rates(settings: Settings, info: dict[str, Any], shape: Shape, topic: str,
+                      events_n: int) -> dict[str, Any]:
+    """The shape's ceiling as Spark's batch job: one range per partition, then BATCH_RANGES;
+    and for the aggregate (Spark-bound, where the parse weighs) the batch job with the
+    job's own parse, which tells the parse's share of the gap."""
+    plain = spark_batch_rate(settings, info, shape, topic, events_n, 0)
+    split = spark_batch_rate(settings, info, shape, topic, events_n, BATCH_RANGES)
+    parsed = (spark_batch_rate(settings, info, shape, topic, events_n, 0, parse="job")
+              if shape.name == "aggregate" else None)
+    figures = {"spark_batch_events_per_s": plain["events_per_s"],
+               "spark_batch_seconds": plain["seconds"],
+               # a replay's JVM is always a new one: the batch job's first run is its like
+               "spark_batch_cold_events_per_s": round(events_n / plain["seconds"][0]),
+               "spark_batch_ranges": BATCH_RANGES,
+               "spark_batch_ranges_events_per_s": split["events_per_s"],
+               "spark_batch_ranges_seconds": split["seconds"]}
+    if parsed is not None:
+        figures["spark_batch_job_parse_events_per_s"] = parsed["events_per_s"]
+        figures["spark_batch_job_parse_seconds"] = parsed["seconds"]
+    if plain.get("output_rows") is not None:
+        figures["spark_batch_output_rows"] = plain["output_rows"]
+    return figures
+
+
 def batch_timings(logs_dir: Path, app_name: str) -> list[dict[str, Any]]:
     """The job's `dvjob timing` lines (one per batch written), from its driver log."""
     found: list[dict[str, Any]] = []
@@ -397,6 +468,9 @@ GOALS = {
     "mirror": Goal("copy_ingest_rows_per_s", "ratio_vs_copy", 0.6, "COPY ingest"),
 }
 """Issue 29: the aggregate near the read limit, the mirror near the write limit."""
+BATCH_GOAL = Goal("spark_batch_events_per_s", "ratio_vs_spark_batch", 1.0,
+                  "Spark's batch job")
+"""Issue 50: a replay at least as fast as the same SQL as Spark's own batch job, per shape."""
 
 
 def _ratio(rate: float | None, baseline: float | None) -> float | None:
@@ -407,16 +481,20 @@ def ratios(point: Mapping[str, Any]) -> dict[str, Any]:
     """Replay steady over each baseline: ConsumerPerformance, COPY, and the one-client Python
     consumer of earlier runs."""
     steady = point.get("replay_events_per_s_steady")
-    return {"ratio_vs_consumer_perf": _ratio(steady, point.get("consumer_perf_events_per_s")),
+    return {"ratio_vs_spark_batch": _ratio(steady, point.get("spark_batch_events_per_s")),
+            "ratio_vs_spark_batch_ranges": _ratio(steady,
+                                                  point.get("spark_batch_ranges_events_per_s")),
+            "ratio_vs_spark_batch_cold": _ratio(steady, point.get("spark_batch_cold_events_per_s")),
+            "ratio_vs_consumer_perf": _ratio(steady, point.get("consumer_perf_events_per_s")),
             "ratio_vs_copy": _ratio(steady, point.get("copy_ingest_rows_per_s")),
             "ratio_vs_raw": _ratio(steady, point.get("raw_consume_events_per_s"))}
 
 
-def goal(point: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The shape's goal judged on this point: the ratio reached, the rate the goal needs (its
-    share of the baseline measured in this run) and whether it is met; None for a shape
-    without a goal."""
-    wanted = GOALS.get(str(point.get("shape")))
+def goal(point: Mapping[str, Any], wanted: Goal | None = None) -> dict[str, Any] | None:
+    """The shape's goal (or `wanted`) judged on this point: the ratio reached, the rate the
+    goal needs (its share of the baseline measured in this run) and whether it is met; None
+    for a shape without a goal."""
+    wanted = wanted or GOALS.get(str(point.get("shape")))
     if wanted is None:
         return None
     baseline, ratio = point.get(wanted.baseline), point.get(wanted.ratio)
@@ -458,6 +536,8 @@ def judged(point: dict[str, Any]) -> dict[str, Any]:
     """The point with its ratios, its goal and the ceilings its profile implies."""
     point.update(ratios(point))
     point["goal"] = goal(point)
+    if point.get(BATCH_GOAL.baseline) is not None:
+        point["batch_goal"] = goal(point, BATCH_GOAL)
     point["ceilings"] = ceilings(point)
     return point
 
@@ -560,11 +640,17 @@ def main() -> None:
                          for fmt, name in topics.items()}
             for fmt, figures in baselines.items():
                 print(json.dumps({"events": size, "format": fmt, **figures}), flush=True)
+            batch = {shape.name: spark_batch_rates(settings, info, shape, topics["json"], size)
+                     for shape, _, which in runs
+                     if which == "headline" and shape.format == "json"}
+            for name, figures in batch.items():
+                print(json.dumps({"events": size, "shape": name, **figures}), flush=True)
             for shape, bound, which in runs:
                 fmt = shape.format
                 point = judged({"shape": shape.name, "format": fmt,
                                 **({"twin": shape.twin} if shape.twin else {}),
                                 **baselines[fmt],
+                                **(batch.get(shape.name, {}) if which == "headline" else {}),
                                 **run_replay(info, custom, shape, topics[fmt], size, ends[fmt],
                                              bound, args.first_batch_offsets),
                                 "load_average_1m": round(os.getloadavg()[0], 2)})
@@ -586,6 +672,8 @@ def main() -> None:
         "linearity_max_offsets_per_trigger": LINEARITY_MAX_OFFSETS,
         "goals": {shape: {"baseline": g.label, "at_least": g.at_least}
                   for shape, g in GOALS.items()},
+        "batch_goal": {"baseline": BATCH_GOAL.label, "at_least": BATCH_GOAL.at_least,
+                       "ranges": BATCH_RANGES, "job": "benchmarks/spark_batch.py"},
         "consumer_perf": {"class": CONSUMER_PERF, "runs": CONSUMER_PERF_RUNS,
                           "figure": "nMsg.sec (the better run)"},
         "avro": ({"reader_schema": avro_orders.ORDER_EVENT, "events": max(sizes)}

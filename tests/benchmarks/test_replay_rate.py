@@ -100,10 +100,11 @@ def point(shape: str, **figures: Any) -> dict[str, Any]:
 
 def test_ratios_are_against_each_baseline_and_none_without_a_steady_rate(
         rr: ModuleType) -> None:
-    assert rr.ratios(point("aggregate")) == {"ratio_vs_consumer_perf": 0.15,
-                                             "ratio_vs_copy": 0.8, "ratio_vs_raw": 1.446}
-    assert rr.ratios(point("aggregate", replay_events_per_s_steady=None)) == {
-        "ratio_vs_consumer_perf": None, "ratio_vs_copy": None, "ratio_vs_raw": None}
+    assert rr.ratios(point("aggregate")) == {
+        "ratio_vs_spark_batch": None, "ratio_vs_spark_batch_ranges": None,
+        "ratio_vs_spark_batch_cold": None,
+        "ratio_vs_consumer_perf": 0.15, "ratio_vs_copy": 0.8, "ratio_vs_raw": 1.446}
+    assert set(rr.ratios(point("aggregate", replay_events_per_s_steady=None)).values()) == {None}
     assert rr.ratios(point("mirror", copy_ingest_rows_per_s=None))["ratio_vs_copy"] is None
 
 
@@ -116,6 +117,34 @@ def test_each_shape_is_judged_on_its_own_baseline(rr: ModuleType) -> None:
                               "needed_events_per_s": 180_000, "met": True}
     assert rr.judged(point("mirror", replay_events_per_s_steady=None))["goal"]["met"] is None
     assert rr.goal(point("other")) is None
+
+
+def test_a_point_with_spark_s_batch_job_is_judged_against_it_too(rr: ModuleType) -> None:
+    judged = rr.judged(point("aggregate", spark_batch_events_per_s=200_000,
+                             spark_batch_ranges_events_per_s=300_000))
+    assert (judged["ratio_vs_spark_batch"], judged["ratio_vs_spark_batch_ranges"]) == (1.2, 0.8)
+    assert judged["batch_goal"] == {"baseline": "Spark's batch job", "at_least": 1.0,
+                                    "ratio": 1.2, "needed_events_per_s": 200_000, "met": True}
+    assert judged["goal"]["baseline"] == "ConsumerPerformance"  # issue 29's goal is kept
+    slower = rr.judged(point("mirror", spark_batch_events_per_s=250_000))
+    assert slower["batch_goal"]["met"] is False
+    assert "batch_goal" not in rr.judged(point("mirror"))  # not measured: not judged
+
+
+def test_the_batch_job_gets_the_kafka_source_and_postgres_jdbc_driver(
+        rr: ModuleType, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugins = tmp_path / "plugins" / "debezium-connector-postgres"
+    plugins.mkdir(parents=True)
+    (plugins / "postgresql-42.7.7.jar").write_bytes(b"")
+    monkeypatch.setattr(rr.kafka_connect, "plugin_path", lambda libs: tmp_path / "plugins")
+    monkeypatch.setattr(rr.artefacts, "kafka_connect_libs", lambda settings: tmp_path / "libs")
+    monkeypatch.setattr(rr.artefacts, "spark_kafka_jars",
+                        lambda settings: [tmp_path / "spark-sql-kafka.jar"])
+    assert [p.name for p in rr.batch_jars(None)] == ["spark-sql-kafka.jar",
+                                                     "postgresql-42.7.7.jar"]
+    (plugins / "postgresql-42.7.7.jar").unlink()
+    with pytest.raises(RuntimeError, match="no PostgreSQL JDBC driver"):
+        rr.batch_jars(None)
 
 
 def test_ceilings_are_records_per_batch_over_each_phase_and_judged_against_the_goal(

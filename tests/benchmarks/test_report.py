@@ -127,6 +127,31 @@ def test_replay_table_shows_each_ratio_and_the_shape_s_goal() -> None:
     assert "2026-11-25T17:00:00Z" in text
 
 
+def test_the_batch_job_ceiling_is_shown_beside_the_replay_and_judged() -> None:
+    batch = {"spark_batch_events_per_s": 50_000, "spark_batch_seconds": [25.1, 20.0],
+             "spark_batch_ranges_events_per_s": 80_000, "ratio_vs_spark_batch": 1.2,
+             "ratio_vs_spark_batch_ranges": 0.75, "spark_batch_cold_events_per_s": 40_000,
+             "ratio_vs_spark_batch_cold": 1.5, "spark_batch_job_parse_events_per_s": 48_000,
+             "batch_goal": {"baseline": "Spark's batch job", "at_least": 1.0, "ratio": 1.2,
+                            "needed_events_per_s": 50_000, "met": True}}
+    replay = {**REPLAY, "batch_goal": {"baseline": "Spark's batch job", "at_least": 1.0,
+                                       "ranges": 6},
+              "shapes": [{**REPLAY["shapes"][0], **batch}, *REPLAY["shapes"][1:]]}
+    text = report.render_markdown(replay, SCALE)
+    section = text.split("## The ceiling")[1].split("\n## ")[0]
+    aggregate = row(section, "aggregate")
+    assert f"`aggregate` 1.50{X}" in section
+    for cell in ("50,000", "25.1, 20.0", "40,000", "80,000", "48,000", "60,000", f"1.20{X}",
+                 f"0.75{X}",
+                 f"≥ 1.00{X} Spark's batch job", "met"):
+        assert f"| {cell} |" in aggregate
+    assert "| mirror |" not in section  # not measured against the batch job: not shown
+    assert "split in 6" in section
+    goals = text.split("## Goals")[1].split("\n## ")[0]
+    assert f"| `aggregate` replay steady ≥ 1.00{X} Spark's batch job | 1.20{X} (60,000 ev/s) |" \
+        in goals
+
+
 def test_baselines_are_shown_once_per_topic_size_smallest_first() -> None:
     text = report.render_markdown(REPLAY, None)
     section = text.split("## Baselines")[1].split("## Replay rate")[0]
@@ -243,7 +268,7 @@ def test_a_job_side_error_is_shown_prominently() -> None:
 
 def test_missing_result_files_say_not_measured() -> None:
     text = report.render_markdown(None, None)
-    assert text.count("Not measured in this run: run `make bench`.") == 8
+    assert text.count("Not measured in this run: run `make bench`.") == 9
     assert "No profile in this run's results." in text
     assert ".png" not in text
 
