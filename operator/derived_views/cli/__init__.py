@@ -1,2 +1,2 @@
-"""`dv`, the people-facing CLI: pure modules (rows, progress, rollback, plot_data) and the
-typer shell (app)."""
+"""`dv`, the people-facing CLI: pure modules (rows, progress, rollback, plot_data, plan), the
+manifests it reads, and the typer shell (app)."""

@@ -1,4 +1,5 @@
-"""`dv`: the people-facing CLI for DerivedViews (status, watch, promote, pause, rollback, plot).
+"""`dv`: the people-facing CLI for DerivedViews (status, watch, promote, pause, rollback, plot,
+plan).
 
 The imperative shell: it reads views through adapters.kube.views, decides with
 the pure modules beside it and prints with rich. Every expected failure ends
@@ -7,7 +8,9 @@ as one `error: ...` line on stderr and a non-zero exit code, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import enum
 import sys
 import time
 from collections import deque
@@ -23,6 +26,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
+from derived_views.adapters.kube.installation import (
+    OPERATOR_NAME,
+    OPERATOR_NAMESPACE,
+    operator_env,
+)
 from derived_views.adapters.kube.views import (
     Views,
     ViewsError,
@@ -33,6 +41,8 @@ from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, Lag
 from derived_views.cli import rows
+from derived_views.cli.manifests import ManifestError, read_manifests
+from derived_views.cli.plan import PlanReport, render_json, render_markdown, render_text
 from derived_views.cli.plot_data import NoHistory, plot_data
 from derived_views.cli.progress import (
     Outcome,
@@ -48,11 +58,15 @@ from derived_views.cli.rollback import (
     RollbackError,
     guarded_patch,
     rollback_target,
-    spec_diff,
     spec_patch,
 )
-from derived_views.core.patch import apply_merge_patch
+from derived_views.core.judges.transform import Refusal
+from derived_views.core.patch import apply_merge_patch, spec_diff
+from derived_views.core.preview.change import LiveView
+from derived_views.core.preview.previews import Preview, preview_of
 from derived_views.core.revision import revision_of
+from derived_views.core.settings import Settings
+from derived_views.process.environment import SettingsError, from_env
 
 EXIT_ERROR = 1
 WATCH_WINDOW = 10
@@ -77,8 +91,11 @@ class ClusterTarget:
     def resolved_namespace(self) -> str:
         return self.namespace or default_namespace(self.kubeconfig, self.context)
 
+    def api_client(self) -> Any:
+        return client_from_kubeconfig(self.kubeconfig, self.context)
+
     def views(self) -> Views:
-        return Views(client_from_kubeconfig(self.kubeconfig, self.context))
+        return Views(self.api_client())
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
@@ -91,7 +108,7 @@ def clear_errors() -> Iterator[None]:
     """Expected failures as one line each."""
     try:
         yield
-    except (ViewsError, RollbackError, NoHistory) as exc:
+    except (ViewsError, RollbackError, NoHistory, ManifestError) as exc:
         fail(str(exc))
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
@@ -479,6 +496,94 @@ def plot(
         write_png(data, f"{namespace}/{view} lag", output)
         samples = sum(len(s.times) for s in data.series)
         out.print(f"wrote {output}: {samples} samples of {len(data.series)} revision(s)")
+
+
+class PlanOutput(enum.StrEnum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+RENDERERS = {PlanOutput.text: render_text, PlanOutput.markdown: render_markdown,
+             PlanOutput.json: render_json}
+
+
+@app.command(name="plan")
+def plan_command(
+    ctx: typer.Context,
+    filenames: Annotated[list[str], typer.Option(
+        "-f", "--filename", metavar="FILE|DIR|-", help="A manifest file, a folder of them, or - for stdin (YAML "
+                                 "streams as helm template or kustomize print them); repeatable.")],
+    output: Annotated[PlanOutput, typer.Option(
+        "-o", "--output", help="text, markdown (a pull-request comment) or json.")
+    ] = PlanOutput.text,
+    server_dry_run: Annotated[bool, typer.Option(
+        "--server-dry-run/--no-server-dry-run",
+        help="Ask the API server whether it accepts each view (CRD schema, CEL, admission "
+             "policy); nothing is stored. Needs create/update on derivedviews.")] = True,
+    operator_namespace: Annotated[str, typer.Option(
+        help="Namespace of the operator's StatefulSet (its tenancy policy and settings).")
+    ] = OPERATOR_NAMESPACE,
+    operator_name: Annotated[str, typer.Option(
+        help="Name of the operator's StatefulSet.")] = OPERATOR_NAME,
+) -> None:
+    """What applying the manifests would do to each DerivedView, before it is applied.
+
+    Exit 0: nothing replays and nothing is refused; 2: a replay or another change is
+    planned; 1: something would be refused, or the cluster could not be read."""
+    target: ClusterTarget = ctx.obj
+    with clear_errors():
+        manifests = read_manifests(filenames)
+        api = target.api_client()
+        views = Views(api)
+        report = PlanReport([], skipped=manifests.skipped)
+        settings = _installed_settings(api, operator_namespace, operator_name, report)
+        if not server_dry_run:
+            report.warnings.append("no server-side dry run (--no-server-dry-run): the CRD "
+                                   "schema, CEL rules and admission policies were not asked")
+        now = _now()
+        for document in manifests.views:
+            report.previews.append(_preview(document, target, views, settings, now,
+                                            server_dry_run=server_dry_run))
+    out.file.write(RENDERERS[output](report))
+    out.file.flush()
+    raise typer.Exit(report.exit_code)
+
+
+def _installed_settings(api: Any, namespace: str, name: str, report: PlanReport) -> Settings:
+    """The operator's settings as its StatefulSet has them, else the chart's defaults (said)."""
+    try:
+        settings = from_env(operator_env(api, namespace, name))
+    except (ViewsError, SettingsError) as exc:
+        report.warnings.append(f"the installed tenancy policy was not read ({exc}): views are "
+                               "judged by the chart's default policy")
+        return Settings()
+    return dataclasses.replace(settings, in_cluster=True)  # the operator runs in a pod
+
+
+def _preview(document: dict[str, Any], target: ClusterTarget, views: Views,
+             settings: Settings, now: dt.datetime, *, server_dry_run: bool) -> Preview:
+    metadata = document.get("metadata") or {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        fail("a DerivedView in the manifests has no metadata.name")
+    namespace = metadata.get("namespace") or target.resolved_namespace()
+    found = views.find(namespace, name)
+    live = None
+    if found is not None:
+        try:
+            spec: DerivedViewSpec | None = DerivedViewSpec.model_validate(found.get("spec") or {})
+        except pydantic.ValidationError:
+            spec = None  # compared by its status's revision only
+        live = LiveView(spec, rows.parse_status(found))
+    refusal = None
+    if server_dry_run:
+        body = {**document, "metadata": {**metadata, "namespace": namespace}}
+        said = views.dry_run(namespace, body, None if found is None
+                             else found["metadata"].get("resourceVersion"))
+        refusal = None if said is None else Refusal(*said)
+    return preview_of(document.get("spec") or {}, namespace, name, live, settings, now,
+                      server_refusal=refusal)
 
 
 # Options of the `dv` group that kubectl users type after the command (`dv status -n shop`).

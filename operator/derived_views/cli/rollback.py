@@ -99,35 +99,3 @@ def spec_patch(spec: dict[str, Any], content: RevisionContent) -> dict[str, Any]
 def guarded_patch(spec_changes: dict[str, Any], resource_version: str) -> dict[str, Any]:
     """The whole-object patch: fails with 409 if the view changed since it was read."""
     return {"metadata": {"resourceVersion": resource_version}, "spec": spec_changes}
-
-
-def spec_diff(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Changed leaves as `- path: old` / `+ path: new` lines, sorted by path."""
-    old, new = _leaves(before), _leaves(after)
-    lines = []
-    for path in sorted(set(old) | set(new)):
-        if old.get(path) == new.get(path):
-            continue
-        if path in old:
-            lines.append(f"- {path}: {old[path]}")
-        if path in new:
-            lines.append(f"+ {path}: {new[path]}")
-    return lines
-
-
-def _leaves(value: Any, prefix: str = "spec") -> dict[str, str]:
-    """Dicts are walked; lists and scalars are leaves, shown as JSON-ish text."""
-    if isinstance(value, dict):
-        out: dict[str, str] = {}
-        for key, child in value.items():
-            out.update(_leaves(child, f"{prefix}.{key}"))
-        return out
-    return {prefix: _show(value)}
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return str(value)

@@ -11,10 +11,9 @@ from derived_views.cli.rollback import (
     RollbackError,
     guarded_patch,
     rollback_target,
-    spec_diff,
     spec_patch,
 )
-from derived_views.core.patch import apply_merge_patch
+from derived_views.core.patch import apply_merge_patch, spec_diff
 
 SQL_CONTENT = {"topics": ["orders"], "format": "json", "schema": "id STRING, amount DOUBLE",
                "sql": "SELECT id, amount FROM events", "primaryKey": ["id"]}

@@ -1,4 +1,5 @@
-"""What the `dv` CLI needs from Kubernetes: read DerivedViews, patch annotations and spec.
+"""What the `dv` CLI needs from Kubernetes: read DerivedViews, patch annotations and spec, and
+ask the API server whether it would accept a view (a server-side dry run: nothing is stored).
 
 Every failure leaves this module as a `ViewsError` subclass with a one-line
 message, so the CLI can print it and exit instead of showing a traceback.
@@ -6,6 +7,7 @@ message, so the CLI can print it and exit instead of showing a traceback.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,10 @@ class ApiUnreachable(ViewsError):
 
 class Conflict(ViewsError):
     """The view changed between read and write (resourceVersion mismatch)."""
+
+
+class DryRunForbidden(ViewsError):
+    """The caller may not create or update the view, so it may not dry-run it either."""
 
 
 def client_from_kubeconfig(path: str | None, context: str | None) -> Any:
@@ -87,6 +93,46 @@ class Views:
             namespace=namespace, name=name)
         return view
 
+    def find(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The view, or None when there is none of that name (yet)."""
+        try:
+            return self.get(namespace, name)
+        except ViewNotFound:
+            return None
+
+    def dry_run(self, namespace: str, body: dict[str, Any],
+                resource_version: str | None) -> tuple[str, str] | None:
+        """The API server's (reason, message) when it would refuse `body` (its CRD schema, CEL
+        rules, admission policies and webhooks), None when it would accept it. A create for a
+        new view, a replace of the one at `resource_version` otherwise; `dryRun=All`: nothing
+        is stored, but the caller needs the create or update right all the same."""
+        name = body["metadata"]["name"]
+        try:
+            if resource_version is None:
+                self.custom.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, body, dry_run="All",
+                    _request_timeout=_REQUEST_TIMEOUT_SECONDS)
+            else:
+                replaced = {**body, "metadata": {**body["metadata"],
+                                                 "resourceVersion": resource_version}}
+                self.custom.replace_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name, replaced, dry_run="All",
+                    _request_timeout=_REQUEST_TIMEOUT_SECONDS)
+        except ApiException as exc:
+            refusal = _refusal(exc)
+            if refusal is not None:
+                return refusal
+            if exc.status == 403:
+                raise DryRunForbidden(
+                    f"the server-side dry run of DerivedView {namespace}/{name} is forbidden: "
+                    "it needs the create and update rights on derivedviews (nothing is "
+                    "stored); grant them, or pass --no-server-dry-run") from None
+            raise _views_error(exc, namespace, None if resource_version is None else name) \
+                from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
+        return None
+
     def set_annotations(self, namespace: str, name: str,
                         annotations: dict[str, str | None]) -> dict[str, Any]:
         """Merge-patch annotations; a None value removes the annotation."""
@@ -106,18 +152,36 @@ class Views:
         try:
             return fn()
         except ApiException as exc:
-            if exc.status == 404 and name is not None:
-                raise ViewNotFound(f"DerivedView {namespace}/{name} not found") from None
-            if exc.status == 404:
-                raise ViewsError("the DerivedView API is not served: is the CRD installed?") \
-                    from None
-            if exc.status == 409:
-                raise Conflict(f"DerivedView {namespace}/{name} changed meanwhile; "
-                               "run the command again") from None
-            raise ViewsError(f"API server answered {exc.status} {exc.reason}: "
-                             f"{_one_line(exc.body or '')[:300]}") from None
+            raise _views_error(exc, namespace, name) from None
         except urllib3.exceptions.HTTPError as exc:
             raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
+
+
+def _views_error(exc: ApiException, namespace: str | None, name: str | None) -> ViewsError:
+    if exc.status == 404 and name is not None:
+        return ViewNotFound(f"DerivedView {namespace}/{name} not found")
+    if exc.status == 404:
+        return ViewsError("the DerivedView API is not served: is the CRD installed?")
+    if exc.status == 409:
+        return Conflict(f"DerivedView {namespace}/{name} changed meanwhile; "
+                        "run the command again")
+    return ViewsError(f"API server answered {exc.status} {exc.reason}: "
+                      f"{_one_line(exc.body or '')[:300]}")
+
+
+def _refusal(exc: ApiException) -> tuple[str, str] | None:
+    """What the API server said when it refused the object itself (422 Invalid, 400, or an
+    admission policy's or webhook's denial), not the caller's rights or its reachability."""
+    try:
+        status = json.loads(exc.body or "{}")
+    except ValueError:
+        status = {}
+    status = status if isinstance(status, dict) else {}
+    message = _one_line(status.get("message") or exc.reason or "")
+    denied = exc.status == 403 and "admission" in message.lower()
+    if exc.status in (400, 422) or denied:
+        return str(status.get("reason") or exc.reason or exc.status), message
+    return None
 
 
 def _one_line(value: object) -> str:

@@ -1,0 +1,234 @@
+"""`dv plan`'s report: the previews of a manifest's views as text, Markdown or JSON.
+
+Markdown is written to be read as a pull-request comment (a summary line, then one section
+per view: what changes, the content diff, what is refused with the operator's words, what a
+replay reads and how long it is expected to take); JSON is for tools, its keys stable. No
+I/O here: the command in cli.app gathers the previews and prints what these return.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from derived_views.cli.rows import duration
+from derived_views.core.preview.change import ChangeKind
+from derived_views.core.preview.previews import Preview, exit_code_of
+from derived_views.core.preview.replay_cost import PartitionRead, ReplayCost
+
+SCHEMA_VERSION = 1
+"""Of the JSON report: a key removed or changed in meaning raises it."""
+ALWAYS_UNJUDGED = (
+    "Secrets (present and labelled for views): dv plan does not read Secrets",
+    "the schema registry of Avro views: dv plan does not read it",
+)
+HEADLINES = {
+    ChangeKind.NONE: "no change",
+    ChangeKind.SETTINGS: "settings only, applied in place, no replay",
+    ChangeKind.CHECKS: "cutover checks only, re-judged, no replay",
+    ChangeKind.ROLLBACK: "rollback to a retained revision, no replay",
+    ChangeKind.REPLAY: "new revision, replays",
+}
+PARTITIONS_SHOWN = 20
+"""Partitions listed one by one in text and Markdown (JSON lists them all)."""
+
+
+@dataclass
+class PlanReport:
+    previews: list[Preview]
+    skipped: int = 0
+    """Documents of other kinds in the manifests."""
+    warnings: list[str] = field(default_factory=list)
+    """What the plan could not read as it should (the tenancy policy, the server dry run)."""
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_of(self.previews)
+
+
+def headline(preview: Preview) -> str:
+    if preview.change is None:
+        return "refused: the spec does not validate"
+    text = HEADLINES[preview.change.kind]
+    if preview.change.kind is ChangeKind.REPLAY and preview.change.active is None:
+        text = "new view, replays"
+    return f"refused ({text} once fixed)" if preview.refused else text
+
+
+def summary_line(report: PlanReport) -> str:
+    views = report.previews
+    counted = [
+        (sum(p.refused for p in views), "refused"),
+        (sum(not p.refused and p.change is not None and p.change.kind is ChangeKind.REPLAY
+             for p in views), "replay"),
+        (sum(not p.refused and p.change is not None
+             and p.change.kind in (ChangeKind.SETTINGS, ChangeKind.CHECKS, ChangeKind.ROLLBACK)
+             for p in views), "change without a replay"),
+        (sum(not p.refused and p.change is not None and p.change.kind is ChangeKind.NONE
+             for p in views), "unchanged"),
+    ]
+    parts = [f"{n} {what}" for n, what in counted if n]
+    skipped = f"; {report.skipped} other document(s) skipped" if report.skipped else ""
+    return (f"{len(views)} DerivedView(s): {', '.join(parts) or 'none'}{skipped} "
+            f"(exit {report.exit_code})")
+
+
+def _holds(read: PartitionRead) -> str:
+    if read.holds_beginning is False:
+        return f"no: offsets below {read.first_offset:,} deleted"
+    return "yes" if read.holds_beginning else "unknown: retention deletes"
+
+
+def cost_lines(cost: ReplayCost) -> list[str]:
+    """The replay's cost in sentences (the partitions are rendered by each format)."""
+    records = cost.records
+    lines = [f"records to read: {'unknown' if records is None else f'at most {records:,}'}"
+             + (f" (no offsets measured for {', '.join(cost.unmeasured_topics)})"
+                if cost.unmeasured_topics else "")]
+    span = cost.seconds()
+    if span is None:
+        why = ("no build of this view has been measured" if not cost.rates
+               else "the records to read are unknown")
+        lines.append(f"expected replay time: unknown ({why})")
+    else:
+        low, high = span
+        built = ", ".join(f"{r.revision} at {r.per_second:,.0f} records/s" for r in cost.rates)
+        shown = (f"about {duration(low)}" if duration(low) == duration(high)
+                 else f"{duration(low)} to {duration(high)}")
+        lines.append(f"expected replay time: {shown} (from the view's measured builds: "
+                     f"{built})")
+    if cost.lost_beginning:
+        lines.append(f"the log no longer holds its beginning on {', '.join(cost.lost_beginning)}"
+                     ": a replay starts where the active's did")
+    if cost.may_lose_beginning and cost.complete_history:
+        lines.append("if retention deleted records since the active revision replayed, the new "
+                     "revision lacks them and is not promoted (spec.source.history: complete)")
+    if cost.compacted:
+        lines.append(f"compacted: {', '.join(cost.compacted)} (a replay reads the latest record "
+                     "per key)")
+    if cost.retention:
+        lines.append(f"retention: {cost.retention}")
+    return lines
+
+
+def _view_lines(preview: Preview, markdown: bool) -> list[str]:
+    out: list[str] = []
+    change = preview.change
+    code = (lambda s: f"`{s}`") if markdown else (lambda s: s)
+    if change is not None:
+        active = f", active {code(change.active)}" if change.active else ""
+        out.append(f"Revision {code(change.revision)}{active}: {change.what}")
+        if change.restarts_jobs and change.kind is not ChangeKind.SETTINGS:
+            out.append("The running jobs restart from their checkpoints (changed job settings)")
+    if preview.refusals:
+        out.append("Refused, as the operator (or the API server) would say it:")
+        out += [f"- {code(r.reason)}: {r.message}" for r in preview.refusals]
+        out += [""] if markdown else []  # the list ends before the next line
+    if change is not None and change.fields:
+        label = ("Changed in place" if change.kind in (ChangeKind.SETTINGS, ChangeKind.CHECKS)
+                 else "Also changed in place")
+        out.append(f"{label}: {', '.join(code(f) for f in change.fields)}")
+    if change is not None and change.content_diff:
+        against = "against the active revision" if change.active else "(a new view)"
+        out.append(f"Content {against}:")
+        out += (["```diff", *change.content_diff, "```"] if markdown
+                else [f"  {line}" for line in change.content_diff])
+    if preview.cost is not None:
+        out += _cost(preview.cost, markdown)
+    if preview.not_judged:
+        out.append("Not judged: " + "; ".join(preview.not_judged))
+    return out
+
+
+def _cost(cost: ReplayCost, markdown: bool) -> list[str]:
+    shown = cost.partitions[:PARTITIONS_SHOWN]
+    more = len(cost.partitions) - len(shown)
+    out = ["Replay cost:"]
+    if markdown:
+        out.append("")
+        if shown:
+            out += ["| partition | records | from offset | log holds its beginning |",
+                    "|---|---:|---:|---|"]
+            out += [f"| {p.partition} | {p.records:,} | {p.first_offset:,} | {_holds(p)} |"
+                    for p in shown]
+            out += [f"| ... {more} more | | | |"] if more else []
+            out.append("")
+        out += [f"- {line}" for line in cost_lines(cost)]
+    else:
+        out += [f"  {p.partition}: {p.records:,} records from offset {p.first_offset:,}; log "
+                f"holds its beginning: {_holds(p)}" for p in shown]
+        out += [f"  ... and {more} more partitions"] if more else []
+        out += [f"  {line}" for line in cost_lines(cost)]
+    return out
+
+
+def render_text(report: PlanReport) -> str:
+    out = [f"dv plan: {summary_line(report)}"]
+    out += [f"warning: {w}" for w in report.warnings]
+    for preview in report.previews:
+        out += ["", f"{preview.namespace}/{preview.name}: {headline(preview)}"]
+        out += [f"  {line}" for line in _view_lines(preview, markdown=False)]
+    out += ["", "not read by dv plan: " + "; ".join(ALWAYS_UNJUDGED)]
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(report: PlanReport) -> str:
+    out = [f"### `dv plan`: {summary_line(report)}", ""]
+    out += [f"> **warning:** {w}" for w in report.warnings]
+    if report.warnings:
+        out.append("")
+    for preview in report.previews:
+        out += [f"#### `{preview.namespace}/{preview.name}`: {headline(preview)}", ""]
+        for line in _view_lines(preview, markdown=True):
+            structural = not line or line.startswith(("```", "|", "- ", "+ "))
+            out.append(line if structural else line + "  ")  # a line break, not a paragraph
+        out.append("")
+    out.append("<sub>Not read by dv plan: " + "; ".join(ALWAYS_UNJUDGED) + ".</sub>")
+    return "\n".join(out) + "\n"
+
+
+def _cost_json(cost: ReplayCost) -> dict[str, Any]:
+    span = cost.seconds()
+    return {
+        "records": cost.records,
+        "partitions": [{"partition": p.partition, "firstOffset": p.first_offset,
+                        "endOffset": p.end_offset, "records": p.records,
+                        "holdsBeginning": p.holds_beginning} for p in cost.partitions],
+        "unmeasuredTopics": list(cost.unmeasured_topics),
+        "replaySeconds": None if span is None else {"low": round(span[0]),
+                                                    "high": round(span[1])},
+        "builds": [{"revision": r.revision, "records": r.records, "seconds": r.seconds}
+                   for r in cost.rates],
+        "retention": cost.retention or None,
+        "compacted": list(cost.compacted),
+        "completeHistory": cost.complete_history,
+    }
+
+
+def preview_json(preview: Preview) -> dict[str, Any]:
+    change = preview.change
+    return {
+        "namespace": preview.namespace,
+        "name": preview.name,
+        "refused": preview.refused,
+        "change": None if change is None else {
+            "kind": change.kind.value, "revision": change.revision, "active": change.active,
+            "contentDiff": list(change.content_diff), "fields": list(change.fields),
+            "restartsJobs": change.restarts_jobs, "what": change.what},
+        "refusals": [{"reason": r.reason, "message": r.message} for r in preview.refusals],
+        "notJudged": list(preview.not_judged),
+        "cost": None if preview.cost is None else _cost_json(preview.cost),
+    }
+
+
+def render_json(report: PlanReport) -> str:
+    document = {
+        "schemaVersion": SCHEMA_VERSION,
+        "exitCode": report.exit_code,
+        "skipped": report.skipped,
+        "warnings": list(report.warnings),
+        "notRead": list(ALWAYS_UNJUDGED),
+        "views": [preview_json(p) for p in report.previews],
+    }
+    return json.dumps(document, indent=2, sort_keys=False) + "\n"

@@ -1,0 +1,85 @@
+"""One view's preview from a manifest's spec document, and the exit code of many.
+
+The spec is validated here, as the operator's pass validates it (an InvalidSpec refusal with
+pydantic's messages, core.judges.unjudged); what the API server refuses on a server-side dry
+run is the shell's to read and is handed in as a refusal. Exit codes, for CI: 0 nothing
+replays and nothing is refused, 2 a replay or another change is planned, 1 a refusal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.core import reasons
+from derived_views.core.judges.transform import Refusal
+from derived_views.core.judges.unjudged import invalid_spec_message
+from derived_views.core.planner.context import recorded_active
+from derived_views.core.preview.change import (
+    Change,
+    ChangeKind,
+    LiveView,
+    change_of,
+    kept_reader_schemas,
+)
+from derived_views.core.preview.refusals import judge_spec
+from derived_views.core.preview.replay_cost import ReplayCost, replay_cost
+from derived_views.core.settings import Settings
+
+EXIT_NOTHING = 0
+EXIT_REFUSED = 1
+EXIT_CHANGES = 2
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What applying one view's manifest would do."""
+
+    namespace: str
+    name: str
+    change: Change | None
+    """None when the spec does not validate."""
+    refusals: tuple[Refusal, ...]
+    not_judged: tuple[str, ...]
+    cost: ReplayCost | None
+    """Only for a replay."""
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.refusals)
+
+
+def preview_of(document: Mapping[str, Any], namespace: str, name: str, live: LiveView | None,
+               settings: Settings, now: dt.datetime,
+               server_refusal: Refusal | None = None) -> Preview:
+    """The preview of applying the spec `document` as `namespace/name` over `live` (None: a
+    new view), under the installation's `settings`; `server_refusal`: the API server's."""
+    server = (server_refusal,) if server_refusal is not None else ()
+    try:
+        spec = DerivedViewSpec.model_validate(document)
+    except ValidationError as exc:
+        invalid = Refusal(reasons.INVALID_SPEC, invalid_spec_message(exc))
+        return Preview(namespace, name, None, (*server, invalid), (), None)
+    change = change_of(spec, live, settings, now)
+    status = live.status if live is not None else None
+    active = recorded_active(status, None) if status is not None else None
+    judged = judge_spec(spec, namespace, settings, change.revision, active,
+                        kept_reader_schemas(status) if status is not None else {})
+    cost = replay_cost(spec, status) if change.kind is ChangeKind.REPLAY else None
+    return Preview(namespace, name, change, (*server, *judged.refusals), judged.not_judged,
+                   cost)
+
+
+def exit_code_of(previews: Iterable[Preview]) -> int:
+    """1 when any view is refused, else 2 when any changes, else 0."""
+    shown = list(previews)
+    if any(p.refused for p in shown):
+        return EXIT_REFUSED
+    if any(p.change is not None and p.change.kind is not ChangeKind.NONE for p in shown):
+        return EXIT_CHANGES
+    return EXIT_NOTHING

@@ -1,0 +1,157 @@
+"""What a replay of a view costs, from what its status already measured: the records each
+source partition holds, whether the log still holds their beginning, and how long the view's
+own builds took.
+
+Read from the status alone (dv plan reads no log): the end offsets the last lag measurement
+saw, where the active revision's replay began (its history start: a partition that started
+past offset 0 had lost its beginning then), each topic's retention (`status.sourceLogs`), and
+the rate of every build that hydrated (its hydration target read from its history start, in
+the time from its start to `hydratedAt`). A time is a range from the slowest to the fastest of
+those builds; with none measured it is unknown, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import DerivedViewStatus, RevisionStatus
+from derived_views.core.log import history
+from derived_views.core.observed import TopicRetention
+from derived_views.core.planner.context import recorded_active
+
+
+@dataclass(frozen=True)
+class PartitionRead:
+    """One source partition (or, where the status keeps only totals, one topic) a replay reads."""
+
+    partition: str
+    """`topic/partition`, or a topic's name."""
+    first_offset: int
+    """Where the active revision's replay began (0: at the log's beginning)."""
+    end_offset: int
+    holds_beginning: bool | None
+    """False: the log had deleted records before the active's replay began; True: its
+    retention never deletes; None: it deletes by age or size, so it may have since."""
+
+    @property
+    def records(self) -> int:
+        """At most this many records (compaction and deletion only make it fewer)."""
+        return max(self.end_offset - self.first_offset, 0)
+
+
+@dataclass(frozen=True)
+class BuildRate:
+    """One measured build of the view: the records its hydration read, in how long."""
+
+    revision: str
+    records: int
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.records / self.seconds
+
+
+@dataclass(frozen=True)
+class ReplayCost:
+    partitions: tuple[PartitionRead, ...]
+    unmeasured_topics: tuple[str, ...]
+    """The spec's topics the status has no end offsets for (a new view's: all)."""
+    rates: tuple[BuildRate, ...]
+    retention: str
+    """The topics' retention as the status last read it ("" when not read)."""
+    compacted: tuple[str, ...]
+    """Compacted topics: a replay reads the latest record per key, fewer than the offsets."""
+    complete_history: bool
+    """spec.source.history is `complete`: a revision lacking history the active has is held."""
+
+    @property
+    def records(self) -> int | None:
+        """At most this many records in all; None while a topic is not measured."""
+        if self.unmeasured_topics or not self.partitions:
+            return None
+        return sum(p.records for p in self.partitions)
+
+    def seconds(self) -> tuple[float, float] | None:
+        """The replay's time, from the fastest to the slowest measured build; None: unknown."""
+        records = self.records
+        if records is None or not self.rates:
+            return None
+        rates = [r.per_second for r in self.rates]
+        return records / max(rates), records / min(rates)
+
+    @property
+    def lost_beginning(self) -> tuple[str, ...]:
+        return tuple(p.partition for p in self.partitions if p.holds_beginning is False)
+
+    @property
+    def may_lose_beginning(self) -> tuple[str, ...]:
+        return tuple(p.partition for p in self.partitions if p.holds_beginning is None)
+
+
+def _topic(key: str) -> str:
+    topic, slash, _ = key.rpartition("/")
+    return topic if slash else key
+
+
+def _end_offsets(status: DerivedViewStatus, active: RevisionStatus | None) -> dict[str, int]:
+    """The newest end offsets the status keeps: the active's or the candidate's lag, else the
+    active's hydration target (older: a lower bound)."""
+    for lag in (status.active.lag if status.active else None,
+                status.candidate.lag if status.candidate else None):
+        if lag is not None and lag.end_offsets:
+            return dict(lag.end_offsets)
+    return dict(active.hydration_target or {}) if active is not None else {}
+
+
+def _first_offset(key: str, start: Mapping[str, int]) -> int:
+    if "/" in key:
+        return start.get(key, 0)
+    return sum(o for p, o in start.items() if _topic(p) == key)
+
+
+def build_rates(status: DerivedViewStatus) -> tuple[BuildRate, ...]:
+    """Every build the status shows from its start to its hydration, per-partition targets
+    only (a per-topic bound says no record count)."""
+    rates = []
+    for record in status.revisions:
+        target = record.hydration_target
+        if (record.hydrated_at is None or not target
+                or not all("/" in p for p in target)):
+            continue
+        start = record.history_start or {}
+        records = sum(max(end - start.get(p, 0), 0) for p, end in target.items())
+        seconds = (record.hydrated_at - record.started_at).total_seconds()
+        if records > 0 and seconds > 0:  # a resumed build restarts the clock after it hydrated
+            rates.append(BuildRate(record.revision, records, seconds))
+    return tuple(rates)
+
+
+def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None) -> ReplayCost:
+    """What replaying `spec`'s topics costs, as far as `status` (None: a new view) tells."""
+    topics = list(dict.fromkeys(spec.source.topics))
+    complete = spec.source.history == "complete"
+    if status is None:
+        return ReplayCost((), tuple(topics), (), "", (), complete)
+    name = recorded_active(status, None)
+    active = status.record(name) if name is not None else None
+    start = (active.history_start if active is not None else None) or {}
+    logs = {log.topic: TopicRetention(log.cleanup_policy, log.retention_ms,
+                                      log.retention_bytes, log.remote_storage)
+            for log in status.source_logs}
+    reads = []
+    for key, end in sorted(_end_offsets(status, active).items()):
+        topic = _topic(key)
+        if topic not in topics:
+            continue
+        first = _first_offset(key, start)
+        config = logs.get(topic)
+        holds = False if first > 0 else (None if config is None or config.deletes else True)
+        reads.append(PartitionRead(key, first, end, holds))
+    measured = {p.partition if "/" not in p.partition else _topic(p.partition) for p in reads}
+    return ReplayCost(
+        tuple(reads), tuple(t for t in topics if t not in measured), build_rates(status),
+        history.retention_text(topics, logs) if logs else "",
+        tuple(history.compacted_topics(topics, logs)), complete)

@@ -1,0 +1,191 @@
+"""`dv plan` without a cluster: manifests as helm and kustomize print them, the command's exit
+codes and warnings over a fake cluster, and the Markdown and JSON it prints."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from derived_views.adapters.kube.views import ViewsError
+from derived_views.cli import app as dv
+from derived_views.cli.manifests import ManifestError, Manifests, parse_stream, read_manifests
+from support.world.hand_observed import CONTENT_V1, I1, R1, R2, record
+from support.world.samples import NAMESPACE, SQL_V2, VIEW, spec_body
+
+POLICY = json.dumps({"kafka": {"clusters": [{"namespaces": ["*"],
+                                             "bootstrapServers": ["kafka:9092"]}]}})
+ENV = {"DV_TENANCY_POLICY": POLICY, "DV_CHECKPOINT_BASE": "s3a://checkpoints/dv"}
+
+
+def view(spec: dict[str, Any], name: str = VIEW) -> dict[str, Any]:
+    return {"apiVersion": "derivedviews.io/v1alpha1", "kind": "DerivedView",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+
+
+LIVE = {**view(spec_body()), "status": {
+    "revision": R1, "active": {"revision": R1, "index": I1, "since": "2026-03-01T11:00:00Z",
+                               "lag": {"messages": 0, "endOffsets": {"orders/0": 120}}},
+    "revisions": [record(R1, "Active", content=CONTENT_V1, historyStart={"orders/0": 20},
+                         hydrationTarget={"orders/0": 100},
+                         startedAt="2026-03-01T11:00:00Z", hydratedAt="2026-03-01T11:00:40Z")]}}
+LIVE["metadata"] = {**LIVE["metadata"], "resourceVersion": "7"}
+
+
+class FakeViews:
+    """The cluster: the views it holds; what the API server refuses on a dry run, by name."""
+
+    live: ClassVar[dict[str, dict[str, Any]]] = {}
+    refuse: ClassVar[dict[str, tuple[str, str]]] = {}
+    dry_runs: ClassVar[list[tuple[str, str | None]]] = []
+
+    def __init__(self, api_client: Any) -> None:
+        pass
+
+    def find(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self.live.get(name)
+        return copy.deepcopy(found) if found is not None else None
+
+    def dry_run(self, namespace: str, body: dict[str, Any], resource_version: str | None
+                ) -> tuple[str, str] | None:
+        self.dry_runs.append((body["metadata"]["name"], resource_version))
+        return self.refuse.get(body["metadata"]["name"])
+
+
+@pytest.fixture()
+def cluster(monkeypatch: pytest.MonkeyPatch) -> type[FakeViews]:
+    FakeViews.live, FakeViews.refuse, FakeViews.dry_runs = {VIEW: LIVE}, {}, []
+    monkeypatch.setattr(dv, "Views", FakeViews)
+    monkeypatch.setattr(dv.ClusterTarget, "api_client", lambda self: object())
+    monkeypatch.setattr(dv, "operator_env", lambda api, namespace, name: dict(ENV))
+    return FakeViews
+
+
+def plan(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(dv.app, ["plan", *args], input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def stream(*documents: dict[str, Any]) -> str:
+    return yaml.safe_dump_all(documents, sort_keys=False)
+
+
+# --- manifests ----------------------------------------------------------------------------
+
+def test_a_rendered_stream_keeps_its_views_and_counts_the_rest() -> None:
+    text = ("# Source: chart/templates/cm.yaml\n---\napiVersion: v1\nkind: ConfigMap\n"
+            "metadata: {name: x}\n---\n---\n" + stream(view(spec_body(), "a"))
+            + "---\n" + stream({"apiVersion": "v1", "kind": "List", "items": [
+                view(spec_body(), "b"), {"apiVersion": "v1", "kind": "Secret"}]}))
+    found = Manifests()
+    parse_stream(text, "rendered.yaml", found)
+    assert [v["metadata"]["name"] for v in found.views] == ["a", "b"]
+    assert found.skipped == 2
+
+
+def test_a_folder_is_read_in_name_order_and_yaml_errors_name_the_line(tmp_path: Path) -> None:
+    (tmp_path / "b.yaml").write_text(stream(view(spec_body(), "second")))
+    (tmp_path / "a.yml").write_text(stream(view(spec_body(), "first")))
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    assert [v["metadata"]["name"] for v in read_manifests([str(tmp_path)]).views] == [
+        "first", "second"]
+    (tmp_path / "c.yaml").write_text("kind: DerivedView\nspec: [unclosed\n")
+    with pytest.raises(ManifestError, match=r"c\.yaml:3: not YAML"):
+        read_manifests([str(tmp_path)])
+    with pytest.raises(ManifestError, match="no such file or folder"):
+        read_manifests([str(tmp_path / "absent.yaml")])
+
+
+# --- the command ----------------------------------------------------------------------------
+
+def test_an_unchanged_view_exits_0(cluster: type[FakeViews]) -> None:
+    code, out, _ = plan("-f", "-", stdin=stream(view(spec_body())))
+    assert code == 0
+    assert f"{NAMESPACE}/{VIEW}: no change" in out
+    assert cluster.dry_runs == [(VIEW, "7")]  # a replace of the live one, at its version
+
+
+def test_a_content_change_exits_2_with_its_revision(cluster: type[FakeViews]) -> None:
+    code, out, _ = plan("-f", "-", "-o", "json", stdin=stream(view(spec_body(SQL_V2))))
+    assert code == 2
+    document = json.loads(out)
+    [shown] = document["views"]
+    assert (shown["change"]["kind"], shown["change"]["revision"]) == ("replay", R2)
+    assert shown["cost"]["records"] == 100
+    assert shown["cost"]["replaySeconds"] == {"low": 50, "high": 50}  # 80 records in 40 s
+    assert (document["exitCode"], document["skipped"], document["warnings"]) == (2, 0, [])
+
+
+def test_a_refusal_by_the_api_server_exits_1(cluster: type[FakeViews]) -> None:
+    cluster.refuse = {"new": ("Invalid", 'DerivedView.derivedviews.io "new" is invalid')}
+    code, out, _ = plan("-f", "-", stdin=stream(view(spec_body(), "new")))
+    assert code == 1
+    assert '- Invalid: DerivedView.derivedviews.io "new" is invalid' in out
+    assert cluster.dry_runs == [("new", None)]  # a create: there is no such view
+
+
+def test_without_the_server_dry_run_it_is_said(cluster: type[FakeViews]) -> None:
+    code, out, _ = plan("-f", "-", "--no-server-dry-run", stdin=stream(view(spec_body())))
+    assert (code, cluster.dry_runs) == (0, [])
+    assert "warning: no server-side dry run (--no-server-dry-run)" in out
+
+
+def test_an_unread_policy_falls_back_to_the_charts_with_a_warning(
+        cluster: type[FakeViews], monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(api: Any, namespace: str, name: str) -> dict[str, str]:
+        raise ViewsError("cannot read the operator StatefulSet derived-views/dv-derived-views: "
+                         "the API server answered 403 Forbidden")
+
+    monkeypatch.setattr(dv, "operator_env", unreadable)
+    code, out, _ = plan("-f", "-", stdin=stream(view(spec_body())))
+    assert code == 1  # the chart's default policy lists no Kafka cluster but loopback
+    assert ("warning: the installed tenancy policy was not read (cannot read the operator "
+            "StatefulSet derived-views/dv-derived-views: the API server answered 403 "
+            "Forbidden): views are judged by the chart's default policy") in out
+    assert "PolicyViolation: spec.source.kafka.bootstrapServers kafka:9092" in out
+
+
+def test_a_cluster_that_cannot_be_read_is_one_error_line(
+        cluster: type[FakeViews], monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreachable(self: FakeViews, namespace: str, name: str) -> None:
+        raise ViewsError("API server unreachable: connection refused")
+
+    monkeypatch.setattr(FakeViews, "find", unreachable)
+    code, out, err = plan("-f", "-", stdin=stream(view(spec_body())))
+    assert (code, out, err) == (1, "", "error: API server unreachable: connection refused\n")
+
+
+def test_a_missing_manifest_is_one_error_line(cluster: type[FakeViews], tmp_path: Path) -> None:
+    code, _, err = plan("-f", str(tmp_path / "views.yaml"))
+    assert (code, err) == (1, f"error: {tmp_path / 'views.yaml'}: no such file or folder\n")
+
+
+# --- Markdown, for a pull request -------------------------------------------------------------
+
+def test_markdown_for_a_pull_request(cluster: type[FakeViews]) -> None:
+    cluster.live = {VIEW: LIVE, "settings": {**LIVE, "metadata": {
+        **LIVE["metadata"], "name": "settings"}}}
+    manifests = stream(
+        view(spec_body(), "created"),
+        view(spec_body(cutover={"maxLagMessages": 50}), "settings"),
+        view(spec_body(SQL_V2)),
+        view(spec_body("SELECT customer_id, colour FROM events"), "refused"),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}})
+    code, out, _ = plan("-f", "-", "-o", "markdown", stdin=manifests)
+    assert code == 1
+    assert out.startswith("### `dv plan`: 4 DerivedView(s): 1 refused, 2 replay, 1 change "
+                          "without a replay; 1 other document(s) skipped (exit 1)\n")
+    assert "#### `shop/created`: new view, replays" in out
+    assert "#### `shop/settings`: settings only, applied in place, no replay" in out
+    assert "Changed in place: `spec.cutover.maxLagMessages`" in out
+    assert f"#### `shop/{VIEW}`: new revision, replays" in out
+    assert (f"```diff\n- spec.transform.sql: 'SELECT customer_id, count(*) AS orders FROM events "
+            f"GROUP BY customer_id'\n+ spec.transform.sql: {SQL_V2!r}\n```") in out
+    assert "| orders/0 | 100 | 20 | no: offsets below 20 deleted |" in out
+    assert "#### `shop/refused`: refused (new view, replays once fixed)" in out
+    assert "- `InvalidTransform`: transform.sql: [UNRESOLVED_COLUMN.WITH_SUGGESTION]" in out
