@@ -8,10 +8,14 @@ this module imports the sessions, so the two never import each other.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
+from dataclasses import replace
 
 from derived_views.adapters.sink_contract import SinkPools, SinkSecretInvalid, SinkSession
 from derived_views.api.spec import DerivedViewSpec
+from derived_views.core.check_runs import CheckKind, CheckRequest
+from derived_views.core.cutover.checks import Measurement
 from derived_views.core.settings import Settings
 
 SINK_KINDS = ("postgres", "opensearch")
@@ -30,4 +34,43 @@ def open_session(spec: DerivedViewSpec, secret_data: Mapping[str, str],
     if kind == "opensearch":
         from derived_views.adapters.opensearch.session import OpenSearchSession
         return OpenSearchSession.open(secret_data, settings, pools)
+    raise SinkSecretInvalid(f"sink kind {kind!r}: this operator serves {', '.join(SINK_KINDS)}")
+
+
+def diff_indexes(kind: str, secret_data: Mapping[str, str], request: CheckRequest,
+                 address: str | None = None) -> tuple[Measurement, float]:
+    """The request's diff check measured now, outside a pass (`dv diff`): a connection of its
+    own, the check's transaction and timeout as the operator runs it. `address` (host:port)
+    stands in for the Secret's, e.g. a `kubectl port-forward` from where the CLI runs.
+
+    Raises SinkSecretInvalid (unusable data) or SinkUnavailable (cannot connect)."""
+    host, _, port = (address or "").rpartition(":")
+    if address is not None and (not host or not port.isdigit()):
+        raise SinkSecretInvalid(f"--sink-address {address!r} is not HOST:PORT")
+    if kind == "postgres":
+        from derived_views.adapters.postgres.checks import run_sql_checks
+        from derived_views.adapters.postgres.sink import PgConnection
+        try:
+            creds = PgConnection.from_secret_data(secret_data)
+        except ValueError as exc:
+            raise SinkSecretInvalid(str(exc)) from None
+        if address is not None:
+            creds = replace(creds, host=host, port=int(port))
+        with creds.connect(autocommit=True) as conn:
+            return run_sql_checks(conn, request, creds.check_role)[CheckKind.DIFF.value]
+    if kind == "opensearch":
+        from derived_views.adapters.opensearch.checks import run_query_checks
+        from derived_views.adapters.opensearch.client import OpenSearchCredentials
+        try:
+            search = OpenSearchCredentials.from_secret_data(secret_data)
+        except ValueError as exc:
+            raise SinkSecretInvalid(str(exc)) from None
+        if address is not None:
+            parts = urllib.parse.urlsplit(search.url)
+            search = replace(search, url=parts._replace(netloc=address).geturl())
+        opened = search.client(pool_size=2)
+        try:
+            return run_query_checks(opened, request)[CheckKind.DIFF.value]
+        finally:
+            opened.close()
     raise SinkSecretInvalid(f"sink kind {kind!r}: this operator serves {', '.join(SINK_KINDS)}")

@@ -57,7 +57,7 @@ def _openapi(node: Any, defs: dict[str, Any], *, keep_defaults: bool) -> Any:
         # The property's own keywords (its description, its default) win over the model's.
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         return _openapi(merged, defs, keep_defaults=keep_defaults)
-    if "anyOf" in node:
+    if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
         # Optional[X] is X that may be omitted: structural schemas have no null branch.
         options = [o for o in node["anyOf"] if o.get("type") != "null"]
         if len(options) != 1:

@@ -8,9 +8,19 @@ spec the planner sees has passed the same checks.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
@@ -466,6 +476,11 @@ ROW_COUNT_RULE = "has(self.maxDifference) || has(self.maxRelativeDifference)"
 ROW_COUNT_MESSAGE = ("cutover.checks.rowCount needs maxDifference (rows) and/or "
                      "maxRelativeDifference (a fraction of the active's rows)")
 ASSERTION_NAMES_MESSAGE = "cutover.checks.assertions: names must be unique"
+RESERVED_CHECK_NAME = "diff"
+"""The diff check's result carries this name: an assertion of that name would be read as it."""
+ASSERTION_NAME_RULE = f"self.name != '{RESERVED_CHECK_NAME}'"
+ASSERTION_NAME_MESSAGE = (f"cutover.checks.assertions: the name {RESERVED_CHECK_NAME} is the "
+                          "diff check's (cutover.checks.diff); name the assertion otherwise")
 
 
 class RowCountCheck(ApiModel):
@@ -500,7 +515,9 @@ class SqlAssertion(ApiModel):
     """A team's own query over the candidate's index that must hold before readers switch."""
 
     model_config = ConfigDict(json_schema_extra=cel((ASSERTION_INDEX_RULE,
-                                                     ASSERTION_INDEX_MESSAGE)))
+                                                     ASSERTION_INDEX_MESSAGE),
+                                                    (ASSERTION_NAME_RULE,
+                                                     ASSERTION_NAME_MESSAGE)))
 
     name: Annotated[str, Field(
         max_length=63, pattern=CHECK_NAME_PATTERN,
@@ -524,6 +541,91 @@ class SqlAssertion(ApiModel):
     def _reads_the_index(self) -> SqlAssertion:
         if INDEX_PLACEHOLDER not in self.sql:
             raise ValueError(ASSERTION_INDEX_MESSAGE)
+        if self.name == RESERVED_CHECK_NAME:
+            raise ValueError(ASSERTION_NAME_MESSAGE)
+        return self
+
+
+PERCENT_PATTERN = r"^(100(\.0+)?|[0-9]{1,2}(\.[0-9]+)?)%$"
+"""A share of the active's rows, from 0% to 100%, e.g. 1% or 0.5%."""
+MAX_DIFF_COLUMNS = 256
+DIFF_COLUMNS_RULE = ("size(self.columns) == 0 || "
+                     "self.maxChangedRowsByColumn.all(c, c in self.columns)")
+DIFF_COLUMNS_MESSAGE = ("cutover.checks.diff.maxChangedRowsByColumn names a column missing from "
+                        "cutover.checks.diff.columns: compare the column to judge it")
+BY_COLUMN_RULE = "self.all(c, c.matches('^[A-Za-z_][A-Za-z0-9_]{0,62}$'))"
+BY_COLUMN_MESSAGE = "cutover.checks.diff.maxChangedRowsByColumn: keys are column names"
+
+ChangedRows = Annotated[
+    StrictInt | StrictStr,
+    # Value validations, not CEL: a rule over a string of unbounded length exceeds the API
+    # server's cost budget. `pattern` applies to a string only, the bounds to a number only.
+    WithJsonSchema({"x-kubernetes-int-or-string": True,
+                    "anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "pattern": PERCENT_PATTERN, "minimum": 0, "maximum": MAX_COUNT}),
+]
+"""Rows that may differ: a count (100) or a percentage of the active's rows ("1%")."""
+
+
+def changed_rows_problem(where: str, value: int | str) -> str | None:
+    """Why `value` is not a row count or a percentage (None: it is one)."""
+    if isinstance(value, int):
+        if 0 <= value <= MAX_COUNT:
+            return None
+    elif re.fullmatch(PERCENT_PATTERN, value):
+        return None
+    return (f"{where} must be a row count (0 or more) or a percentage of the active's rows "
+            f"from 0% to 100%, e.g. 100 or \"1%\"; got {value!r}")
+
+
+class DiffCheck(ApiModel):
+    """A value-level comparison of the candidate's index with the active's, row by row.
+
+    Counts the rows only in the candidate, the rows only in the active and the rows whose
+    values differ (per column), with a few example keys; blocks the cutover when more rows
+    differ than allowed. A change a team means to make shows as rows that differ: allow
+    for it, per column if need be."""
+
+    model_config = ConfigDict(json_schema_extra=cel((DIFF_COLUMNS_RULE,
+                                                     DIFF_COLUMNS_MESSAGE)))
+
+    max_changed_rows: Annotated[ChangedRows, Field(
+        description="Rows that may differ in all (only in the candidate, only in the active, "
+                    "or with other values): a count, e.g. 100, or a percentage of the active's "
+                    "rows, e.g. \"1%\".")]
+    max_changed_rows_by_column: Annotated[dict[str, ChangedRows], Field(
+        max_length=MAX_DIFF_COLUMNS, json_schema_extra=cel((BY_COLUMN_RULE, BY_COLUMN_MESSAGE)),
+        description="Per column, rows (in both indexes) whose value of the column may "
+                    "differ, as a count or a percentage, e.g. {balance: 0, note: \"5%\"}.")
+                                          ] = {}
+    columns: Annotated[list[Annotated[str, Field(pattern=COLUMN_PATTERN, max_length=63)]],
+                       Field(max_length=MAX_DIFF_COLUMNS,
+                             description="The columns to compare (default: every column both "
+                                         "indexes have). A name either index lacks is an error "
+                                         "of the check; the primary key is what rows are "
+                                         "matched by, never compared.")] = []
+    full_comparison_max_rows: Annotated[int, Field(
+        ge=0, le=MAX_COUNT,
+        description="Up to this many rows (the larger index), both indexes are compared row "
+                    "by row; above it, by hashed key ranges first and row by row only inside "
+                    "ranges that differ (PostgreSQL; OpenSearch always streams both indexes).")
+                                        ] = 100_000
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> DiffCheck:
+        problem = changed_rows_problem("cutover.checks.diff.maxChangedRows",
+                                       self.max_changed_rows)
+        for column, value in self.max_changed_rows_by_column.items():
+            problem = problem or changed_rows_problem(
+                f"cutover.checks.diff.maxChangedRowsByColumn.{column}", value)
+            if problem is None and not re.fullmatch(COLUMN_PATTERN, column):
+                problem = f"{BY_COLUMN_MESSAGE}; got {column!r}"
+        if problem is not None:
+            raise ValueError(problem)
+        if self.columns and not set(self.max_changed_rows_by_column) <= set(self.columns):
+            raise ValueError(DIFF_COLUMNS_MESSAGE)
+        if len(set(self.columns)) != len(self.columns):
+            raise ValueError("cutover.checks.diff.columns: names must be unique")
         return self
 
 
@@ -541,6 +643,10 @@ class CutoverChecks(ApiModel):
     key_sample: Annotated[KeySampleCheck | None, Field(
         description="Key-set parity on sampled keys, for revisions whose primary key is "
                     "unchanged (skipped otherwise, and for a view's first revision).")] = None
+    diff: Annotated[DiffCheck | None, Field(
+        description="A value-level diff with the active index, for revisions whose primary "
+                    "key is unchanged (skipped otherwise, and for a view's first revision).")
+                    ] = None
     assertions: Annotated[list[SqlAssertion], Field(
         max_length=32, json_schema_extra={"x-kubernetes-list-type": "map",
                                           "x-kubernetes-list-map-keys": ["name"]},
@@ -560,7 +666,7 @@ class CutoverChecks(ApiModel):
         return self
 
     def configured(self) -> bool:
-        return bool(self.row_count or self.key_sample or self.assertions)
+        return bool(self.row_count or self.key_sample or self.diff or self.assertions)
 
 
 class Cutover(ApiModel):

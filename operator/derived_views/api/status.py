@@ -144,7 +144,7 @@ class CheckOutcome(StrEnum):
 class CheckResult(StatusModel):
     """One check's latest outcome."""
 
-    name: Annotated[str, Field(description="rowCount, keySample or an assertion's name.")]
+    name: Annotated[str, Field(description="rowCount, keySample, diff or an assertion's name.")]
     outcome: Annotated[CheckOutcome, Field(description="Passed, Failed, Error or Skipped.")]
     observed: Annotated[str | None, Field(
         max_length=1024, description="What the check found.")] = None

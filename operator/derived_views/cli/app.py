@@ -1,5 +1,5 @@
 """`dv`: the people-facing CLI for DerivedViews (status, watch, promote, pause, rollback, plot,
-plan).
+plan, diff).
 
 The imperative shell: it reads views through adapters.kube.views, decides with
 the pure modules beside it and prints with rich. Every expected failure ends
@@ -37,10 +37,13 @@ from derived_views.adapters.kube.views import (
     client_from_kubeconfig,
     default_namespace,
 )
+from derived_views.adapters.sink import diff_indexes
+from derived_views.adapters.sink_contract import SinkSecretInvalid, SinkUnavailable
 from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import DerivedViewStatus, Lag
+from derived_views.api.status import CheckOutcome, DerivedViewStatus, Lag
 from derived_views.cli import rows
+from derived_views.cli.diff import DiffError, diff_json, diff_request, diff_table
 from derived_views.cli.manifests import ManifestError, read_manifests
 from derived_views.cli.plan import PlanReport, render_json, render_markdown, render_text
 from derived_views.cli.plot_data import NoHistory, plot_data
@@ -60,6 +63,8 @@ from derived_views.cli.rollback import (
     rollback_target,
     spec_patch,
 )
+from derived_views.core.cutover.checks import CouldNotRun
+from derived_views.core.cutover.diff import DiffFound, judge_diff
 from derived_views.core.judges.transform import Refusal
 from derived_views.core.patch import apply_merge_patch, spec_diff
 from derived_views.core.preview.change import LiveView
@@ -73,8 +78,8 @@ WATCH_WINDOW = 10
 """Observations kept for rate and ETA: long enough to smooth batchy progress."""
 
 app = typer.Typer(name="dv", no_args_is_help=True, add_completion=False,
-                  help="Inspect and steer DerivedViews: status, watch a migration, promote, "
-                       "pause/resume, roll back, plot lag.")
+                  help="Inspect and steer DerivedViews: status, watch a migration, diff, "
+                       "promote, pause/resume, roll back, plot lag.")
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 if not out.is_terminal:
@@ -108,7 +113,8 @@ def clear_errors() -> Iterator[None]:
     """Expected failures as one line each."""
     try:
         yield
-    except (ViewsError, RollbackError, NoHistory, ManifestError) as exc:
+    except (ViewsError, RollbackError, NoHistory, ManifestError, DiffError,
+            SinkSecretInvalid) as exc:
         fail(str(exc))
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
@@ -496,6 +502,56 @@ def plot(
         write_png(data, f"{namespace}/{view} lag", output)
         samples = sum(len(s.times) for s in data.series)
         out.print(f"wrote {output}: {samples} samples of {len(data.series)} revision(s)")
+
+
+class DiffOutput(enum.StrEnum):
+    table = "table"
+    json = "json"
+
+
+@app.command(name="diff")
+def diff_command(
+    ctx: typer.Context,
+    view: Annotated[str, typer.Argument(help="The view whose indexes to compare.")],
+    revision: Annotated[str | None, typer.Option(
+        help="The revision to compare (default: the candidate).")] = None,
+    against: Annotated[str | None, typer.Option(
+        help="The revision to compare it with (default: the active).")] = None,
+    output: Annotated[DiffOutput, typer.Option(
+        "-o", "--output", help="table or json.")] = DiffOutput.table,
+    sink_address: Annotated[str | None, typer.Option(
+        metavar="HOST:PORT", help="Connect here instead of the sink Secret's address, e.g. "
+                                  "to a `kubectl port-forward` of the sink.")] = None,
+) -> None:
+    """What a revision's index changes against another's: rows only in one, rows whose
+    values differ (per column), a few keys of each; judged by spec.cutover.checks.diff if set.
+
+    Connects to the sink with the view's sink Secret (read-only, as the cutover check runs).
+    Exit 0: compared (and within the thresholds); 2: over the thresholds; 1: not compared."""
+    target: ClusterTarget = ctx.obj
+    with clear_errors():
+        views, namespace = target.views(), target.resolved_namespace()
+        obj = views.get(namespace, view)
+        spec = DerivedViewSpec.model_validate(obj.get("spec") or {})
+        compared = diff_request(f"{namespace}/{view}", spec, rows.parse_status(obj), revision,
+                                against)
+        secret = views.secret_data(namespace, spec.sink.secret_ref.name)
+        try:
+            measured, seconds = diff_indexes(spec.sink.kind, secret, compared.request,
+                                             sink_address)
+        except SinkUnavailable as exc:
+            fail(f"{exc}; from outside the cluster, forward a port to the sink (kubectl "
+                 "port-forward) and pass --sink-address HOST:PORT")
+    if isinstance(measured, CouldNotRun):
+        fail(f"the comparison could not run: {measured.cause}")
+    if not isinstance(measured, DiffFound):
+        fail(f"the sink answered {type(measured).__name__}, not a diff")
+    render = diff_json if output is DiffOutput.json else diff_table
+    out.file.write(render(compared, measured, seconds))
+    out.file.flush()
+    over = compared.judged is not None and judge_diff(compared.judged, measured)[0] in (
+        CheckOutcome.Failed, CheckOutcome.Error)
+    raise typer.Exit(2 if over else 0)
 
 
 class PlanOutput(enum.StrEnum):

@@ -18,13 +18,15 @@ class CheckKind(StrEnum):
     """Row-count parity with the active index (same primary key only)."""
     KEY_SAMPLE = "keySample"
     """Key-set parity on sampled keys (same primary key only)."""
+    DIFF = "diff"
+    """Row-by-row values against the active index (same primary key only)."""
     ASSERTION = "assertion"
     """A team's SQL assertion (PostgreSQL only); its result is named after it."""
 
 
 EXAMPLES = 3
 """Keys (or rows) a failing check shows as examples, from either sink."""
-PARITY = frozenset({CheckKind.ROW_COUNT, CheckKind.KEY_SAMPLE})
+PARITY = frozenset({CheckKind.ROW_COUNT, CheckKind.KEY_SAMPLE, CheckKind.DIFF})
 """The kinds that compare with the active index: skipped without one, or across a new key."""
 
 
@@ -46,6 +48,8 @@ def configured(checks: CutoverChecks) -> list[Planned]:
         out.append(Planned(CheckKind.ROW_COUNT, CheckKind.ROW_COUNT.value))
     if checks.key_sample is not None:
         out.append(Planned(CheckKind.KEY_SAMPLE, CheckKind.KEY_SAMPLE.value))
+    if checks.diff is not None:
+        out.append(Planned(CheckKind.DIFF, CheckKind.DIFF.value))
     out.extend(Planned(CheckKind.ASSERTION, a.name, a) for a in checks.assertions)
     return out
 

@@ -78,6 +78,10 @@ def test_printer_columns() -> None:
 
 def test_schema_is_structural() -> None:
     for path, node in walk(schema()):
+        if node.get("x-kubernetes-int-or-string"):  # a count or a percentage: the one form
+            assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
+            assert "type" not in node, path
+            continue
         assert "type" in node, f"{path} has no type"
         for keyword in ("anyOf", "oneOf", "allOf", "not", "$ref", "nullable", "uniqueItems",
                         "title", "exclusiveMinimum", "exclusiveMaximum"):
@@ -119,7 +123,12 @@ def test_cel_rules_are_where_they_belong() -> None:
                                            "has(self.subject) == has(self.version)"],
         ".spec.cutover.checks.rowCount": ["has(self.maxDifference) || "
                                           "has(self.maxRelativeDifference)"],
-        ".spec.cutover.checks.assertions[]": ["self.sql.contains('{index}')"],
+        ".spec.cutover.checks.assertions[]": ["self.sql.contains('{index}')",
+                                              "self.name != 'diff'"],
+        ".spec.cutover.checks.diff": ["size(self.columns) == 0 || "
+                                      "self.maxChangedRowsByColumn.all(c, c in self.columns)"],
+        ".spec.cutover.checks.diff.maxChangedRowsByColumn": [
+            "self.all(c, c.matches('^[A-Za-z_][A-Za-z0-9_]{0,62}$'))"],
         ".spec.cutover": ["!has(self.deadlineSeconds) || "
                           "self.stableForSeconds < self.deadlineSeconds",
                           "self.stableForSeconds < self.progressDeadlineSeconds"],

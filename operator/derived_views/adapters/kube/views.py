@@ -1,5 +1,6 @@
-"""What the `dv` CLI needs from Kubernetes: read DerivedViews, patch annotations and spec, and
-ask the API server whether it would accept a view (a server-side dry run: nothing is stored).
+"""What the `dv` CLI needs from Kubernetes: read DerivedViews (and a view's sink Secret), patch
+annotations and spec, and ask the API server whether it would accept a view (a server-side
+dry run: nothing is stored).
 
 Every failure leaves this module as a `ViewsError` subclass with a one-line
 message, so the CLI can print it and exit instead of showing a traceback.
@@ -7,6 +8,7 @@ message, so the CLI can print it and exit instead of showing a traceback.
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,22 @@ class Views:
         except urllib3.exceptions.HTTPError as exc:
             raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
         return None
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """A Secret's data, decoded (`dv diff` connects to the sink as the operator does)."""
+        try:
+            secret = client.CoreV1Api(self.custom.api_client).read_namespaced_secret(
+                name, namespace, _request_timeout=_REQUEST_TIMEOUT_SECONDS)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise ViewsError(f"the sink Secret {namespace}/{name} does not exist") from None
+            if exc.status == 403:
+                raise ViewsError(f"reading the sink Secret {namespace}/{name} is forbidden: "
+                                 "comparing indexes needs get on that Secret") from None
+            raise _views_error(exc, namespace, None) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
+        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
 
     def set_annotations(self, namespace: str, name: str,
                         annotations: dict[str, str | None]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Row counts come from `_count` on both indexes (near real time: what a refresh has made
 searchable, as readers see it). The key sample draws random document ids from one index
 (`random_score`, a new seed each run) and asks the other for them by id with `_mget`, which
-reads the newest version without waiting for a refresh. SQL assertions are refused for an
+reads the newest version without waiting for a refresh. The diff reads both indexes in `_id`
+order (adapters.opensearch.diff). SQL assertions are refused for an
 OpenSearch sink at admission, so none reaches here.
 """
 
@@ -17,6 +18,7 @@ from opensearchpy import OpenSearch, TransportError
 from opensearchpy.exceptions import ConnectionError as OpenSearchConnectionError
 from opensearchpy.exceptions import ConnectionTimeout
 
+from derived_views.adapters.opensearch.diff import diff_search_indexes
 from derived_views.core.check_runs import EXAMPLES, CheckKind, CheckRequest, measured
 from derived_views.core.cutover.checks import (
     CouldNotRun,
@@ -35,6 +37,8 @@ def run_query_checks(client: OpenSearch, request: CheckRequest) -> dict[str, tup
             found[check.name] = _timed(timeout, lambda: _row_counts(client, request, timeout))
         elif check.kind is CheckKind.KEY_SAMPLE:
             found[check.name] = _timed(timeout, lambda: _key_sample(client, request, timeout))
+        elif check.kind is CheckKind.DIFF:
+            found[check.name] = _timed(timeout, lambda: _diff(client, request, timeout))
         else:
             found[check.name] = (CouldNotRun("SQL assertions need a PostgreSQL sink"), 0.0)
     return found
@@ -64,6 +68,11 @@ def _row_counts(client: OpenSearch, request: CheckRequest, timeout: float) -> Ro
     assert request.active_index is not None
     return RowCounts(candidate=_count(client, request.index, timeout),
                      active=_count(client, request.active_index, timeout))
+
+
+def _diff(client: OpenSearch, request: CheckRequest, timeout: float) -> Measurement:
+    found = diff_search_indexes(client, request, time.monotonic() + timeout)
+    return CouldNotRun(found) if isinstance(found, str) else found
 
 
 def _missing(client: OpenSearch, source: str, other: str, size: int, timeout: float

@@ -11,7 +11,8 @@ out of the read-only transaction and the role even if the parser check were bypa
 The transaction is always rolled back, and the pool resets the session (DISCARD ALL)
 when the pass gives it back.
 The parity counts of both indexes are read in one REPEATABLE READ snapshot so they
-describe the same moment.
+describe the same moment; so is the diff (adapters.postgres.diff), whose statements share
+the check's timeout.
 
 The transaction first pins (SET LOCAL) every setting that changes how the server reads
 the text or what its names resolve to (PINNED_SETTINGS): the session carries the sink
@@ -32,6 +33,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from derived_views.adapters.postgres.diff import diff_tables, timeout_until
 from derived_views.core.check_runs import EXAMPLES, CheckKind, CheckRequest, measured
 from derived_views.core.cutover.checks import (
     SHOWN_LIMIT,
@@ -109,6 +111,8 @@ def run_sql_checks(conn: psycopg.Connection[Any], request: CheckRequest,
             measure = lambda _: _row_counts(conn, request)  # noqa: E731
         elif check.kind is CheckKind.KEY_SAMPLE:
             measure = lambda _: _key_sample(conn, request)  # noqa: E731
+        elif check.kind is CheckKind.DIFF:
+            measure = partial(_diff, conn, request)
         else:
             assert check.assertion is not None
             query = rendered_sql(check.assertion, request.schema, request.index,
@@ -248,6 +252,11 @@ def _key_sample(conn: psycopg.Connection[Any], request: CheckRequest) -> KeySamp
                           examples=tuple((ex_c + ex_a)[:EXAMPLES]))
 
 
+def _diff(conn: psycopg.Connection[Any], request: CheckRequest, deadline: float) -> Measurement:
+    found = diff_tables(conn, request, deadline)
+    return CouldNotRun(found) if isinstance(found, str) else found
+
+
 def _assertion(conn: psycopg.Connection[Any], query: str, deadline: float) -> AssertionAnswer:
     """The query (validated by core.judges.assertion_sql) inside capped_query, as a server-side cursor:
     psycopg sends `DECLARE ... CURSOR FOR <query>` by the extended protocol, so the server
@@ -257,24 +266,18 @@ def _assertion(conn: psycopg.Connection[Any], query: str, deadline: float) -> As
     statement = statement_text(query) or query
     types = _columns(conn, statement)
     with conn.cursor(name=CURSOR) as cur:
-        _timeout_until(conn, deadline)
+        timeout_until(conn, deadline)
         cur.execute(capped_query(statement, types))
-        _timeout_until(conn, deadline)
+        timeout_until(conn, deadline)
         row = cur.fetchone()
         counted = 0
         if row is not None:
-            _timeout_until(conn, deadline)
+            timeout_until(conn, deadline)
             counted = 1 + max(0, conn.execute(sql.SQL("MOVE FORWARD {} FROM {}").format(
                 sql.Literal(ASSERTION_ROW_LIMIT), sql.Identifier(CURSOR))).rowcount)
     first = None if row is None else tuple(_shown(v) for v in row)
     return AssertionAnswer(rows=min(counted, ASSERTION_ROW_LIMIT), first_row=first,
                            more=counted > ASSERTION_ROW_LIMIT)
-
-
-def _timeout_until(conn: psycopg.Connection[Any], deadline: float) -> None:
-    """The statement timeout cut to what is left of the check's: its statements share it."""
-    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
-    conn.execute(sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(left_ms)))
 
 
 def _columns(conn: psycopg.Connection[Any], statement: str) -> tuple[int, ...]:

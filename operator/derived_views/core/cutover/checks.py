@@ -36,6 +36,7 @@ from derived_views.api.status import (
 )
 from derived_views.core import reasons
 from derived_views.core.check_runs import PARITY, CheckKind, CheckRequest, configured
+from derived_views.core.cutover.diff import DiffFound, judge_diff
 from derived_views.core.judges.assertion_sql import check_sql_problem
 from derived_views.core.revision import revision_of
 from derived_views.core.times import seconds_between
@@ -181,7 +182,7 @@ class CouldNotRun:
     cause: str
 
 
-Measurement = RowCounts | KeySampleFound | AssertionAnswer | CouldNotRun
+Measurement = RowCounts | KeySampleFound | DiffFound | AssertionAnswer | CouldNotRun
 
 
 def _clip(text: str) -> str:
@@ -229,7 +230,8 @@ def _assertion(assertion: SqlAssertion, found: AssertionAnswer
 
 def judge_checks(request: CheckRequest, found: Mapping[str, tuple[Measurement, float]],
           now: dt.datetime) -> CheckRun:
-    """The run's results, in the spec's order: rowCount, keySample, then the assertions."""
+    """The run's results, in the spec's order: rowCount, keySample, diff, then the
+    assertions."""
     results: list[CheckResult] = []
     checks = request.checks
     for check in configured(checks):  # the registry of check kinds, in its order
@@ -253,6 +255,9 @@ def judge_checks(request: CheckRequest, found: Mapping[str, tuple[Measurement, f
             outcome, observed, expected = _row_count(checks, measured)
         elif isinstance(measured, KeySampleFound):
             outcome, observed, expected = _key_sample(checks, measured)
+        elif isinstance(measured, DiffFound):
+            assert checks.diff is not None
+            outcome, observed, expected = judge_diff(checks.diff, measured)
         else:
             assert check.assertion is not None
             outcome, observed, expected = _assertion(check.assertion, measured)
