@@ -255,6 +255,7 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
         "operator": {"lagPollSeconds": 2.5, "sinkPoolSize": 9},
         "spark": {"image": "registry.example/spark-job:9", "mainApplicationFile": "local:///job.py",
                   "triggerSeconds": 4.5,
+                  "replayRecordsPerSecond": 1500000, "replayStartupSeconds": 45.5,
                   "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/",
                   "checkpointSecretName": "dv-checkpoints",
                   "checkpointS3Endpoint": "http://minio.storage:9000",
@@ -274,6 +275,8 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     assert settings.spark.main_application_file == "local:///job.py"
     assert settings.spark.jars == ("local:///a.jar", "local:///b.jar")
     assert settings.spark.trigger_seconds == 4.5
+    assert settings.spark.replay_records_per_second == 1_500_000.0
+    assert settings.spark.replay_startup_seconds == 45.5
     assert settings.checkpoints.base == "s3a://ck/"
     assert settings.checkpoints.secret == "dv-checkpoints"
     assert settings.checkpoints.s3_endpoint == "http://minio.storage:9000"

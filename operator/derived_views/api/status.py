@@ -78,12 +78,17 @@ class Lag(StatusModel):
     eta_seconds: Annotated[int | None, Field(
         ge=0, description="While behind: the seconds the index needs to drain what is not "
                           "read yet (`messages - batchRead`) at its measured commit rate, or "
-                          "before one is measured at the running batch's read rate (absent "
-                          "when neither is known). An estimate for people, never the gate.")
+                          "before one is measured at the running batch's read rate, or before "
+                          "either at its build's estimate (`etaEstimated`); absent when none is "
+                          "known. An estimate for people, never the gate.")
                           ] = None
     since_commit_seconds: Annotated[int | None, Field(
         ge=0, description="While behind: seconds since the index last committed a batch "
                           "(absent before the first batch).")] = None
+    eta_estimated: Annotated[bool | None, Field(
+        description="True: `etaSeconds` is the build's estimate (`estimate` of its "
+                    "revision), because neither rate is measured yet (a replay's first "
+                    "seconds); absent: measured.")] = None
     batch_read: Annotated[int | None, Field(
         ge=0, description="While a batch runs: the records of `messages` it has read from the "
                           "log so far, not yet committed (from the job's progress report, a "
@@ -179,6 +184,47 @@ class CheckRun(StatusModel):
                 if r.outcome in (CheckOutcome.Failed, CheckOutcome.Error)]
 
 
+class BuildRate(StatusModel):
+    """How fast a build replayed the log, measured from the ledger's commits while it built
+    (kept once it is hydrated): what a later build's estimate assumes (core.log.build_rates)."""
+
+    first_records: Annotated[int, Field(
+        ge=0, description="Records the build had committed (from its history start) at the "
+                          "first of its commits the operator saw.")]
+    first_seconds: Annotated[float, Field(
+        ge=0, description="Seconds from the attempt's start (`startedAt`) to that commit.")]
+    records: Annotated[int, Field(
+        ge=0, description="Records committed at the newest commit measured while it built.")]
+    seconds: Annotated[float, Field(
+        ge=0, description="Seconds from the attempt's start to that commit.")]
+    records_per_second: Annotated[float | None, Field(
+        ge=0, description="The steady replay rate: records committed per second from the "
+                          "first commit seen to the newest (absent before a second commit).")
+                                  ] = None
+
+
+class BuildEstimate(StatusModel):
+    """What a build is expected to read and take, set as it starts, so an ETA is shown before
+    its first batch commits."""
+
+    records: Annotated[int, Field(
+        ge=0, description="Records the build reads: per partition of its topics, the end "
+                          "offset minus the log start (or what it committed) when it started, "
+                          "summed.")]
+    seconds: Annotated[int, Field(
+        ge=0, description="Expected seconds from its start until it holds them: "
+                          "`startupSeconds`, then `records` at `recordsPerSecond`.")]
+    records_per_second: Annotated[float, Field(
+        ge=0, description="The replay rate assumed, in records per second.")]
+    startup_seconds: Annotated[float, Field(
+        ge=0, description="The start-up assumed: from the build's start until records commit "
+                          "at that rate (the job's JVM, Spark session, first batch).")]
+    from_revision: Annotated[str | None, Field(
+        description="The revision whose measured build rate (`buildRate`) is assumed; absent: "
+                    "the rate the installation sets for a first build "
+                    "(DV_REPLAY_RECORDS_PER_SECOND, DV_REPLAY_STARTUP_SECONDS).")] = None
+
+
 class RevisionStatus(StatusModel):
     """Everything the operator remembers about one revision."""
 
@@ -245,6 +291,12 @@ class RevisionStatus(StatusModel):
                     "gate opens before.")] = None
     hydrated_at: Annotated[AwareDatetime | None, Field(
         description="When its index first held every record of `hydrationTarget`.")] = None
+    estimate: Annotated[BuildEstimate | None, Field(
+        description="What its current build was expected to read and take, from its start "
+                    "(absent for a build that started before estimates were kept).")] = None
+    build_rate: Annotated[BuildRate | None, Field(
+        description="How fast its current build replayed, measured while it built (absent "
+                    "before its first commit).")] = None
 
     @field_validator("message", mode="before")
     @classmethod
@@ -284,6 +336,9 @@ class CandidateStatus(StatusModel):
                           "absent before its first batch.")] = None
     checks: Annotated[CheckRun | None, Field(
         description="Latest run of the cutover checks against its index.")] = None
+    estimate: Annotated[BuildEstimate | None, Field(
+        description="What its build is expected to read and take, from its start "
+                    "(`revisions[].estimate`).")] = None
 
     @field_validator("message", mode="before")
     @classmethod

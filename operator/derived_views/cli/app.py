@@ -52,6 +52,7 @@ from derived_views.cli.progress import (
     Poll,
     batch_line,
     estimate,
+    eta_text,
     partitions,
     percent,
     watch_verdict,
@@ -316,12 +317,9 @@ class _PlainProgress(_Display):
         total_done = sum(p.done for p in observation.progress)
         total = sum(p.total for p in observation.progress)
         overall = estimate(self.earliest, observation)
-        eta = overall.eta_seconds
-        if eta is None and self.lag is not None:  # no commit seen move: the operator's ETA
-            eta = self.lag.eta_seconds
         out.print(f"phase {phase} revision {self.revision}: {total_done}/{total} "
                   f"({percent(total_done, total):.1f}%) {_rate(overall.rate)} "
-                  f"eta {rows.duration(eta)}")
+                  f"eta {eta_text(overall.eta_seconds, self.lag)}")
         reading = batch_line(self.lag) if self.lag is not None else None
         if reading:
             out.print(f"  {reading}")
@@ -365,8 +363,9 @@ class _LiveProgress(_Display):
             if p.key not in self.tasks:
                 self.tasks[p.key] = self.progress.add_task(
                     f"{self.revision} {p.key}", total=p.total, rate="", eta="")
+            # no poll saw this partition move: the operator's ETA for the whole build
             self.progress.update(self.tasks[p.key], completed=p.done, total=p.total,
-                                 rate=_rate(est.rate), eta=rows.duration(est.eta_seconds))
+                                 rate=_rate(est.rate), eta=eta_text(est.eta_seconds, self.lag))
         lag = self.lag
         if lag is not None and lag.batch_read is not None:
             total = sum(p.total for p in observation.progress)
@@ -375,7 +374,7 @@ class _LiveProgress(_Display):
                 self.tasks[READ_TASK] = self.progress.add_task(
                     f"{self.revision} read, not yet committed", total=total, rate="", eta="")
             self.progress.update(self.tasks[READ_TASK], completed=done + lag.batch_read,
-                                 total=total, eta=rows.duration(lag.eta_seconds))
+                                 total=total, eta=eta_text(None, lag))
 
     def close(self) -> None:
         if self.started:

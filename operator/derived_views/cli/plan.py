@@ -13,12 +13,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from derived_views.cli.rows import duration
+from derived_views.core.log.build_rates import (
+    DEFAULT_SPREAD,
+    MEASURED_SPREAD,
+    AssumedRate,
+    replay_range,
+)
 from derived_views.core.preview.change import ChangeKind
 from derived_views.core.preview.previews import Preview, exit_code_of
 from derived_views.core.preview.replay_cost import PartitionRead, ReplayCost
 
-SCHEMA_VERSION = 1
-"""Of the JSON report: a key removed or changed in meaning raises it."""
+SCHEMA_VERSION = 2
+"""Of the JSON report: a key removed or changed in meaning raises it (2: `cost.rate`, the
+rate assumed, replaced `cost.builds`)."""
+MILLION = 1_000_000
+"""A new view's records are unknown (dv plan reads no log): its time is said per million."""
 ALWAYS_UNJUDGED = (
     "Secrets (present and labelled for views): dv plan does not read Secrets",
     "the schema registry of Avro views: dv plan does not read it",
@@ -88,16 +97,11 @@ def cost_lines(cost: ReplayCost) -> list[str]:
                 if cost.unmeasured_topics else "")]
     span = cost.seconds()
     if span is None:
-        why = ("no build of this view has been measured" if not cost.rates
-               else "the records to read are unknown")
-        lines.append(f"expected replay time: unknown ({why})")
+        fast, slow = replay_range(MILLION, cost.rate)
+        lines.append(f"expected replay time: unknown (the records to read are unknown); "
+                     f"{_span(fast, slow)} per million records ({rate_text(cost.rate)})")
     else:
-        low, high = span
-        built = ", ".join(f"{r.revision} at {r.per_second:,.0f} records/s" for r in cost.rates)
-        shown = (f"about {duration(low)}" if duration(low) == duration(high)
-                 else f"{duration(low)} to {duration(high)}")
-        lines.append(f"expected replay time: {shown} (from the view's measured builds: "
-                     f"{built})")
+        lines.append(f"expected replay time: {_span(*span)} ({rate_text(cost.rate)})")
     if cost.lost_beginning:
         lines.append(f"the log no longer holds its beginning on {', '.join(cost.lost_beginning)}"
                      ": a replay starts where the active's did")
@@ -110,6 +114,21 @@ def cost_lines(cost: ReplayCost) -> list[str]:
     if cost.retention:
         lines.append(f"retention: {cost.retention}")
     return lines
+
+
+def _span(fast: int, slow: int) -> str:
+    return (f"about {duration(fast)}" if duration(fast) == duration(slow)
+            else f"{duration(fast)} to {duration(slow)}")
+
+
+def rate_text(rate: AssumedRate) -> str:
+    """Where the expected time comes from, as the operator's estimate says it."""
+    assumed = (f"{rate.startup_seconds:,.0f} s start-up, then "
+               f"{rate.records_per_second:,.0f} records/s")
+    if rate.from_revision is None:
+        return (f"the installation's default: {assumed}, no build of this view measured; "
+                f"{DEFAULT_SPREAD:g}x either way")
+    return f"revision {rate.from_revision}'s measured build: {assumed}; {MEASURED_SPREAD:g}x either way"
 
 
 def _view_lines(preview: Preview, markdown: bool) -> list[str]:
@@ -196,10 +215,10 @@ def _cost_json(cost: ReplayCost) -> dict[str, Any]:
                         "endOffset": p.end_offset, "records": p.records,
                         "holdsBeginning": p.holds_beginning} for p in cost.partitions],
         "unmeasuredTopics": list(cost.unmeasured_topics),
-        "replaySeconds": None if span is None else {"low": round(span[0]),
-                                                    "high": round(span[1])},
-        "builds": [{"revision": r.revision, "records": r.records, "seconds": r.seconds}
-                   for r in cost.rates],
+        "replaySeconds": None if span is None else {"low": span[0], "high": span[1]},
+        "rate": {"recordsPerSecond": cost.rate.records_per_second,
+                 "startupSeconds": cost.rate.startup_seconds,
+                 "fromRevision": cost.rate.from_revision},
         "retention": cost.retention or None,
         "compacted": list(cost.compacted),
         "completeHistory": cost.complete_history,

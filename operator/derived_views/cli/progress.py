@@ -3,7 +3,9 @@
 Rate and ETA come from two observations of the same view (the CLI keeps the
 oldest one of a short window). The rate is replay throughput (records written
 into the index per second); the ETA divides the remaining lag by how fast the
-lag shrinks, because the topic keeps growing while it is replayed.
+lag shrinks, because the topic keeps growing while it is replayed. Before the polls see the
+lag shrink, the operator's ETA is shown: before the build's first rates are measured, its
+estimate (said so).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from derived_views.api.status import DerivedViewStatus, Lag, Phase
+from derived_views.cli.rows import duration
 
 
 @dataclass(frozen=True)
@@ -92,12 +95,22 @@ def _totals(observation: Poll, key: str | None) -> tuple[int, int]:
     return sum(p.done for p in chosen), sum(p.lag for p in chosen)
 
 
+def eta_text(polled: float | None, lag: Lag | None) -> str:
+    """The ETA `dv watch` shows: from its own polls, else the operator's (measured, or before a
+    rate is measured the build's estimate, said so: `~1m40s (estimate)`)."""
+    if polled is not None or lag is None or lag.eta_seconds is None:
+        return duration(polled)
+    if lag.eta_estimated:
+        return f"~{duration(lag.eta_seconds)} (estimate)"
+    return duration(lag.eta_seconds)
+
+
 def batch_line(lag: Lag) -> str | None:
     """What the running batch has read of the lag, not yet committed (None: no batch reports);
     before the first commit the read is all the progress there is."""
     if lag.batch_read is None or lag.messages <= 0:
         return None
-    eta = "" if lag.eta_seconds is None else f", eta {lag.eta_seconds}s"
+    eta = "" if lag.eta_seconds is None else f", eta {eta_text(None, lag)}"
     return (f"running batch has read {lag.batch_read:,} of the {lag.messages:,} records not yet "
             f"committed ({percent(lag.batch_read, lag.messages):.1f}%){eta}")
 

@@ -8,7 +8,8 @@ Its words, one per thing (docs/glossary.md):
   was read from is `template_path`), the job `image` and `main_application_file` a view gets
   unless it names its own, the `jars` every job needs, the drivers' `service_account`, and
   `trigger_seconds`, the micro-batch interval of the jobs created from now on (None: each
-  view's own, from its gate: `trigger_of`).
+  view's own, from its gate: `trigger_of`), and the replay rate and start-up a view's first
+  build is expected to take (`replay_records_per_second`, `replay_startup_seconds`).
 - `checkpoints`: where jobs checkpoint (`base`), the Secret with the store's keys (`secret`),
   a non-AWS store's `s3_endpoint` and `s3_region`.
 - `jobs`: where a view's jobs run (`namespace`, a template with `{namespace}`; "" is the
@@ -58,6 +59,15 @@ def gate_trigger_seconds(max_lag_seconds: int) -> float:
     return min(max(max_lag_seconds / 2, MIN_TRIGGER_SECONDS), MAX_TRIGGER_SECONDS)
 
 
+DEFAULT_REPLAY_RECORDS_PER_SECOND = 40_000.0
+"""docs/performance.md on a 2-core machine: the `mirror` shape (every event an index row: the
+sink-bound, slower shape) replays at a steady 41,210 records/s from 4,000,000 events, and
+between 30,750 and 45,623 from 0.5 to 4 million; the Spark-bound `aggregate` at 42,035 to
+116,056. An installation measures its own (`make bench`) and sets it."""
+DEFAULT_REPLAY_STARTUP_SECONDS = 30.0
+"""docs/performance.md, "Apply to Ready": the first ledger commit about 30 s after the
+SparkApplication is created (JVM, Spark session, a first batch of 50,000 records)."""
+
 DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
 """Only usable outside a cluster (driver and executors on one machine); see
 core.job.checkpoints."""
@@ -81,6 +91,13 @@ class SparkSettings:
     trigger_seconds: float | None = None
     """DV_TRIGGER_SECONDS: one interval for every job created from now on; None (the
     default): each view's from its gate (gate_trigger_seconds)."""
+
+    replay_records_per_second: float = DEFAULT_REPLAY_RECORDS_PER_SECOND
+    """DV_REPLAY_RECORDS_PER_SECOND: the replay rate a view's first build is expected to reach,
+    before any build of the view is measured (core.log.build_rates)."""
+    replay_startup_seconds: float = DEFAULT_REPLAY_STARTUP_SECONDS
+    """DV_REPLAY_STARTUP_SECONDS: what such a build is expected to take before it commits at
+    that rate."""
 
     def trigger_of(self, cutover: Cutover) -> float:
         """The micro-batch interval of a view's jobs: the installation's, else its gate's."""

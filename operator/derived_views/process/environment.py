@@ -12,6 +12,8 @@ from derived_views.core.naming import job_namespace_problem
 from derived_views.core.settings import (
     DEFAULT_CHECKPOINT_BASE,
     DEFAULT_MAIN_APPLICATION_FILE,
+    DEFAULT_REPLAY_RECORDS_PER_SECOND,
+    DEFAULT_REPLAY_STARTUP_SECONDS,
     DEFAULT_SPARK_IMAGE,
     MIN_TRIGGER_SECONDS,
     CheckpointSettings,
@@ -67,7 +69,11 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             jars=tuple(j for j in e.get("DV_SPARK_JARS", "").split(",") if j),
             service_account=e.get("DV_SPARK_SERVICE_ACCOUNT") or None,
             trigger_seconds=(None if not e.get("DV_TRIGGER_SECONDS") else
-                             _float(e, "DV_TRIGGER_SECONDS", MIN_TRIGGER_SECONDS, 0.1))),
+                             _float(e, "DV_TRIGGER_SECONDS", MIN_TRIGGER_SECONDS, 0.1)),
+            replay_records_per_second=_float(e, "DV_REPLAY_RECORDS_PER_SECOND",
+                                             DEFAULT_REPLAY_RECORDS_PER_SECOND, 1.0),
+            replay_startup_seconds=_float(e, "DV_REPLAY_STARTUP_SECONDS",
+                                          DEFAULT_REPLAY_STARTUP_SECONDS, 0.0)),
         checkpoints=CheckpointSettings(
             base=checkpoint_base, secret=e.get("DV_CHECKPOINT_SECRET") or None,
             s3_endpoint=_endpoint(e, "DV_CHECKPOINT_S3_ENDPOINT"),

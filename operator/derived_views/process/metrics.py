@@ -106,7 +106,8 @@ class Metrics:
                                  REVISION, registry=r),
             "lag_eta_seconds": Gauge("derived_views_lag_eta_seconds",
                                      "While behind: seconds the revision needs to drain what "
-                                     "its running batch has not read yet (an estimate)",
+                                     "its running batch has not read yet (an estimate; before "
+                                     "a rate is measured, its build's estimate)",
                                      REVISION, registry=r),
             "lag_batch_read": Gauge("derived_views_lag_batch_read_messages",
                                     "While a batch runs: messages of the lag it has read from "

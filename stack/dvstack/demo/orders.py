@@ -95,6 +95,7 @@ class Watch:
                     f"{candidate.get('phase', ''):11} lag {lag.get('messages', '?'):>7} msgs, "
                     f"oldest missing {lag.get('seconds', '?'):>4}s old, "
                     f"ETA {lag.get('etaSeconds', '?')}s"
+                    + (" (estimate)" if lag.get("etaEstimated") else "")
                     + (f", running batch has read {lag['batchRead']}"
                        if lag.get("batchRead") is not None else ""))
         return f"active {active:10}  ready {ready.get('status', '?')}: {ready.get('message', '')}"

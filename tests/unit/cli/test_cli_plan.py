@@ -32,8 +32,9 @@ LIVE = {**view(spec_body()), "status": {
     "revision": R1, "active": {"revision": R1, "index": I1, "since": "2026-03-01T11:00:00Z",
                                "lag": {"messages": 0, "endOffsets": {"orders/0": 120}}},
     "revisions": [record(R1, "Active", content=CONTENT_V1, historyStart={"orders/0": 20},
-                         hydrationTarget={"orders/0": 100},
-                         startedAt="2026-03-01T11:00:00Z", hydratedAt="2026-03-01T11:00:40Z")]}}
+                         buildRate={"firstRecords": 20, "firstSeconds": 12, "records": 80,
+                                    "seconds": 27, "recordsPerSecond": 4},
+                         startedAt="2026-03-01T11:00:00Z", hydratedAt="2026-03-01T11:00:27Z")]}}
 LIVE["metadata"] = {**LIVE["metadata"], "resourceVersion": "7"}
 
 
@@ -117,7 +118,11 @@ def test_a_content_change_exits_2_with_its_revision(cluster: type[FakeViews]) ->
     [shown] = document["views"]
     assert (shown["change"]["kind"], shown["change"]["revision"]) == ("replay", R2)
     assert shown["cost"]["records"] == 100
-    assert shown["cost"]["replaySeconds"] == {"low": 50, "high": 50}  # 80 records in 40 s
+    # R1 built at 4 records/s after 12 - 20/4 = 7 s: 100 records at 6/s 23.7 s, at 2.7/s 44.5 s
+    assert shown["cost"]["replaySeconds"] == {"low": 24, "high": 45}
+    assert shown["cost"]["rate"] == {"recordsPerSecond": 4.0, "startupSeconds": 7.0,
+                                     "fromRevision": R1}
+    assert document["schemaVersion"] == 2
     assert (document["exitCode"], document["skipped"], document["warnings"]) == (2, 0, [])
 
 
@@ -189,3 +194,16 @@ def test_markdown_for_a_pull_request(cluster: type[FakeViews]) -> None:
     assert "| orders/0 | 100 | 20 | no: offsets below 20 deleted |" in out
     assert "#### `shop/refused`: refused (new view, replays once fixed)" in out
     assert "- `InvalidTransform`: transform.sql: [UNRESOLVED_COLUMN.WITH_SUGGESTION]" in out
+
+
+def test_a_new_views_time_is_said_per_million_records_at_the_installed_default(
+        cluster: type[FakeViews], monkeypatch: pytest.MonkeyPatch) -> None:
+    installed = {**ENV, "DV_REPLAY_RECORDS_PER_SECOND": "20000",
+                 "DV_REPLAY_STARTUP_SECONDS": "25.2"}
+    monkeypatch.setattr(dv, "operator_env", lambda api, namespace, name: dict(installed))
+    code, out, _ = plan("-f", "-", stdin=stream(view(spec_body(), "created")))
+    assert code == 2
+    # a million records after 25.2 s: at 60,000/s 41.9 s, at 6,667/s 175.2 s
+    assert ("expected replay time: unknown (the records to read are unknown); 42s to 2m56s "
+            "per million records (the installation's default: 25 s start-up, then 20,000 "
+            "records/s, no build of this view measured; 3x either way)") in out

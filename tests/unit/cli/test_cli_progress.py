@@ -16,6 +16,7 @@ from derived_views.cli.progress import (
     WatchVerdict,
     batch_line,
     estimate,
+    eta_text,
     partitions,
     percent,
     watch_verdict,
@@ -150,3 +151,15 @@ def test_the_running_batch_s_reads_are_a_line_of_their_own() -> None:
                                "committed (55.8%), eta 40s")
     assert batch_line(Lag(messages=55_546)) is None
     assert batch_line(Lag(messages=0, batch_read=0)) is None
+
+
+def test_the_eta_shown_is_the_polls_else_the_operators_said_when_an_estimate() -> None:
+    estimated = Lag(messages=9000, eta_seconds=100, eta_estimated=True)
+    assert eta_text(42.0, estimated) == "42s"  # the polls saw the lag shrink
+    assert eta_text(None, estimated) == "~1m40s (estimate)"
+    assert eta_text(None, Lag(messages=9000, eta_seconds=100)) == "1m40s"
+    assert eta_text(None, Lag(messages=9000)) == "-"
+    assert eta_text(None, None) == "-"
+    assert batch_line(Lag(messages=9000, batch_read=0, eta_seconds=100, eta_estimated=True)) == (
+        "running batch has read 0 of the 9,000 records not yet committed (0.0%), "
+        "eta ~1m40s (estimate)")

@@ -12,10 +12,11 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.cli import app
 
 
-def status(lag_0: int, read: int | None = None, eta: int | None = None) -> DerivedViewStatus:
+def status(lag_0: int, read: int | None = None, eta: int | None = None,
+           estimated: bool | None = None) -> DerivedViewStatus:
     lag: dict[str, Any] = {"messages": lag_0, "partitions": {"t/0": lag_0, "t/1": 0},
                            "endOffsets": {"t/0": 1000, "t/1": 500}, "batchRead": read,
-                           "etaSeconds": eta}
+                           "etaSeconds": eta, "etaEstimated": estimated}
     return DerivedViewStatus.model_validate({
         "phase": "Backfilling", "revision": "bb",
         "candidate": {"revision": "bb", "index": "v__bb", "phase": "Backfilling",
@@ -79,3 +80,23 @@ def test_terminal_shows_a_bar_of_what_is_read(monkeypatch: pytest.MonkeyPatch) -
     text = buffer.getvalue()
     assert "bb read, not yet committed" in text
     assert "900/1500" in text
+
+
+def test_before_the_first_commit_the_estimate_is_shown_and_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A candidate's first seconds: nothing committed, nothing read, the operator's ETA is its
+    build's estimate."""
+    buffer = capture(monkeypatch, terminal=False)
+    display = app._PlainProgress()
+    display.show(status(1000, eta=125, estimated=True))
+    assert buffer.getvalue().splitlines()[0] == (
+        "phase Backfilling revision bb: 500/1500 (33.3%) - eta ~2m05s (estimate)")
+
+
+def test_the_terminal_bars_show_the_estimate_where_no_poll_measured(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer = capture(monkeypatch, terminal=True)
+    display = app._LiveProgress()
+    display.show(status(1000, eta=125, estimated=True))
+    display.close()
+    assert "eta ~2m05s (estimate)" in buffer.getvalue()

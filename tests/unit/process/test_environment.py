@@ -102,3 +102,17 @@ def test_the_trigger_interval_reaches_the_jobs_configuration() -> None:
 def test_a_trigger_interval_is_a_positive_number(raw: str, problem: str) -> None:
     with pytest.raises(SettingsError, match=f"DV_TRIGGER_SECONDS.*{problem}"):
         from_env({"DV_TRIGGER_SECONDS": raw})
+
+
+def test_the_replay_rate_a_first_build_assumes() -> None:
+    """DV_REPLAY_RECORDS_PER_SECOND and DV_REPLAY_STARTUP_SECONDS: docs/performance.md's
+    figures unless the installation measured its own."""
+    assert (from_env({}).spark.replay_records_per_second,
+            from_env({}).spark.replay_startup_seconds) == (40_000.0, 30.0)
+    spark = from_env({"DV_REPLAY_RECORDS_PER_SECOND": "125000",
+                      "DV_REPLAY_STARTUP_SECONDS": "0"}).spark
+    assert (spark.replay_records_per_second, spark.replay_startup_seconds) == (125_000.0, 0.0)
+    with pytest.raises(SettingsError, match="DV_REPLAY_RECORDS_PER_SECOND='0' must be at least"):
+        from_env({"DV_REPLAY_RECORDS_PER_SECOND": "0"})
+    with pytest.raises(SettingsError, match="DV_REPLAY_STARTUP_SECONDS='soon' is not a number"):
+        from_env({"DV_REPLAY_STARTUP_SECONDS": "soon"})

@@ -22,8 +22,8 @@ The time to drain the rest at the measured commit rate is an ETA for people.
 A batch reads the log long before it commits (a first replay's batch can take minutes):
 its job reports how far it has read (core.observed.RunningBatch), which the lag shows as
 `batchRead`; the ETA counts only what is still unread (at the commit rate, or at the batch's
-read rate before one is measured). It never moves the gate: what is read is not in the
-index yet.
+read rate before one is measured; before either, the planner puts in the build's estimate,
+core.log.build_rates). It never moves the gate: what is read is not in the index yet.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ def summary(ctx: Context, draft: Draft, deleting: bool
             caught_up_since=record.caught_up_since,
             message=record.message, bad_records=record.bad_records,
             checks=checks.shown_run(ctx.spec, record.checks, record.caught_up_since,
-                                    record.started_at))
+                                    record.started_at),
+            estimate=record.estimate)
     if deleting:
         phase = ViewPhase.Deleting
     elif candidate is not None:

@@ -12,7 +12,7 @@ from typing import Any
 from derived_views.api.status import Lag, Phase
 from derived_views.core.cutover import integrity
 from derived_views.core.job.job_state import JobState, judge_job
-from derived_views.core.log import history, partition_growth
+from derived_views.core.log import build_rates, history, partition_growth
 from derived_views.core.log.lag import compute_lag, reset_partitions, within_gate
 from derived_views.core.planner.context import Context
 from derived_views.core.planner.draft import Draft
@@ -179,6 +179,40 @@ def observe_history(ctx: Context, draft: Draft, revision: str, building: bool
     return changes
 
 
+def observe_build(ctx: Context, draft: Draft, revision: str, lag: Lag | None) -> Lag | None:
+    """While a build is not hydrated: its estimate (once, on its first pass with a lag: what
+    is behind then, at the rate core.log.build_rates assumes) and its measured rate, from
+    the ledger's newest commit. Returns the lag with the estimate's ETA until one is measured."""
+    record = draft.records[revision]
+    if record.hydrated_at not in (None, ctx.now):  # hydrated on this pass: its last commit counts
+        return lag
+    topics = topics_of(ctx, draft, revision)
+    changes: dict[str, Any] = {}
+    estimate = record.estimate
+    if estimate is None and lag is not None and record.hydrated_at is None:
+        rate = build_rates.assumed_rate(draft.records.values(), draft.active,
+                                        build_rates.default_rate(ctx.settings.spark))
+        estimate = changes["estimate"] = build_rates.estimate_of(lag.messages, rate)
+    before = ctx.obs.status.record(revision)
+    kept = (record.build_rate if before is not None and before.started_at == record.started_at
+            else None)  # a new attempt measures afresh
+    position = ctx.position_of(revision)
+    start = history.start_of(record.history_start, position, None, topics)
+    if position is not None and position.committed_at is not None and start is not None \
+            and position.committed_at >= record.started_at:
+        committed = sum(max(offset - start[0].get(history.key(tp), 0), 0)
+                        for tp, offset in position.end_offsets.items() if tp[0] in topics)
+        seconds = (position.committed_at - record.started_at).total_seconds()
+        kept = build_rates.measured_rate(kept, committed, seconds)
+    if kept != record.build_rate:
+        changes["build_rate"] = kept
+    draft.set(revision, **changes)
+    if record.hydrated_at is not None:
+        return lag
+    return build_rates.with_estimate(lag, estimate,
+                                     (ctx.now - record.started_at).total_seconds())
+
+
 def refresh(ctx: Context, draft: Draft, revision: str) -> None:
     """Refresh job state and lag; for a building candidate, track the gate."""
     record = draft.records[revision]
@@ -204,6 +238,11 @@ def refresh(ctx: Context, draft: Draft, revision: str) -> None:
         changes["source_partitions"] = partitions_now(ctx, draft, revision)
     building = record.phase in BUILDING and revision != draft.active
     draft.set(revision, **observe_history(ctx, draft, revision, building))
+    if building:
+        lag = observe_build(ctx, draft, revision, lag)
+        draft.lags[revision] = lag
+        if lag is not None:
+            changes["lag"] = lag
     if building:
         running = app_live and app is not None and app.running
         committed = (ctx.sink is not None and revision in ctx.sink.ledger

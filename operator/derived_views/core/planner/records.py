@@ -11,9 +11,10 @@ BUILDING = frozenset({Phase.Pending, Phase.Backfilling, Phase.CaughtUp})
 FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})
 
 NEW_BUILD: dict[str, None] = dict(history_start=None, history_gaps=None,
-                                  hydration_target=None, hydrated_at=None)
-"""What a rebuild from offset 0 forgets: where the old build's history started, its gaps and
-its hydration (the new build's are observed afresh)."""
+                                  hydration_target=None, hydrated_at=None, estimate=None,
+                                  build_rate=None)
+"""What a rebuild from offset 0 forgets: where the old build's history started, its gaps, its
+hydration, its estimate and its measured rate (the new build's are observed afresh)."""
 
 MAX_MESSAGE = 1024
 
@@ -33,6 +34,7 @@ def lag_text(lag: Lag | None, spec: DerivedViewSpec) -> str:
         text += f", oldest missing record {shown} old (gate {gate.max_lag_seconds}s)"
     if lag.messages and lag.eta_seconds is not None:
         text += f", about {lag.eta_seconds}s to drain"
+        text += " (estimate)" if lag.eta_estimated else ""
     if lag.since_commit_seconds:
         text += f", {lag.since_commit_seconds}s since its last commit"
     return text

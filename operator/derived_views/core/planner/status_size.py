@@ -5,7 +5,8 @@ Per-partition lag detail is kept once, in the `active` / `candidate` summaries t
 `dv watch` reads, and only while it is small; a view with many partitions gets it per
 topic instead, and one with very many topics gets totals only. Revision records keep
 the totals. `spentBuilds` keeps the highest builds; the rest fold into a floor that
-every later build starts above, so no rebuild ever reuses a spent checkpoint.
+every later build starts above, so no rebuild ever reuses a spent checkpoint. A build's
+estimate is kept only while it builds.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from derived_views.api.status import Lag, RevisionStatus
+from derived_views.core.planner.records import BUILDING
 
 LAG_ENTRIES_LIMIT = 256
 """Entries of one lag map kept in status (256 x ~30 bytes, two maps: ~15 KiB at most)."""
@@ -29,8 +31,15 @@ def without_detail(lag: Lag | None) -> Lag | None:
 
 
 def record_without_detail(record: RevisionStatus) -> RevisionStatus:
+    """The lag's totals; the estimate only while the revision builds (its measured
+    `buildRate` stays: a later build's estimate starts from it)."""
+    changes: dict[str, object] = {}
     lag = without_detail(record.lag)
-    return record if lag is record.lag else record.model_copy(update={"lag": lag})
+    if lag is not record.lag:
+        changes["lag"] = lag
+    if record.estimate is not None and record.phase not in BUILDING:
+        changes["estimate"] = None
+    return record.model_copy(update=changes) if changes else record
 
 
 def _per_topic(values: dict[str, int]) -> dict[str, int]:

@@ -19,6 +19,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import reasons
 from derived_views.core.judges.transform import Refusal
 from derived_views.core.judges.unjudged import invalid_spec_message
+from derived_views.core.log.build_rates import default_rate
 from derived_views.core.planner.context import recorded_active
 from derived_views.core.preview.change import (
     Change,
@@ -70,7 +71,8 @@ def preview_of(document: Mapping[str, Any], namespace: str, name: str, live: Liv
     active = recorded_active(status, None) if status is not None else None
     judged = judge_spec(spec, namespace, settings, change.revision, active,
                         kept_reader_schemas(status) if status is not None else {})
-    cost = replay_cost(spec, status) if change.kind is ChangeKind.REPLAY else None
+    cost = (replay_cost(spec, status, default_rate(settings.spark))
+            if change.kind is ChangeKind.REPLAY else None)
     return Preview(namespace, name, change, (*server, *judged.refusals), judged.not_judged,
                    cost)
 

@@ -1,13 +1,13 @@
 """What a replay of a view costs, from what its status already measured: the records each
-source partition holds, whether the log still holds their beginning, and how long the view's
-own builds took.
+source partition holds, whether the log still holds their beginning, and how long it is
+expected to take.
 
 Read from the status alone (dv plan reads no log): the end offsets the last lag measurement
 saw, where the active revision's replay began (its history start: a partition that started
-past offset 0 had lost its beginning then), each topic's retention (`status.sourceLogs`), and
-the rate of every build that hydrated (its hydration target read from its history start, in
-the time from its start to `hydratedAt`). A time is a range from the slowest to the fastest of
-those builds; with none measured it is unknown, never guessed.
+past offset 0 had lost its beginning then), each topic's retention (`status.sourceLogs`).
+The time follows the rule the operator's own estimate follows (core.log.build_rates):
+the active revision's measured build rate, else the newest measured build's, else the
+installation's default, as a range.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, RevisionStatus
 from derived_views.core.log import history
+from derived_views.core.log.build_rates import AssumedRate, assumed_rate, replay_range
 from derived_views.core.observed import TopicRetention
 from derived_views.core.planner.context import recorded_active
 
@@ -42,24 +43,12 @@ class PartitionRead:
 
 
 @dataclass(frozen=True)
-class BuildRate:
-    """One measured build of the view: the records its hydration read, in how long."""
-
-    revision: str
-    records: int
-    seconds: float
-
-    @property
-    def per_second(self) -> float:
-        return self.records / self.seconds
-
-
-@dataclass(frozen=True)
 class ReplayCost:
     partitions: tuple[PartitionRead, ...]
     unmeasured_topics: tuple[str, ...]
     """The spec's topics the status has no end offsets for (a new view's: all)."""
-    rates: tuple[BuildRate, ...]
+    rate: AssumedRate
+    """The view's own measured build rate (`from_revision`), else the installation's default."""
     retention: str
     """The topics' retention as the status last read it ("" when not read)."""
     compacted: tuple[str, ...]
@@ -74,13 +63,11 @@ class ReplayCost:
             return None
         return sum(p.records for p in self.partitions)
 
-    def seconds(self) -> tuple[float, float] | None:
-        """The replay's time, from the fastest to the slowest measured build; None: unknown."""
+    def seconds(self) -> tuple[int, int] | None:
+        """The replay's time, fast to slow (core.log.build_rates.replay_range); None while
+        the records are unknown."""
         records = self.records
-        if records is None or not self.rates:
-            return None
-        rates = [r.per_second for r in self.rates]
-        return records / max(rates), records / min(rates)
+        return None if records is None else replay_range(records, self.rate)
 
     @property
     def lost_beginning(self) -> tuple[str, ...]:
@@ -112,29 +99,14 @@ def _first_offset(key: str, start: Mapping[str, int]) -> int:
     return sum(o for p, o in start.items() if _topic(p) == key)
 
 
-def build_rates(status: DerivedViewStatus) -> tuple[BuildRate, ...]:
-    """Every build the status shows from its start to its hydration, per-partition targets
-    only (a per-topic bound says no record count)."""
-    rates = []
-    for record in status.revisions:
-        target = record.hydration_target
-        if (record.hydrated_at is None or not target
-                or not all("/" in p for p in target)):
-            continue
-        start = record.history_start or {}
-        records = sum(max(end - start.get(p, 0), 0) for p, end in target.items())
-        seconds = (record.hydrated_at - record.started_at).total_seconds()
-        if records > 0 and seconds > 0:  # a resumed build restarts the clock after it hydrated
-            rates.append(BuildRate(record.revision, records, seconds))
-    return tuple(rates)
-
-
-def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None) -> ReplayCost:
-    """What replaying `spec`'s topics costs, as far as `status` (None: a new view) tells."""
+def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None,
+                default: AssumedRate) -> ReplayCost:
+    """What replaying `spec`'s topics costs, as far as `status` (None: a new view) tells;
+    `default`: the installation's replay rate (core.log.build_rates.default_rate)."""
     topics = list(dict.fromkeys(spec.source.topics))
     complete = spec.source.history == "complete"
     if status is None:
-        return ReplayCost((), tuple(topics), (), "", (), complete)
+        return ReplayCost((), tuple(topics), default, "", (), complete)
     name = recorded_active(status, None)
     active = status.record(name) if name is not None else None
     start = (active.history_start if active is not None else None) or {}
@@ -152,6 +124,7 @@ def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None) -> Repl
         reads.append(PartitionRead(key, first, end, holds))
     measured = {p.partition if "/" not in p.partition else _topic(p.partition) for p in reads}
     return ReplayCost(
-        tuple(reads), tuple(t for t in topics if t not in measured), build_rates(status),
+        tuple(reads), tuple(t for t in topics if t not in measured),
+        assumed_rate(status.revisions, name, default),
         history.retention_text(topics, logs) if logs else "",
         tuple(history.compacted_topics(topics, logs)), complete)

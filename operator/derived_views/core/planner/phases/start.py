@@ -144,7 +144,7 @@ def restart(ctx: Context, draft: Draft, revision: str, *, rollback: bool) -> Non
     common: dict[str, Any] = dict(
         phase=Phase.Pending, started_at=ctx.now, generation=ctx.view.generation,
         retry_token=ctx.retry_token, content=content_of(ctx.spec, ctx.reader_schemas),
-        caught_up_since=None,
+        caught_up_since=None, estimate=None,  # a resume is estimated afresh
         retire_after=None, lag=None, job_state=None, execution_attempts=None)
     if exists:
         if app is not None and app.stopped:
@@ -171,7 +171,7 @@ def restart(ctx: Context, draft: Draft, revision: str, *, rollback: bool) -> Non
     build = record.build + 1
     draft.set(revision, reason=reasons.BACKFILL_STARTED, message="rebuilding from offset 0",
               build=build, checkpoint_location=ctx.checkpoint(revision, build),
-              source_partitions=readings.partitions_now(ctx, draft, revision), **common,
-              **NEW_BUILD)
+              source_partitions=readings.partitions_now(ctx, draft, revision),
+              **(common | NEW_BUILD))
     draft.event(reasons.BACKFILL_STARTED, f"Started rebuilding revision {revision} from offset 0 "
                                    f"into index {ctx.index(revision)}.")
