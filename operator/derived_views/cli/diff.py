@@ -69,7 +69,7 @@ def diff_request(view: str, spec: DerivedViewSpec, status: DerivedViewStatus,
     request = CheckRequest(
         revision=chosen, schema=spec.sink.db_schema, index=records[0].index,
         active_index=records[1].index, primary_key=keys[0], same_key=True, checks=checks,
-        checks_hash=checks_hash(checks))
+        checks_hash=checks_hash(checks), active_revision=other)
     return Compared(view, request, chosen, other, configured)
 
 

@@ -73,6 +73,8 @@ class CheckRequest:
     """The active's primary key is the candidate's: parity checks compare like with like."""
     checks: CutoverChecks
     checks_hash: str
+    active_revision: str | None = None
+    """The active index's revision: the diff check reads where its ledger stands."""
     budget_seconds: float | None = None
     """Seconds all of the run's queries may take together (the operator's
     DV_CHECK_BUDGET_SECONDS): 32 assertions of up to an hour each must not hold a sink

@@ -45,6 +45,7 @@ from derived_views.core.cutover.checks import (
     rendered_sql,
 )
 from derived_views.core.judges.assertion_sql import statement_text
+from derived_views.core.naming import LEDGER_TABLE
 
 ASSERTION_ROW_LIMIT = 1000
 """Rows of a `noRows` assertion counted before stopping: enough to say how bad it is."""
@@ -97,7 +98,8 @@ temp_file_limit, as a superuser)."""
 
 
 def run_sql_checks(conn: psycopg.Connection[Any], request: CheckRequest,
-               role: str | None = None) -> dict[str, tuple[Measurement, float]]:
+               role: str | None = None, ledger: str = LEDGER_TABLE
+               ) -> dict[str, tuple[Measurement, float]]:
     """Each check's measurement and how long it took; a check that cannot run says why.
 
     With a budget (request.budget_seconds) each query's timeout is cut to what is left of
@@ -112,7 +114,7 @@ def run_sql_checks(conn: psycopg.Connection[Any], request: CheckRequest,
         elif check.kind is CheckKind.KEY_SAMPLE:
             measure = lambda _: _key_sample(conn, request)  # noqa: E731
         elif check.kind is CheckKind.DIFF:
-            measure = partial(_diff, conn, request)
+            measure = partial(_diff, conn, request, ledger, role)
         else:
             assert check.assertion is not None
             query = rendered_sql(check.assertion, request.schema, request.index,
@@ -252,8 +254,9 @@ def _key_sample(conn: psycopg.Connection[Any], request: CheckRequest) -> KeySamp
                           examples=tuple((ex_c + ex_a)[:EXAMPLES]))
 
 
-def _diff(conn: psycopg.Connection[Any], request: CheckRequest, deadline: float) -> Measurement:
-    found = diff_tables(conn, request, deadline)
+def _diff(conn: psycopg.Connection[Any], request: CheckRequest, ledger: str, role: str | None,
+          deadline: float) -> Measurement:
+    found = diff_tables(conn, request, deadline, ledger, role)
     return CouldNotRun(found) if isinstance(found, str) else found
 
 

@@ -9,6 +9,13 @@ of the spec. Values are compared by their text form (each type's output function
 pinned settings), so the row-by-row and the hashed comparison agree on what differs: a
 value that reads the same is the same, 1.0 and 1.00 are not.
 
+Under live traffic the two jobs stand at different offsets: keys written by a batch past the
+position both have reached (core.cutover.diff.in_flight_batches) are left out of both sides.
+A batch's rows and its ledger row are written by one transaction, so such rows are those
+whose `xmin` is one of those ledger rows' (read in the same snapshot, as the operator's own
+user: the check role reads the indexes alone). A key deleted past that position is not seen
+and counts as a row in one index only.
+
 Row by row: one FULL OUTER JOIN USING (the primary key), the rows that differ kept
 (MATERIALIZED: only those, keys and flags) and counted, a few keys of each kind taken in key
 order. Hashed: each index is read once into one count and one sum of row hashes per key range
@@ -31,9 +38,11 @@ from derived_views.core.cutover.diff import (
     DiffFound,
     Mode,
     diff_columns,
+    in_flight_batches,
     mode_for,
     ranges_for,
 )
+from derived_views.core.naming import LEDGER_TABLE
 
 PRESENT_C, PRESENT_A = "_dv_in_candidate", "_dv_in_active"
 """Marks of a joined row's sides (the `_dv_` prefix is never a compared column's)."""
@@ -56,13 +65,46 @@ def table_columns(conn: psycopg.Connection[Any], schema: str, table: str) -> tup
     return tuple(str(r[0]) for r in rows)
 
 
-def diff_tables(conn: psycopg.Connection[Any], request: CheckRequest, deadline: float
-                 ) -> DiffFound | str:
+def in_flight_xids(conn: psycopg.Connection[Any], request: CheckRequest, ledger: str,
+                   role: str | None) -> tuple[list[str], list[str]]:
+    """The transaction ids of each index's batches past the position both have reached,
+    from the ledger in the check's snapshot (read as the session's user, then the check role
+    again: it need not read the ledger)."""
+    if request.active_revision is None:
+        return [], []
+    if role:
+        conn.execute("SET LOCAL ROLE NONE")
+    try:
+        if conn.execute("SELECT to_regclass(%s)",
+                        (sql.Identifier(request.schema, ledger).as_string(conn),)
+                        ).fetchone() in (None, (None,)):
+            return [], []
+        rows = conn.execute(sql.SQL(
+            "SELECT revision, batch_id, end_offsets, xmin::text FROM {} "
+            "WHERE revision = ANY(%s)").format(sql.Identifier(request.schema, ledger)),
+            ([request.revision, request.active_revision],)).fetchall()
+    finally:
+        if role:
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+    batches: dict[str, dict[int, Any]] = {request.revision: {}, request.active_revision: {}}
+    xids: dict[tuple[str, int], str] = {}
+    for revision, batch, ends, xid in rows:
+        batches[str(revision)][int(batch)] = ends
+        xids[(str(revision), int(batch))] = str(xid)
+    late_c, late_a = in_flight_batches(batches[request.revision],
+                                       batches[request.active_revision])
+    return ([xids[(request.revision, b)] for b in sorted(late_c)],
+            [xids[(request.active_revision, b)] for b in sorted(late_a)])
+
+
+def diff_tables(conn: psycopg.Connection[Any], request: CheckRequest, deadline: float,
+                ledger: str = LEDGER_TABLE, role: str | None = None) -> DiffFound | str:
     """The diff of the request's candidate and active index, or why it cannot be run."""
     check = request.checks.diff
     assert check is not None and request.active_index is not None
     schema, key = request.schema, request.primary_key
     timeout_until(conn, deadline)
+    late = in_flight_xids(conn, request, ledger, role)
     found_c = table_columns(conn, schema, request.index)
     found_a = table_columns(conn, schema, request.active_index)
     for table, found in ((request.index, found_c), (request.active_index, found_a)):
@@ -84,7 +126,7 @@ def diff_tables(conn: psycopg.Connection[Any], request: CheckRequest, deadline: 
     mode = mode_for(max(rows_c, rows_a), check)
     ranges = ranges_for(max(rows_c, rows_a)) if mode is Mode.HASHED else 0
     timeout_until(conn, deadline)
-    row = conn.execute(_query(cand, active, key, columns.compared, ranges)).fetchone()
+    row = conn.execute(_query(cand, active, key, columns.compared, ranges, late)).fetchone()
     assert row is not None
     n = len(columns.compared)
     only_c, only_a, changed = int(row[0]), int(row[1]), int(row[2])
@@ -96,8 +138,8 @@ def diff_tables(conn: psycopg.Connection[Any], request: CheckRequest, deadline: 
         only_candidate_examples=tuple(row[3 + n] or ()),
         only_active_examples=tuple(row[4 + n] or ()),
         changed_examples=tuple(row[5 + n] or ()), not_compared=columns.not_compared,
-        ranges=ranges, differing_ranges=int(row[6 + 2 * n]) if ranges else 0,
-        compared=rows_c + rows_a)
+        ranges=ranges, differing_ranges=int(row[7 + 2 * n]) if ranges else 0,
+        compared=rows_c + rows_a, in_flight=int(row[6 + 2 * n]))
 
 
 def _text(value: sql.Composable) -> sql.Composed:
@@ -138,15 +180,40 @@ def _ranges(table: sql.Identifier, key: tuple[str, ...], compared: tuple[str, ..
                                                           table=table)
 
 
+def _xids(xids: list[str]) -> sql.Composed:
+    return sql.SQL("{}::pg_catalog.xid[]").format(sql.Literal("{" + ",".join(xids) + "}"))
+
+
+def _settled(cand: sql.Identifier, active: sql.Identifier, key: tuple[str, ...],
+             late: tuple[list[str], list[str]]) -> list[sql.Composable]:
+    """The CTEs `inflight` (keys either index wrote past the common position), `cs` and `as_`
+    (each index without them), which the comparison reads instead of the tables."""
+    keys = sql.SQL(", ").join(sql.Identifier(k) for k in key)
+    match = sql.SQL(" AND ").join(sql.SQL("i.{k} = t.{k}").format(k=sql.Identifier(k))
+                                  for k in key)
+
+    def kept(table: sql.Identifier) -> sql.Composed:
+        return sql.SQL("SELECT * FROM {} t WHERE NOT EXISTS (SELECT 1 FROM inflight i WHERE {})"
+                       ).format(table, match)
+
+    return [sql.SQL("inflight AS MATERIALIZED (SELECT {keys} FROM {c} WHERE xmin = ANY({cx}) "
+                    "UNION SELECT {keys} FROM {a} WHERE xmin = ANY({ax}))").format(
+                        keys=keys, c=cand, a=active, cx=_xids(late[0]), ax=_xids(late[1])),
+            sql.SQL("cs AS ({})").format(kept(cand)), sql.SQL("as_ AS ({})").format(kept(active))]
+
+
 def _query(cand: sql.Identifier, active: sql.Identifier, key: tuple[str, ...],
-           compared: tuple[str, ...], ranges: int) -> sql.Composed:
-    """One statement: counts, per-column counts, examples (and differing ranges, hashed)."""
+           compared: tuple[str, ...], ranges: int,
+           late: tuple[list[str], list[str]] = ([], [])) -> sql.Composed:
+    """One statement: counts, per-column counts, examples, keys left out as in flight (and
+    differing ranges, hashed)."""
     c, a = sql.Identifier("c"), sql.Identifier("a")
     pc, pa = sql.Identifier(PRESENT_C), sql.Identifier(PRESENT_A)
     where: sql.Composable = sql.SQL("")
-    ctes: list[sql.Composable] = []
+    ctes: list[sql.Composable] = _settled(cand, active, key, late)
+    cand, active = sql.Identifier("cs"), sql.Identifier("as_")
     if ranges:
-        ctes = [sql.SQL("cr AS ({})").format(_ranges(cand, key, compared, ranges)),
+        ctes += [sql.SQL("cr AS ({})").format(_ranges(cand, key, compared, ranges)),
                 sql.SQL("ar AS ({})").format(_ranges(active, key, compared, ranges)),
                 sql.SQL("differing AS (SELECT coalesce(cr.b, ar.b) AS b FROM cr FULL JOIN ar "
                         "ON cr.b = ar.b WHERE cr.n IS DISTINCT FROM ar.n "
@@ -185,7 +252,8 @@ def _query(cand: sql.Identifier, active: sql.Identifier, key: tuple[str, ...],
         sql.SQL("count(*) FILTER (WHERE {})").format(both),
         *(sql.SQL("count(*) FILTER (WHERE {} AND {})").format(both, d) for d in d_i),
         examples(sql.SQL("oc")), examples(sql.SQL("oa")), examples(both),
-        *(examples(sql.SQL("{} AND {}").format(both, d)) for d in d_i)]
+        *(examples(sql.SQL("{} AND {}").format(both, d)) for d in d_i),
+        sql.SQL("(SELECT count(*) FROM inflight)")]
     if ranges:
         selected.append(sql.SQL("(SELECT count(*) FROM differing)"))
     return sql.SQL("WITH {} SELECT {} FROM d").format(sql.SQL(", ").join(ctes),

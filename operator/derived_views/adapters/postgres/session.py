@@ -82,7 +82,7 @@ class PostgresSession:
         return pg.prune_ledger(self.conn, schema, revisions, ledger=self.ledger_table)
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
-        return run_sql_checks(self.conn, request, self.check_role)
+        return run_sql_checks(self.conn, request, self.check_role, self.ledger_table)
 
     def switch_alias(self, schema: str, alias: str, to_index: str, from_index: str | None, *,
                      owner: IndexOwner, not_behind: Guard | None = None) -> None:

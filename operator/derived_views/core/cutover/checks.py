@@ -116,7 +116,8 @@ def due(spec: DerivedViewSpec, status: DerivedViewStatus, now: dt.datetime, *,
     return CheckRequest(
         revision=revision, schema=spec.sink.db_schema, index=record.index,
         active_index=active_index, primary_key=key, same_key=active_key == key,
-        checks=checks, checks_hash=digest)
+        checks=checks, checks_hash=digest,
+        active_revision=active.revision if active is not None else None)
 
 
 def current_run(spec: DerivedViewSpec, run: CheckRun | None,

@@ -72,6 +72,9 @@ class DiffFound:
     """False: the timeout came first; the counts are of the rows compared (`compared`)."""
     compared: int = 0
     """Rows (of both indexes together) read before the comparison stopped."""
+    in_flight: int = 0
+    """Keys left out: written by a batch past the log position both indexes have reached
+    (`in_flight_batches`), so their two values may differ only by that lag."""
 
     @property
     def different(self) -> int:
@@ -113,6 +116,41 @@ def diff_columns(candidate: tuple[str, ...], active: tuple[str, ...],
                        if c not in in_both and c not in key
                        and not c.startswith(RESERVED_PREFIX)})
     return Columns(tuple(compared), tuple(only_one))
+
+
+Offsets = dict[str, dict[str, int]]
+"""End offsets as a ledger row holds them: topic -> partition (as text) -> offset."""
+
+
+def common_position(a: Offsets, b: Offsets) -> Offsets:
+    """The log position both indexes have reached: per partition the lower of their end
+    offsets (a partition one of them has not read yet: 0)."""
+    topics = set(a) | set(b)
+    return {t: {p: min(int(a.get(t, {}).get(p, 0)), int(b.get(t, {}).get(p, 0)))
+                for p in set(a.get(t, {})) | set(b.get(t, {}))} for t in topics}
+
+
+def past(end_offsets: Offsets, position: Offsets) -> bool:
+    """Whether a batch ending at `end_offsets` read a record beyond `position`."""
+    return any(int(offset) > position.get(t, {}).get(p, 0)
+               for t, parts in end_offsets.items() for p, offset in parts.items())
+
+
+def in_flight_batches(candidate: dict[int, Offsets], active: dict[int, Offsets]
+                      ) -> tuple[set[int], set[int]]:
+    """Per index, the batches (by id) past the position both indexes have reached.
+
+    Under live traffic the two jobs commit at different offsets, so a key the newer one
+    already updated differs from the older one's only by the lag. A key that no batch past
+    the common position wrote holds, in each index, its value as of that position (whatever
+    a later batch read did not change it): those two values are comparable, the others are
+    left out. Without a ledger row for an index nothing is left out."""
+    if not candidate or not active:
+        return set(), set()
+    newest_c, newest_a = candidate[max(candidate)], active[max(active)]
+    position = common_position(newest_c, newest_a)
+    return ({b for b, ends in candidate.items() if past(ends, position)},
+            {b for b, ends in active.items() if past(ends, position)})
 
 
 def mode_for(rows: int, check: DiffCheck) -> Mode:
@@ -164,6 +202,9 @@ def observed_text(found: DiffFound) -> str:
         parts.append("by column: " + ", ".join(f"{c.column} {c.rows}" for c in changed))
     if found.not_compared:
         parts.append(f"not compared (in one index only): {', '.join(found.not_compared)}")
+    if found.in_flight:
+        parts.append(f"{found.in_flight} key{'s' if found.in_flight != 1 else ''} left out: "
+                     "written past the log position both indexes have reached")
     return "; ".join(parts)
 
 

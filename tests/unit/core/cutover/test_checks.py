@@ -75,15 +75,17 @@ def view(annotations: dict[str, str] | None = None) -> ViewObserved:
     return ViewObserved(NAMESPACE, VIEW, UID, 1, annotations or {}, ("derivedviews.io/cleanup",))
 
 
-def finished(run: CheckRun, *, active_index: str = I1) -> check_runs.Held:
+def finished(run: CheckRun, *, active_index: str = I1, active_revision: str = V1
+             ) -> check_runs.Held:
     """The check runner holding a finished run of the candidate's CHECKS on I2 beside
-    `active_index`, the request written out by hand."""
+    `active_index` (of `active_revision`), the request written out by hand."""
     spec = spec_with(CHECKS)
     assert spec.cutover.checks is not None
     request = check_runs.CheckRequest(
         revision=V2, schema=spec.sink.db_schema, index=I2, active_index=active_index,
         primary_key=("customer_id",), same_key=True, checks=spec.cutover.checks,
-        checks_hash=checks.checks_hash(spec.cutover.checks), budget_seconds=300.0)
+        checks_hash=checks.checks_hash(spec.cutover.checks), budget_seconds=300.0,
+        active_revision=active_revision)
     return check_runs.Held(finished=check_runs.Finished(request, run))
 
 

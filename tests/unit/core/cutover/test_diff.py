@@ -10,7 +10,7 @@ import pytest
 from derived_views.api.spec import CutoverChecks, DiffCheck
 from derived_views.api.status import CheckOutcome
 from derived_views.core import check_runs
-from derived_views.core.cutover import checks
+from derived_views.core.cutover import checks, diff
 from derived_views.core.cutover.diff import (
     ColumnChanges,
     ColumnsRefused,
@@ -139,3 +139,28 @@ def test_the_mode_and_the_ranges() -> None:
     assert mode_for(1, check(maxChangedRows=0, fullComparisonMaxRows=0)) == Mode.HASHED
     assert [ranges_for(n) for n in (0, 2000, 20_000, 50_000, 10**9)] == [
         1024, 1024, 2048, 4096, 4194304]
+
+
+def test_the_common_position_is_the_lower_offset_of_each_partition() -> None:
+    assert diff.common_position({"t": {"0": 10, "1": 7}}, {"t": {"0": 8}, "u": {"0": 3}}) == {
+        "t": {"0": 8, "1": 0}, "u": {"0": 0}}
+
+
+def test_batches_past_the_common_position_are_in_flight_on_either_side() -> None:
+    # the candidate is ahead on partition 0 (batch 4 read 90..100), the active on partition 1
+    # (batch 8 read 50..60): the common position is {0: 90, 1: 50}
+    candidate = {3: {"t": {"0": 90, "1": 40}}, 4: {"t": {"0": 100, "1": 50}}}
+    active = {7: {"t": {"0": 80, "1": 50}}, 8: {"t": {"0": 90, "1": 60}}}
+    assert diff.in_flight_batches(candidate, active) == ({4}, {8})
+    # level: nothing is in flight; a side without a ledger row: nothing is left out
+    assert diff.in_flight_batches({1: {"t": {"0": 5}}}, {2: {"t": {"0": 5}}}) == (set(), set())
+    assert diff.in_flight_batches({}, active) == (set(), set())
+
+
+def test_keys_left_out_are_said_in_the_observed_line() -> None:
+    found = diff.DiffFound(mode=diff.Mode.FULL, candidate_rows=10, active_rows=10,
+                           only_candidate=0, only_active=0, changed=1,
+                           columns=(diff.ColumnChanges("balance", 1, ("c-1",)),),
+                           changed_examples=("c-1",), in_flight=4)
+    assert diff.observed_text(found).endswith(
+        "; 4 keys left out: written past the log position both indexes have reached")
