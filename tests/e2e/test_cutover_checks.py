@@ -5,9 +5,18 @@ the row-count parity check and is not promoted; v1 keeps serving and the view is
 naming the check, what it found and what it needed (in `kubectl get dv`, `dv status` and the
 status). Before all that, v1 is held by `cutover.minRows` one row above what its history
 can give (Reconciling, BelowMinRows, Ready False) until the floor is lowered to the
-customers the test counted in what it produced. v3 fixes the SQL, supersedes v2, passes and takes over. v4 makes balances negative:
+customers the test counted in what it produced. v3 fixes the SQL but adds one to the
+balances of 15 of the 500 customers (3 %): the `diff` check (at most 1 % of rows changed)
+blocks it, naming the column and example keys, and `dv diff` says the same; raised to 5 % (a
+change of checks alone: no replay) v3 passes and takes over. v4 makes balances negative:
 the team's assertion `no-negative-balances` blocks it while v3 serves. The reader sees no
 error throughout, and the alias equals the test's own recomputation of v3 over every event.
+
+Before each apply, `dv plan` reads the manifests (the chart as `helm template` renders it,
+then the view) and says what the apply will do; the test then checks the operator did just
+that: a new view and a content change replay with the revision id it named, the minRows
+and the diff changes are applied in place with no replay, and a view whose SQL reads a
+column the source lacks is refused with the operator's own reason.
 What people see, and the checks' durations, go to `.stack/results/cutover_checks.json`.
 """
 
@@ -15,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -23,18 +33,26 @@ from typing import Any
 
 from kubernetes import client
 
+from dvstack.helm import helm_binary
+from dvstack.settings import load
 from dvstack.testing import replay
 from dvstack.testing.traffic import AliasReader, LiveProducer
 from dvstack.testing.waiting import wait_for
 from support.e2e.operator import GATE_SECONDS
 from support.e2e.views import G, P, V, ViewHandle, aggregate, alias_rows, parse_time
+from support.paths import REPO
+
+CHART = REPO / "charts" / "derived-views"
 
 BALANCES = ("SELECT customer_id, count(*) AS orders, sum(amount) AS balance FROM events "
             "{where} GROUP BY customer_id")
 V1_SQL = BALANCES.format(where="")
 V2_SQL = BALANCES.format(where="WHERE customer_id < 'c-0250'")  # drops customers c-0250..
-V3_SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) AS balance, max(amount) AS "
-          "biggest FROM events GROUP BY customer_id")
+BUMPED = 15
+"""v3 adds one to the balance of customers c-0000..c-0014: 3 % of the 500 rows differ."""
+V3_SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) + CASE WHEN customer_id < "
+          f"'c-{BUMPED:04d}' THEN 1 ELSE 0 END AS balance, max(amount) AS biggest "
+          "FROM events GROUP BY customer_id")
 V4_SQL = ("SELECT customer_id, count(*) AS orders, sum(amount) - 100000 AS balance, "
           "max(amount) AS biggest FROM events GROUP BY customer_id")
 CHECKS = {"rowCount": {"maxDifference": 0},
@@ -43,6 +61,9 @@ CHECKS = {"rowCount": {"maxDifference": 0},
                           "sql": "SELECT customer_id, balance FROM {index} WHERE balance < 0",
                           "timeoutSeconds": 10}],
           "intervalSeconds": 5}
+DIFF_BLOCKS = {"maxChangedRows": "1%"}
+DIFF_PASSES = {"maxChangedRows": "5%"}
+REFUSED_SQL = "SELECT customer_id, colour FROM events"
 
 
 def shell(stack: Any, *args: str) -> str:
@@ -59,6 +80,44 @@ def column(listing: str, name: str) -> str:
     return row[start:min(following) if following else None].strip()
 
 
+def dv(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `dv` CLI as a user runs it (its exit code is the caller's to judge)."""
+    return subprocess.run([sys.executable, "-m", "derived_views.cli", *args],
+                          env={**os.environ, "KUBECONFIG": stack.kubeconfig},
+                          capture_output=True, text=True, check=False, timeout=120)
+
+
+def chart_manifests() -> str:
+    """The chart as a GitOps pipeline renders it: the stream `dv plan` reads around the views."""
+    done = subprocess.run([str(helm_binary(load())), "template", "dv", str(CHART),
+                           "--namespace", "derived-views"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    return done.stdout
+
+
+def plan(stack: Any, tmp: Path, rendered: str, *views: dict[str, Any]
+         ) -> tuple[int, dict[str, Any]]:
+    """`dv plan -o json` over the rendered chart and `views`: its exit code and its answer."""
+    manifests = tmp / f"manifests-{uuid.uuid4().hex[:6]}.yaml"
+    manifests.write_text(rendered + "".join(f"\n---\n{json.dumps(v)}\n" for v in views))
+    done = dv(stack, "plan", "-f", str(manifests), "-o", "json")
+    assert done.returncode in (0, 1, 2) and done.stdout, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["skipped"] > 0  # the chart's own objects are read past, not refused
+    return done.returncode, answer
+
+
+def planned(answer: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(v for v in answer["views"] if v["name"] == name)
+
+
+def with_spec(body: dict[str, Any], **cutover: Any) -> dict[str, Any]:
+    """`body` with its cutover fields replaced (a manifest's next commit)."""
+    spec = json.loads(json.dumps(body["spec"]))
+    spec["cutover"].update(cutover)
+    return {**body, "spec": spec}
+
+
 def failing_check(view: ViewHandle, revision: str, check: str) -> dict[str, Any] | None:
     status = view.status()
     candidate = status.get("candidate") or {}
@@ -71,7 +130,8 @@ def failing_check(view: ViewHandle, revision: str, check: str) -> dict[str, Any]
 
 
 def test_checks_refuse_bad_candidates_while_the_active_serves(
-        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
+        stack: Any, kube_api_client: Any, namespace: str, operator_process: Path,
+        tmp_path: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)
     topic, table = f"chk-{uuid.uuid4().hex[:8]}", f"chk_{uuid.uuid4().hex[:8]}"
     replay.create_topic(stack.kafka_bootstrap, topic, 3)
@@ -82,7 +142,7 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
     replay.produce(stack.kafka_bootstrap, topic, history, age_seconds=3600)
     customers = {e["customer_id"] for e in history}  # v1's rows, by the test's own count
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
-    custom.create_namespaced_custom_object(G, V, namespace, P, {
+    body: dict[str, Any] = {
         "apiVersion": f"{G}/{V}", "kind": "DerivedView",
         "metadata": {"name": "balances", "namespace": namespace},
         "spec": {"source": {"kafka": {"bootstrapServers": stack.kafka_bootstrap},
@@ -93,9 +153,19 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
                  # a wider gate than the default: see test_opensearch_lifecycle
                  "cutover": {"stableForSeconds": 2, "maxLagSeconds": GATE_SECONDS,
                              "retainPreviousSeconds": 5, "checks": CHECKS,
-                             "minRows": len(customers) + 1}}})
+                             "minRows": len(customers) + 1}}}
+    rendered = chart_manifests()
+    seen: dict[str, Any] = {"plan": {}}
+    # (a) a new view: planned as a replay, under the revision id the operator then gives it
+    code, answer = plan(stack, tmp_path, rendered, body)
+    first = planned(answer, "balances")
+    assert (code, first["change"]["kind"], first["refused"]) == (2, "replay", False), answer
+    seen["plan"]["new_view"] = first
+    custom.create_namespaced_custom_object(G, V, namespace, P, body)
     view = ViewHandle(custom, namespace, "balances")
-    seen: dict[str, Any] = {}
+    wait_for(lambda: view.status().get("revision") is not None, timeout=60, interval=0.5,
+             what="the view's first revision")
+    assert view.status()["revision"] == first["change"]["revision"]
     live = LiveProducer(stack.kafka_bootstrap, topic, rate=20).start()
     reader: AliasReader | None = None
     try:
@@ -107,8 +177,16 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
         assert f"fewer than cutover.minRows {len(customers) + 1}" in held, held
         assert view.condition("Ready")["status"] == "False" and view.active() is None
         seen["min_rows_hold"] = held
+        # (b) a settings change: in place, no replay
+        body = with_spec(body, minRows=len(customers))
+        code, answer = plan(stack, tmp_path, rendered, body)
+        lowered = planned(answer, "balances")["change"]
+        assert (code, lowered["kind"], lowered["fields"]) == (
+            2, "settings", ["spec.cutover.minRows"]), answer
+        seen["plan"]["settings"] = lowered
         view.patch({"spec": {"cutover": {"minRows": len(customers)}}})
         v1 = view.wait_serving_new(None, "v1 to pass its assertion and serve", timeout=600)
+        assert v1 == first["change"]["revision"]  # the same revision: nothing replayed
         reader = AliasReader(stack.pg_dsn, table).start()
 
         # v2 drops half the customers: caught up, but the row counts differ
@@ -143,9 +221,49 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
             what="v2's checks to be re-run")
         assert view.active() == v1 and failing_check(view, v2, "rowCount") is not None
 
-        # v3 fixes the SQL: supersedes v2, passes, takes over
-        view.patch({"spec": {"transform": {"sql": V3_SQL}}})
-        v3 = view.wait_serving_new(v1, "v3 to pass its checks and take over", timeout=600)
+        # (c) v3, a content change, with the diff check: planned as a replay beside v1
+        body = with_spec({**body, "spec": {**body["spec"], "transform": {"sql": V3_SQL}}},
+                         checks={**CHECKS, "diff": DIFF_BLOCKS})
+        code, answer = plan(stack, tmp_path, rendered, body)
+        content = planned(answer, "balances")["change"]
+        assert (code, content["kind"], content["active"]) == (2, "replay", v1), answer
+        assert any(line.startswith("+ spec.transform.sql:") for line in content["contentDiff"])
+        seen["plan"]["content"] = content
+        view.patch({"spec": {"transform": {"sql": V3_SQL},
+                             "cutover": {"checks": {"diff": DIFF_BLOCKS}}}})
+        wait_for(lambda: failing_check(view, content["revision"], "diff") is not None,
+                 timeout=600, interval=1, what="v3 to be blocked by the diff check")
+        v3 = content["revision"]
+        diffed = failing_check(view, v3, "diff")
+        assert diffed is not None
+        # Only what the test's SQL bumped differs: keys the producer's events kept in flight
+        # between the two jobs are left out (and may be bumped ones), never counted.
+        differ = re.match(r"(\d+) of 500 rows differ \(row by row\): 0 only in the "
+                          r"candidate, 0 only in the active, (\d+) changed \(e\.g\. ([^)]*)\)"
+                          r"; by column: balance (\d+)", diffed["observed"])
+        assert differ is not None, diffed
+        changed = int(differ[1])
+        assert 5 < changed <= BUMPED and int(differ[2]) == int(differ[4]) == changed, diffed
+        assert all(k < f"c-{BUMPED:04d}" for k in differ[3].split(", ")), diffed
+        assert view.active() == v1 and view.phases()[v2] == "Superseded"
+        shown = dv(stack, "diff", "balances", "-n", namespace, "-o", "json")
+        seen["v3_blocked"] = {"check": diffed, "dv_diff": shown.stdout or shown.stderr}
+        assert shown.returncode == 2, (shown.stdout, shown.stderr)  # over the 1 %, as the check
+        measured = json.loads(shown.stdout)
+        assert measured["onlyInRevision"]["rows"] == measured["onlyInAgainst"]["rows"] == 0
+        assert 5 < measured["changed"]["rows"] <= BUMPED, measured
+        assert all(k < f"c-{BUMPED:04d}" for k in measured["changed"]["examples"]), measured
+        # (d) the diff allowed 5 %: checks alone change, v3 passes without a replay
+        body = with_spec(body, checks={**CHECKS, "diff": DIFF_PASSES})
+        code, answer = plan(stack, tmp_path, rendered, body)
+        relaxed = planned(answer, "balances")["change"]
+        assert (code, relaxed["kind"], relaxed["revision"]) == (2, "checks", v3), answer
+        seen["plan"]["checks"] = relaxed
+        builds = view.record(v3).get("build")
+        view.patch({"spec": {"cutover": {"checks": {"diff": DIFF_PASSES}}}})
+        assert view.wait_serving_new(v1, "v3 to pass its checks and take over",
+                                     timeout=600) == v3
+        assert view.record(v3).get("build") == builds  # judged again, not rebuilt
         assert view.phases()[v2] == "Superseded"
         cut = view.status()["lastCutover"]
         v3_record = view.record(v3)
@@ -158,8 +276,29 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
         assert v3_record["checks"]["results"] and all(
             r["outcome"] == "Passed" for r in v3_record["checks"]["results"])
 
-        # v4 makes every balance negative: the assertion blocks it
-        view.patch({"spec": {"transform": {"sql": V4_SQL}}})
+        # (e) a view whose SQL reads a column the source lacks: refused, as the operator says
+        refused_body = {**body, "metadata": {"name": "balances-refused", "namespace": namespace},
+                        "spec": {**body["spec"], "transform": {"sql": REFUSED_SQL},
+                                 "sink": {**body["spec"]["sink"],
+                                          "postgres": {"secretRef": {"name": "views-db"},
+                                                       "table": f"{table}_refused"}}}}
+        code, answer = plan(stack, tmp_path, rendered, refused_body)
+        refusal = planned(answer, "balances-refused")
+        assert code == 1 and refusal["refused"], answer
+        seen["plan"]["refused"] = refusal
+        custom.create_namespaced_custom_object(G, V, namespace, P, refused_body)
+        other = ViewHandle(custom, namespace, "balances-refused")
+        wait_for(lambda: other.condition("Stalled").get("status") == "True", timeout=120,
+                 interval=0.5, what="the operator to refuse the view")
+        stalled = other.condition("Stalled")
+        assert stalled["reason"] == refusal["refusals"][0]["reason"], (stalled, refusal)
+        assert stalled["message"] == refusal["refusals"][0]["message"], (stalled, refusal)
+        custom.delete_namespaced_custom_object(G, V, namespace, P, "balances-refused")
+
+        # v4 makes every balance negative: the assertion blocks it (the diff is dropped, so
+        # the assertion is the one check that fails)
+        view.patch({"spec": {"transform": {"sql": V4_SQL},
+                             "cutover": {"checks": {"diff": None}}}})
         wait_for(lambda: failing_check(view, view.status()["revision"],
                                        "no-negative-balances") is not None,
                  timeout=600, interval=1, what="v4 to fail no-negative-balances")
@@ -179,7 +318,8 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
     assert not live.failures, live.failures
     assert reader is not None and reader.errors == [], reader.errors if reader else None
     # v3 serves every event, as the test computes it
-    expected = {c: (v["orders"], round(v["revenue"], 6), round(v["biggest"], 6))
+    expected = {c: (v["orders"], round(v["revenue"] + (1 if c < f"c-{BUMPED:04d}" else 0), 6),
+                    round(v["biggest"], 6))
                 for c, v in aggregate(history + events).items()}
     wait_for(lambda: alias_rows(stack.pg_dsn, table, ["orders", "balance", "biggest"])
              == expected, timeout=180, interval=1, what="v3's alias to hold every event")

@@ -96,6 +96,7 @@ def diff_json(compared: Compared, found: DiffFound, seconds: float) -> str:
         "columns": [{"column": c.column, "rows": c.rows, "examples": list(c.examples)}
                     for c in found.columns],
         "notCompared": list(found.not_compared),
+        "inFlight": found.in_flight,
         "complete": found.complete,
         "seconds": round(seconds, 3),
         "verdict": None if verdict is None else {"outcome": verdict[0].value,
@@ -132,6 +133,9 @@ def diff_table(compared: Compared, found: DiffFound, seconds: float) -> str:
     lines += [f"{row[0]:<{width[0]}}  {row[1]:>{width[1]}}  {row[2]}".rstrip() for row in table]
     if found.not_compared:
         lines.append(f"not compared (in one index only): {', '.join(found.not_compared)}")
+    if found.in_flight:
+        lines.append(f"left out: {found.in_flight} keys written past the log position both "
+                     "indexes have reached (they may differ by the lag alone)")
     lines.append("")
     verdict = _verdict(compared, found)
     if verdict is None:

@@ -204,7 +204,9 @@ def observed_text(found: DiffFound) -> str:
         parts.append(f"not compared (in one index only): {', '.join(found.not_compared)}")
     if found.in_flight:
         parts.append(f"{found.in_flight} key{'s' if found.in_flight != 1 else ''} left out: "
-                     "written past the log position both indexes have reached")
+                     "written past the log position both indexes have reached; "
+                     f"{found.different} of the {settled_keys(found)} compared is "
+                     f"{scaled(found.different, found)} of the whole")
     return "; ".join(parts)
 
 
@@ -215,14 +217,38 @@ def expected_text(check: DiffCheck, active_rows: int) -> str:
     return "; ".join(parts)
 
 
+MAX_IN_FLIGHT_SHARE = 0.5
+"""Above this share of the keys left out as in flight, a run does not judge: what it compared
+is too small a part of the index to stand for the whole (the next run, with the two jobs
+closer, may)."""
+
+
+def settled_keys(found: DiffFound) -> int:
+    """Keys compared: those of the larger index less the ones left out as in flight."""
+    return max(0, max(found.candidate_rows, found.active_rows) - found.in_flight)
+
+
+def scaled(rows: int, found: DiffFound) -> int:
+    """What differs among the keys compared, scaled to the whole index (rounded up): the keys
+    left out as in flight are those the traffic touched, not those the transform changed,
+    so the compared ones stand for them. Without keys left out: the count itself."""
+    if not found.in_flight:
+        return rows
+    settled = settled_keys(found)
+    whole = max(found.candidate_rows, found.active_rows)
+    return rows if settled == 0 else math.ceil(rows * whole / settled)
+
+
 def over(check: DiffCheck, found: DiffFound) -> list[str]:
-    """What is over its threshold: `all` and the columns, in the spec's order."""
+    """What is over its threshold: `all` and the columns, in the spec's order (judged on the
+    counts scaled to the whole index when keys were left out as in flight)."""
     out = []
-    if found.different > allowed_rows(check.max_changed_rows, found.active_rows):
+    if scaled(found.different, found) > allowed_rows(check.max_changed_rows, found.active_rows):
         out.append("all")
     by_column = {c.column: c.rows for c in found.columns}
     out.extend(column for column, threshold in check.max_changed_rows_by_column.items()
-               if by_column.get(column, 0) > allowed_rows(threshold, found.active_rows))
+               if scaled(by_column.get(column, 0), found)
+               > allowed_rows(threshold, found.active_rows))
     return out
 
 
@@ -231,6 +257,11 @@ def judge_diff(check: DiffCheck, found: DiffFound) -> tuple[CheckOutcome, str, s
     already found is too much (the counts only grow), else it could not decide: an error
     that says to give it longer."""
     observed, expected = observed_text(found), expected_text(check, found.active_rows)
+    whole = max(found.candidate_rows, found.active_rows)
+    if found.in_flight and found.in_flight > MAX_IN_FLIGHT_SHARE * whole:
+        return (CheckOutcome.Error, f"{observed}; too few keys compared to judge (more than "
+                                    f"{MAX_IN_FLIGHT_SHARE:.0%} in flight): judged again at "
+                                    "the next run", expected)
     if over(check, found):
         return CheckOutcome.Failed, observed, expected
     if not found.complete:

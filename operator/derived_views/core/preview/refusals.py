@@ -3,7 +3,8 @@
 The same judges a pass runs before a job starts (core.planner.context.build): the checkpoint
 base, the tenancy policy as the installation has it, the schema and SQL against the source's
 columns, the cutover checks' SQL; the SQL and the checks only for a revision other than the
-active one, as the operator judges them. Secrets and the schema registry are not read here:
+active one, as the operator judges them. Each message is the one Stalled then carries
+(core.planner.rules.problems), without what a live view's status adds (who keeps serving). Secrets and the schema registry are not read here:
 what is left unjudged is said, never passed over in silence.
 """
 
@@ -21,6 +22,11 @@ from derived_views.core.judges import tenancy
 from derived_views.core.judges.source_schema import pinned_reader
 from derived_views.core.judges.transform import Refusal, check_spec
 from derived_views.core.judges.unjudged import not_judged_message
+from derived_views.core.planner.rules.problems import (
+    checkpoint_text,
+    policy_text,
+    spec_refused_text,
+)
 from derived_views.core.settings import Settings
 
 
@@ -36,14 +42,21 @@ def _checkpoint(spec: DerivedViewSpec, settings: Settings) -> Refusal | None:
     base = spec.spark.checkpoint_base
     problem = None if base is None else durable_base_problem(base, settings.in_cluster)
     return None if problem is None else Refusal(reasons.CHECKPOINT_NOT_DURABLE,
-                                                f"spec.spark.checkpointBase: {problem}")
+                                                checkpoint_text(problem))
 
 
 def _policy(spec: DerivedViewSpec, settings: Settings, namespace: str) -> Refusal | None:
     refusal = tenancy.spec_refusal(spec, settings.tenancy, operator_image=settings.spark.image,
                                    operator_main_file=settings.spark.main_application_file,
                                    namespace=namespace)
-    return None if refusal is None else Refusal(refusal.reason, refusal.message)
+    return None if refusal is None else Refusal(refusal.reason, policy_text(refusal.message))
+
+
+def _transform(spec: DerivedViewSpec, known: Mapping[SubjectVersion, str], revision: str
+               ) -> Refusal | None:
+    refusal = check_spec(spec, known)
+    return None if refusal is None else Refusal(refusal.reason,
+                                                spec_refused_text(refusal.message, revision))
 
 
 def _checks(spec: DerivedViewSpec, revision: str, active: str | None) -> Refusal | None:
@@ -71,7 +84,7 @@ def judge_spec(spec: DerivedViewSpec, namespace: str, settings: Settings, revisi
             not_judged.append(f"the transform against the reader schema pinned in the registry "
                               f"({pin.describe()}): dv plan does not read the registry")
         else:
-            judges.append(lambda: check_spec(spec, known))
+            judges.append(lambda: _transform(spec, known, revision))
         judges.append(lambda: _checks(spec, revision, active))
     refusals: list[Refusal] = []
     for judge in judges:

@@ -163,4 +163,26 @@ def test_keys_left_out_are_said_in_the_observed_line() -> None:
                            columns=(diff.ColumnChanges("balance", 1, ("c-1",)),),
                            changed_examples=("c-1",), in_flight=4)
     assert diff.observed_text(found).endswith(
-        "; 4 keys left out: written past the log position both indexes have reached")
+        "; 4 keys left out: written past the log position both indexes have reached; "
+        "1 of the 6 compared is 2 of the whole")  # 1 x 10 / 6, rounded up
+
+
+def _in_flight(changed: int, in_flight: int) -> diff.DiffFound:
+    return diff.DiffFound(mode=diff.Mode.FULL, candidate_rows=500, active_rows=500,
+                          only_candidate=0, only_active=0, changed=changed,
+                          columns=(diff.ColumnChanges("balance", changed),),
+                          in_flight=in_flight)
+
+
+@pytest.mark.parametrize(("changed", "in_flight", "threshold", "outcome"), [
+    # 12 of the 400 compared stand for 15 of 500: over 1 % (5 rows), within 5 % (25 rows)
+    (12, 100, "1%", CheckOutcome.Failed), (12, 100, "5%", CheckOutcome.Passed),
+    # 4 of 400 compared are 5 of 500: exactly 1 %, within it
+    (4, 100, "1%", CheckOutcome.Passed),
+    # more than half left out: too few compared to stand for the index, whatever they show
+    (0, 251, "5%", CheckOutcome.Error), (0, 250, "5%", CheckOutcome.Passed)])
+def test_keys_in_flight_are_judged_by_the_share_of_those_compared(
+        changed: int, in_flight: int, threshold: str, outcome: CheckOutcome) -> None:
+    check = DiffCheck.model_validate({"maxChangedRows": threshold,
+                                      "maxChangedRowsByColumn": {"balance": threshold}})
+    assert diff.judge_diff(check, _in_flight(changed, in_flight))[0] == outcome

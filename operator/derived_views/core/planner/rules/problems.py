@@ -13,6 +13,22 @@ from derived_views.core.planner.records import BUILDING, failing_checks
 from derived_views.core.planner.rules.standing import Rule, Standing
 
 
+def checkpoint_text(problem: str) -> str:
+    """What Stalled says of a checkpoint base no pod can share (dv plan says the same)."""
+    return (f"spec.spark.checkpointBase: {problem}; remove it to use the operator's base, or "
+            "name a store every pod reaches")
+
+
+def policy_text(message: str) -> str:
+    """What Stalled says of a spec the tenancy policy refuses (dv plan says the same)."""
+    return f"{message}; no job of this view starts until then"
+
+
+def spec_refused_text(message: str, revision: str) -> str:
+    """What Stalled says of a spec the transform's judges refuse (dv plan says the same)."""
+    return f"{message.rstrip('.')}; no job is started for revision {revision}"
+
+
 def deletion_blocked(s: Standing) -> Verdict | None:
     return s.draft.deletion_problem
 
@@ -21,8 +37,7 @@ def checkpoint_not_durable(s: Standing) -> Verdict | None:
     if s.ctx.checkpoint_problem is None:
         return None
     return Verdict("True", reasons.CHECKPOINT_NOT_DURABLE,
-                   f"spec.spark.checkpointBase: {s.ctx.checkpoint_problem}; remove it to use "
-                   "the operator's base, or name a store every pod reaches")
+                   checkpoint_text(s.ctx.checkpoint_problem))
 
 
 def job_namespace_unusable(s: Standing) -> Verdict | None:
@@ -36,8 +51,7 @@ def refused_by_policy(s: Standing) -> Verdict | None:
     refusal = s.ctx.policy_refusal
     if refusal is None:
         return None
-    return Verdict("True", refusal.reason,
-                   f"{refusal.message}; no job of this view starts until then" + s.keeps_serving)
+    return Verdict("True", refusal.reason, policy_text(refusal.message) + s.keeps_serving)
 
 
 def spec_refused(s: Standing) -> Verdict | None:
@@ -45,8 +59,7 @@ def spec_refused(s: Standing) -> Verdict | None:
     if refusal is None or s.desired == s.active:
         return None
     return Verdict("True", refusal.reason,
-                   f"{refusal.message.rstrip('.')}; no job is started for revision {s.desired}"
-                   + s.keeps_serving)
+                   spec_refused_text(refusal.message, s.desired) + s.keeps_serving)
 
 
 def reader_schema_unknown(s: Standing) -> Verdict | None:
