@@ -1,4 +1,5 @@
-"""PostgreSQL fixtures of the adapter tests: a fresh schema per test, and a connection."""
+"""Fixtures of the adapter tests: PostgreSQL (a fresh schema per test, a connection) and
+OpenSearch (a client, and a fresh index-name base whose indexes are deleted afterwards)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from opensearchpy import OpenSearch
 
 
 @pytest.fixture()
@@ -24,3 +26,18 @@ def schema(stack: Any) -> Iterator[str]:
 def conn(stack: Any) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(stack.pg_dsn, autocommit=True) as c:
         yield c
+
+
+@pytest.fixture()
+def search(stack: Any) -> Iterator[OpenSearch]:
+    client = OpenSearch(hosts=[stack.opensearch], timeout=30)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def base(search: OpenSearch) -> Iterator[str]:
+    """A name no other test uses; every index `<base>__*` is deleted after the test."""
+    name = f"it-{uuid.uuid4().hex[:8]}"
+    yield name
+    search.indices.delete(index=f"{name}__*", params={"ignore_unavailable": "true"})

@@ -4,8 +4,6 @@ read side by side in `_id` order, the counts written out by hand."""
 from __future__ import annotations
 
 import datetime as dt
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,18 +20,6 @@ from derived_views.core.cutover.diff import ColumnChanges, DiffFound, Mode
 T0 = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
 
 
-@pytest.fixture()
-def search(stack: Any) -> Iterator[OpenSearch]:
-    client = OpenSearch(hosts=[stack.opensearch], timeout=30)
-    yield client
-    client.close()
-
-
-@pytest.fixture()
-def base(search: OpenSearch) -> Iterator[str]:
-    name = f"it-diff-{uuid.uuid4().hex[:8]}"
-    yield name
-    search.indices.delete(index=f"{name}__*", params={"ignore_unavailable": "true"})
 
 
 def build(search: OpenSearch, name: str, docs: dict[str, dict[str, Any]],

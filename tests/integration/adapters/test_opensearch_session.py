@@ -39,18 +39,6 @@ CONFIG = Settings(spark=SparkSettings(template="", image="i"), checkpoints=Check
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
 
 
-@pytest.fixture()
-def search(stack: Any) -> Iterator[OpenSearch]:
-    client = OpenSearch(hosts=[stack.opensearch], timeout=30)
-    yield client
-    client.close()
-
-
-@pytest.fixture()
-def base(search: OpenSearch) -> Iterator[str]:
-    name = f"it-{uuid.uuid4().hex[:8]}"
-    yield name
-    search.indices.delete(index=f"{name}__*", params={"ignore_unavailable": "true"})
 
 
 @pytest.fixture()
