@@ -294,6 +294,7 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
         assert stalled["reason"] == refusal["refusals"][0]["reason"], (stalled, refusal)
         assert stalled["message"] == refusal["refusals"][0]["message"], (stalled, refusal)
         custom.delete_namespaced_custom_object(G, V, namespace, P, "balances-refused")
+        wait_for(other.gone, timeout=60, interval=0.5, what="the refused view to be deleted")
 
         # v4 makes every balance negative: the assertion blocks it (the diff is dropped, so
         # the assertion is the one check that fails)
@@ -329,6 +330,9 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
     results = Path(stack.state_dir) / "results"
     results.mkdir(parents=True, exist_ok=True)
     (results / "cutover_checks.json").write_text(json.dumps(seen, indent=2, default=str))
+    # the operator stops with the test: its views go first, so their finalizers are run
+    custom.delete_namespaced_custom_object(G, V, namespace, P, "balances")
+    wait_for(view.gone, timeout=120, interval=0.5, what="the view to be deleted")
 
 
 def _seconds(stamp: str) -> float:
