@@ -228,15 +228,27 @@ def one_run(info: Mapping[str, Any], api: Any, namespace: str, events: int,
             with showing.watch_log.open("w") as out:
                 watcher = subprocess.Popen(watch_command(info, namespace, name), stdout=out,
                                            stderr=subprocess.STDOUT)
+        seen: dict[str, Any] = {}
+
+        def ready() -> bool:
+            """Ready yet; the build's estimate kept as first seen (the status keeps it only
+            while the revision builds)."""
+            status = view.status()
+            for record in status.get("revisions") or []:
+                if record.get("estimate") and "estimate" not in seen:
+                    seen["estimate"] = record["estimate"]
+            return view.ready()
+
         try:
-            wait_for(view.ready, timeout=900, interval=0.25, what=f"view {name} to be Ready")
+            wait_for(ready, timeout=900, interval=0.25, what=f"view {name} to be Ready")
             if watcher is not None:
                 watcher.wait(timeout=60)
             if showing.plot is not None:
                 write_png(plot_data(DerivedViewStatus.model_validate(view.status())),
                           f"{namespace}/{name} lag: {events:,} events", showing.plot)
             return {"view": name, "topic": topic, **read_marks(info, api, view, applied, ends,
-                                                                topic, stable_for)}
+                                                                topic, stable_for,
+                                                                seen.get("estimate"))}
         finally:
             if watcher is not None and watcher.poll() is None:
                 watcher.kill()
@@ -248,7 +260,8 @@ def one_run(info: Mapping[str, Any], api: Any, namespace: str, events: int,
 
 
 def read_marks(info: Mapping[str, Any], api: Any, view: ViewHandle, applied: dt.datetime,
-               ends: Mapping[int, int], topic: str, stable_for: int) -> dict[str, Any]:
+               ends: Mapping[int, int], topic: str, stable_for: int,
+               estimate: Mapping[str, Any] | None = None) -> dict[str, Any]:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     status = view.status()
     revision = (status.get("active") or {}).get("revision")
@@ -280,9 +293,26 @@ def read_marks(info: Mapping[str, Any], api: Any, view: ViewHandle, applied: dt.
     }
     ready_condition = view.condition("Ready").get("lastTransitionTime")
     return {"revision": revision, "batches": len(ledger),
+            "estimate": estimate_against_replay(estimate, applied, marks["caught_up_commit"]),
             "marks": {k: None if v is None else v.isoformat() for k, v in marks.items()},
             "ready_condition_transition": ready_condition, "parts": parts(marks),
             "first_batch": batch_timing(log, 0)}
+
+
+def estimate_against_replay(estimate: Mapping[str, Any] | None, applied: dt.datetime,
+                            caught_up: dt.datetime | None) -> dict[str, Any] | None:
+    """The build's estimate as the operator set it on its first pass (issue 51: records to
+    read, expected seconds), against the replay it estimated: from the apply to the commit
+    that covered the topic's ends. `ratio` over 1: the estimate said longer."""
+    if not estimate or caught_up is None:
+        return None
+    measured = (caught_up - applied).total_seconds()
+    expected = float(estimate.get("seconds") or 0)
+    return {"records": estimate.get("records"), "expected_seconds": expected,
+            "records_per_second": estimate.get("recordsPerSecond"),
+            "from_revision": estimate.get("fromRevision"),
+            "measured_seconds": round(measured, 1),
+            "ratio": round(expected / measured, 2) if measured > 0 else None}
 
 
 # --- the operator -----------------------------------------------------------------------------

@@ -99,3 +99,15 @@ def test_the_operator_keeps_the_tests_environment_at_the_product_s_pace(
     assert env["DV_CHECKPOINT_BASE"] == "s3a://b/bench/x"
     assert not {"DV_LAG_POLL_SECONDS", "DV_LAG_HISTORY_SECONDS", "DV_TRIGGER_SECONDS"} & set(env)
     assert atr.operator_environment(info, "bench/x", 1.0)["DV_LAG_POLL_SECONDS"] == "1.0"
+
+
+def test_the_estimate_is_set_against_the_replay_it_estimated(atr: ModuleType) -> None:
+    applied = dt.datetime(2026, 12, 5, 12, 0, tzinfo=dt.UTC)
+    found = atr.estimate_against_replay(
+        {"records": 50_000, "seconds": 31, "recordsPerSecond": 40_000.0, "startupSeconds": 30.0},
+        applied, applied + dt.timedelta(seconds=20))
+    assert found == {"records": 50_000, "expected_seconds": 31.0,
+                     "records_per_second": 40_000.0, "from_revision": None,
+                     "measured_seconds": 20.0, "ratio": 1.55}
+    assert atr.estimate_against_replay(None, applied, applied) is None
+    assert atr.estimate_against_replay({"seconds": 3}, applied, None) is None
