@@ -118,11 +118,11 @@ def diff_columns(candidate: tuple[str, ...], active: tuple[str, ...],
     return Columns(tuple(compared), tuple(only_one))
 
 
-Offsets = dict[str, dict[str, int]]
+EndOffsets = dict[str, dict[str, int]]
 """End offsets as a ledger row holds them: topic -> partition (as text) -> offset."""
 
 
-def common_position(a: Offsets, b: Offsets) -> Offsets:
+def common_position(a: EndOffsets, b: EndOffsets) -> EndOffsets:
     """The log position both indexes have reached: per partition the lower of their end
     offsets (a partition one of them has not read yet: 0)."""
     topics = set(a) | set(b)
@@ -130,13 +130,13 @@ def common_position(a: Offsets, b: Offsets) -> Offsets:
                 for p in set(a.get(t, {})) | set(b.get(t, {}))} for t in topics}
 
 
-def past(end_offsets: Offsets, position: Offsets) -> bool:
+def past(end_offsets: EndOffsets, position: EndOffsets) -> bool:
     """Whether a batch ending at `end_offsets` read a record beyond `position`."""
     return any(int(offset) > position.get(t, {}).get(p, 0)
                for t, parts in end_offsets.items() for p, offset in parts.items())
 
 
-def in_flight_batches(candidate: dict[int, Offsets], active: dict[int, Offsets]
+def in_flight_batches(candidate: dict[int, EndOffsets], active: dict[int, EndOffsets]
                       ) -> tuple[set[int], set[int]]:
     """Per index, the batches (by id) past the position both indexes have reached.
 
