@@ -95,6 +95,25 @@ def chart_manifests() -> str:
     return done.stdout
 
 
+OPERATOR = "dv-operator"
+"""A pod-less StatefulSet in the test's namespace holding the env the test's operator runs
+with, where the chart puts it: `dv plan` reads the installed tenancy policy from it."""
+
+
+def installed_operator(kube_api_client: Any, namespace: str, stack: Any) -> None:
+    """The operator's settings as the chart installs them: beside the real node the stack's
+    Kafka is on the node's address, which only the operator's policy lists (its env from
+    support.e2e.operator, not the chart's default)."""
+    env = [{"name": k, "value": v}
+           for k, v in replay.kafka_tenancy_env(stack.kafka_bootstrap).items()]
+    labels = {"app": OPERATOR}
+    client.AppsV1Api(kube_api_client).create_namespaced_stateful_set(namespace, {
+        "metadata": {"name": OPERATOR},
+        "spec": {"replicas": 0, "serviceName": OPERATOR, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                     {"name": "operator", "image": "derived-views", "env": env}]}}}})
+
+
 def plan(stack: Any, tmp: Path, rendered: str, *views: dict[str, Any]
          ) -> tuple[int, dict[str, Any]]:
     """`dv plan -o json` over the rendered chart and `views`: its exit code and its answer.
@@ -105,10 +124,13 @@ def plan(stack: Any, tmp: Path, rendered: str, *views: dict[str, Any]
     server); what is held here is what the operator's own functions say."""
     manifests = tmp / f"manifests-{uuid.uuid4().hex[:6]}.yaml"
     manifests.write_text(rendered + "".join(f"\n---\n{json.dumps(v)}\n" for v in views))
-    done = dv(stack, "plan", "-f", str(manifests), "-o", "json", "--no-server-dry-run")
+    namespace = views[0]["metadata"]["namespace"]
+    done = dv(stack, "plan", "-f", str(manifests), "-o", "json", "--no-server-dry-run",
+              "--operator-namespace", namespace, "--operator-name", OPERATOR)
     assert done.returncode in (0, 1, 2) and done.stdout, done.stderr
     answer = json.loads(done.stdout)
     assert answer["skipped"] > 0  # the chart's own objects are read past, not refused
+    assert not any("tenancy policy was not read" in w for w in answer["warnings"]), answer
     return done.returncode, answer
 
 
@@ -160,6 +182,7 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
                              "retainPreviousSeconds": 5, "checks": CHECKS,
                              "minRows": len(customers) + 1}}}
     rendered = chart_manifests()
+    installed_operator(kube_api_client, namespace, stack)
     seen: dict[str, Any] = {"plan": {}}
     # (a) a new view: planned as a replay, under the revision id the operator then gives it
     code, answer = plan(stack, tmp_path, rendered, body)
