@@ -137,8 +137,8 @@ def change_of(spec: DerivedViewSpec, live: LiveView | None, settings: Settings,
     if before is not None:
         content = set(_paths(content_fields(before, known))) | set(_paths(content_fields(spec,
                                                                                          known)))
-        fields = tuple(c.path for c in changed_leaves(_document(before), _document(spec))
-                       if c.path not in content)
+        fields = tuple(f for f in changed_fields(_document(before), _document(spec))
+                       if not any(c == f or c.startswith(f + ".") for c in content))
     kind, what = _started(status, revision, active, live_revision, index, now)
     return Change(kind, revision, active, diff, fields, restarts, what)
 
@@ -147,13 +147,28 @@ def _paths(document: Mapping[str, Any]) -> list[str]:
     return [c.path for c in changed_leaves({}, document)]
 
 
+def changed_fields(before: Any, after: Any, prefix: str = "spec") -> list[str]:
+    """The paths an apply changes, a block added or removed as one path: a manifest that adds
+    `cutover.checks.diff` changes that block, not each default the model fills into it."""
+    if not (isinstance(before, Mapping) and isinstance(after, Mapping)):
+        return [] if before == after else [prefix]
+    out: list[str] = []
+    for key in sorted(set(before) | set(after)):
+        path = f"{prefix}.{key}"
+        if key in before and key in after:
+            out += changed_fields(before[key], after[key], path)
+        else:
+            out.append(path)
+    return out
+
+
 def _in_place(spec: DerivedViewSpec, live: LiveView, revision: str, active: str | None,
               restarts: bool) -> Change:
     if live.spec is None:
         return Change(ChangeKind.NONE, revision, active, (), (), False,
                       "the same revision; the live spec does not read, so its other fields "
                       "were not compared")
-    fields = tuple(c.path for c in changed_leaves(_document(live.spec), _document(spec)))
+    fields = tuple(changed_fields(_document(live.spec), _document(spec)))
     if not fields:
         return Change(ChangeKind.NONE, revision, active, (), (), False, "nothing changes")
     if all(f == CHECKS_FIELD or f.startswith(CHECKS_FIELD + ".") for f in fields):

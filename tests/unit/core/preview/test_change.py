@@ -69,9 +69,17 @@ def test_only_the_checks_are_re_judged() -> None:
     changed = make_spec(cutover={"checks": {"rowCount": {"maxDifference": 10}}})
     change = change_of(changed, live(make_spec(), ACTIVE_V1), SETTINGS, T0)
     assert change.kind is ChangeKind.CHECKS
-    assert "spec.cutover.checks.rowCount.maxDifference" in change.fields
-    assert all(f.startswith("spec.cutover.checks.") for f in change.fields)  # and its defaults
+    assert change.fields == ("spec.cutover.checks",)  # the block added, not its defaults
     assert "no replay" in change.what
+    again = make_spec(cutover={"checks": {"rowCount": {"maxDifference": 20}}})
+    assert change_of(again, live(changed, ACTIVE_V1), SETTINGS, T0).fields == (
+        "spec.cutover.checks.rowCount.maxDifference",)
+
+
+def test_a_block_added_beside_new_content_is_one_field() -> None:
+    changed = make_spec(SQL_V2, cutover={"checks": {"rowCount": {"maxDifference": 10}}})
+    change = change_of(changed, live(make_spec(), ACTIVE_V1), SETTINGS, T0)
+    assert (change.kind, change.fields) == (ChangeKind.REPLAY, ("spec.cutover.checks",))
 
 
 def test_new_sql_is_a_new_revision_with_its_content_diff_against_the_active() -> None:
