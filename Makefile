@@ -80,6 +80,7 @@ IDLE ?= 300
 bench: stack-up
 	$(PY) benchmarks/replay_rate.py
 	$(PY) benchmarks/apply_to_ready.py
+	$(PY) benchmarks/apply_to_ready.py --beside-serving 150
 	$(PY) benchmarks/apply_to_ready.py --events 2000000 --runs 1 --lag-history-seconds 2 \
 		--save-as replay_progress --watch-log .stack/results/replay_progress_watch.txt \
 		--plot docs/performance/replay_progress.png

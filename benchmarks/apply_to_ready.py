@@ -32,14 +32,19 @@ The first batch's own `dvjob timing` line (executors staging, merge transaction)
 splits the part that ends at its commit.  Results: .stack/results/apply_to_ready.json
 (each run's marks and parts, the median of each part); benchmarks/report.py shows them.
 
+With --beside-serving RATE, one more view serves a topic written at RATE events/s for the
+whole run (Ready before the first run starts), as a platform's cluster has one: the goal is
+then 40 s, and the results say whether that view stayed Ready through every run.
+
 Usage: python benchmarks/apply_to_ready.py [--events 50000] [--runs 3]
        [--lag-poll-seconds S] [--lag-history-seconds S] [--watch-log FILE] [--plot FILE.png]
-       (the stack must be up)
+       [--beside-serving RATE] [--save-as NAME]   (the stack must be up)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -48,7 +53,7 @@ import statistics
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -67,6 +72,7 @@ from dvstack.cli import apply_crds
 from dvstack.settings import load
 from dvstack.testing import replay
 from dvstack.testing import results as results_file
+from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,6 +90,9 @@ RUNS = 3
 PARTITIONS = 3
 GOAL_SECONDS = 25.0
 """Issue 29: apply to Ready for a 50,000-event topic under 25 s on the local stack."""
+GOAL_BESIDE_SECONDS = 40.0
+"""Issue 50: the same beside one view serving at 150 events/s."""
+SERVING_BACKLOG = 20_000
 HISTORY_AGE_SECONDS = 3600
 SECRET = "views-db"
 MARKS = ("applied", "app_created", "driver_started", "driver_first_log", "query_started",
@@ -208,8 +217,55 @@ def watch_command(info: Mapping[str, Any], namespace: str, name: str) -> list[st
             "-n", namespace, "watch", name, "--interval", "1", "--timeout", "900"]
 
 
+@dataclass
+class Serving:
+    """The view serving beside the runs (--beside-serving), and what the runs saw of it."""
+
+    view: ViewHandle | None = None
+    samples: int = 0
+    not_ready: int = 0
+
+    def sample(self) -> None:
+        if self.view is not None:
+            self.samples += 1
+            self.not_ready += not self.view.ready()
+
+
+@contextlib.contextmanager
+def serving_view(info: Mapping[str, Any], api: Any, namespace: str, rate: float | None
+                 ) -> Iterator[Serving]:
+    """With `rate`: a view over a topic written at `rate` events/s, Ready before it yields;
+    deleted with its topic afterwards."""
+    if rate is None:
+        yield Serving()
+        return
+    custom = client.CustomObjectsApi(api)
+    run = uuid.uuid4().hex[:8]
+    topic = name = f"serving-{run}"
+    replay.create_topic(info["kafka_bootstrap"], topic, PARTITIONS)
+    producer: LiveProducer | None = None
+    view = ViewHandle(custom, namespace, name)
+    try:
+        replay.produce(info["kafka_bootstrap"], topic, replay.make_orders(SERVING_BACKLOG),
+                       age_seconds=HISTORY_AGE_SECONDS)
+        producer = LiveProducer(info["kafka_bootstrap"], topic, rate=rate, seed=500).start()
+        custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
+            namespace, name, info["kafka_bootstrap"], topic, f"serving_{run}", SECRET))
+        wait_for(view.ready, timeout=600, interval=1, what=f"the serving view {name} to be Ready",
+                 on_timeout=view.brief)
+        yield Serving(view)
+    finally:
+        if producer is not None:
+            producer.stop()
+        with contextlib.suppress(client.exceptions.ApiException):
+            custom.delete_namespaced_custom_object(G, V, namespace, P, name)
+        wait_for(view.gone, timeout=300, interval=0.5, what=f"view {name} to be deleted")
+        replay.delete_topic(info["kafka_bootstrap"], topic)
+
+
 def one_run(info: Mapping[str, Any], api: Any, namespace: str, events: int,
-            stable_for: int, showing: Showing = Showing()) -> dict[str, Any]:
+            stable_for: int, showing: Showing = Showing(),
+            serving: Serving | None = None) -> dict[str, Any]:
     """Apply one view over a fresh topic, wait for Ready, read the marks, delete the view."""
     custom = client.CustomObjectsApi(api)
     run = uuid.uuid4().hex[:8]
@@ -233,6 +289,8 @@ def one_run(info: Mapping[str, Any], api: Any, namespace: str, events: int,
         def ready() -> bool:
             """Ready yet; the build's estimate kept as first seen (the status keeps it only
             while the revision builds)."""
+            if serving is not None:
+                serving.sample()
             status = view.status()
             for record in status.get("revisions") or []:
                 if record.get("estimate") and "estimate" not in seen:
@@ -335,9 +393,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="write `dv watch`'s output during the last run to this file")
     parser.add_argument("--plot", type=Path, default=None,
                         help="write `dv plot`'s PNG of the last run's lag history here")
-    parser.add_argument("--save-as", default="apply_to_ready",
-                        help="results file name under the stack's results directory")
+    parser.add_argument("--beside-serving", type=float, default=None, metavar="RATE",
+                        help="measure beside one view serving a topic written at RATE events/s")
+    parser.add_argument("--save-as", default=None,
+                        help="results file name under the stack's results directory (default "
+                             "apply_to_ready, or apply_to_ready_beside with --beside-serving)")
     args = parser.parse_args(argv)
+    beside = args.beside_serving is not None
+    save_as = args.save_as or ("apply_to_ready_beside" if beside else "apply_to_ready")
     settings = load()
     info = json.loads(settings.stack_file.read_text())
     api = config.new_client_from_config(config_file=info["kubeconfig"])
@@ -357,11 +420,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     log_path = settings.logs_dir / f"operator-apply-to-ready-{run_id}.log"
     runs: list[dict[str, Any]] = []
     try:
-        with operator_process(env, namespace, log_path):
+        with operator_process(env, namespace, log_path), \
+                serving_view(info, api, namespace, args.beside_serving) as serving:
             for index in range(args.runs):
                 last = index == args.runs - 1
                 result = one_run(info, api, namespace, args.events, stable_for,
-                                 Showing(args.watch_log, args.plot) if last else Showing())
+                                 Showing(args.watch_log, args.plot) if last else Showing(),
+                                 serving)
                 print(json.dumps({"run": index + 1, **result}), flush=True)
                 runs.append(result)
     finally:
@@ -369,7 +434,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     result_doc = {
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "events": args.events, "partitions": PARTITIONS,
-        "history_age_seconds": HISTORY_AGE_SECONDS, "goal_seconds": GOAL_SECONDS,
+        "history_age_seconds": HISTORY_AGE_SECONDS,
+        "goal_seconds": GOAL_BESIDE_SECONDS if beside else GOAL_SECONDS,
+        "beside_serving": None if not beside else {
+            "rate": args.beside_serving, "samples": serving.samples,
+            "not_ready_samples": serving.not_ready},
         "lag_history_seconds": operator_settings.polling.history_seconds,
         "operator": {"lag_poll_seconds": operator_settings.polling.lag_seconds,
                      # the view's gate is the default: the interval its job was given
@@ -379,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "part_names": PART_NAMES,
         "runs": runs, "median": medians(runs),
     }
-    results_file.save(settings, args.save_as, result_doc)
+    results_file.save(settings, save_as, result_doc)
     print(json.dumps(result_doc["median"], indent=2))
 
 

@@ -386,3 +386,15 @@ def test_a_serving_views_cost_is_judged_on_cores_memory_and_the_gate() -> None:
     assert rows[1].endswith("| **not met** |")  # 512 MB resident: over the goal
     held_not = report.render_markdown(None, None, steady=[{**STEADY, "gate_held": False}])
     assert "| no | ≤ 0.10 core, ≤ 400 MB | **not met** |" in held_not
+
+
+def test_apply_to_ready_beside_a_serving_view_is_its_own_goal_row() -> None:
+    beside = {**READY, "goal_seconds": 40.0,
+              "beside_serving": {"rate": 150, "samples": 400, "not_ready_samples": 3}}
+    text = report.render_markdown(None, None, READY, ready_beside=beside)
+    section = text.split("## Goals")[1].split("## Baselines")[0]
+    assert row(section, "Apply to Ready, 50,000-event topic < 25 s").endswith(
+        "| 35.2 s (median) | runs: 2 | — | **not met** |")
+    assert row(section, "Apply to Ready, 50,000-event topic beside a view serving 150 ev/s "
+                        "< 40 s").endswith(
+        "| 35.2 s (median) | runs: 2; the serving view Ready in 397 of 400 samples | — | met |")
