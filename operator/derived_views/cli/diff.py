@@ -97,6 +97,7 @@ def diff_json(compared: Compared, found: DiffFound, seconds: float) -> str:
                     for c in found.columns],
         "notCompared": list(found.not_compared),
         "inFlight": found.in_flight,
+        "settled": found.settled,
         "complete": found.complete,
         "seconds": round(seconds, 3),
         "verdict": None if verdict is None else {"outcome": verdict[0].value,
@@ -136,6 +137,9 @@ def diff_table(compared: Compared, found: DiffFound, seconds: float) -> str:
     if found.in_flight:
         lines.append(f"left out: {found.in_flight} keys written past the log position both "
                      "indexes have reached (they may differ by the lag alone)")
+    if found.settled:
+        lines.append(f"settled: {found.settled} keys differed only while one job was behind "
+                     "the other (they agreed when read again)")
     lines.append("")
     verdict = _verdict(compared, found)
     if verdict is None:

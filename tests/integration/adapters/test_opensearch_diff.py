@@ -3,6 +3,7 @@ read side by side in `_id` order, the counts written out by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -135,3 +136,72 @@ def test_the_timeout_stops_the_comparison(search: OpenSearch, base: str,
                                  T0).results[0]
     assert result.outcome == CheckOutcome.Error
     assert "stopped at the timeout" in (result.observed or "")
+
+
+class _BehindThenCaughtUp(OpenSearch):
+    """The stack's OpenSearch as the diff sees it while the active's job is a batch behind:
+    the first time the diff asks the ledger where the jobs stand (its pass is over), that
+    job commits its next batch, as a running job would (a real write, then the ledger row)."""
+
+    def __init__(self, host: str, catch_up: Any) -> None:
+        super().__init__(hosts=[host], timeout=30)
+        self.catch_up, self.asked = catch_up, 0
+
+    def msearch(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked += 1
+        if self.asked == 2:  # read_heads' first msearch is its newest batches; then, the rate
+            self.catch_up()
+        return super().msearch(*args, **kwargs)
+
+
+def _ledger_batch(search: OpenSearch, ledger: str, revision: str, batch: int, offset: int
+                  ) -> None:
+    search.index(index=ledger, id=f"{revision}:{batch}", params={"refresh": "wait_for"},
+                 body={"revision": revision, "batch_id": batch,
+                       "end_offsets": {"orders": {"0": offset}}, "bad_records": 0,
+                       "committed_at": T0.isoformat(), "index_uuid": "u"})
+
+
+def test_keys_that_differ_only_while_one_job_is_behind_settle(stack: Any, search: OpenSearch,
+                                                               base: str) -> None:
+    """Five keys differ by the lag (the candidate read offsets 100-104, the active not yet)
+    and two by the transform: once the active commits up to 105 the five agree, the two do
+    not, so 2 of 100 changed, 5 settled; without the ledger the seven count."""
+    ledger = f"{base}__ledger"
+    active_docs, cand_docs = customers(100), customers(100)
+    lagging = [f"c-{i:05d}" for i in range(10, 15)]
+    for key in lagging:
+        cand_docs[key] = {"balance": 12.0, "note": "n"}
+    for key in ("c-00050", "c-00060"):
+        cand_docs[key] = {"balance": 10.0, "note": "v2"}
+    active = build(search, f"{base}__actv", active_docs)
+    cand = build(search, f"{base}__cand", cand_docs)
+    req = dataclasses.replace(request(cand, active, {"maxChangedRows": 3}),
+                              active_revision="actv0000d1")
+    _ledger_batch(search, ledger, req.revision, 7, 105)
+    _ledger_batch(search, ledger, "actv0000d1", 4, 100)
+
+    without = run_query_checks(search, req, ledger=f"{base}__no_ledger")["diff"][0]
+    assert isinstance(without, DiffFound) and (without.changed, without.settled) == (7, 0)
+
+    def catch_up() -> None:
+        answer = search.bulk(body=[line for key in lagging for line in (
+            {"index": {"_index": active, "_id": key}},
+            {"customer_id": key, "balance": 12.0, "note": "n"})], params={"refresh": "true"})
+        assert not answer["errors"]
+        _ledger_batch(search, ledger, "actv0000d1", 5, 105)
+
+    spied = _BehindThenCaughtUp(stack.opensearch, catch_up)
+    try:
+        found = run_query_checks(spied, req, ledger=ledger)["diff"][0]
+    finally:
+        spied.close()
+    assert isinstance(found, DiffFound)
+    assert (found.changed, found.settled, found.changed_examples) == (
+        2, 5, ("c-00050", "c-00060")), found
+    assert found.columns == (ColumnChanges("balance", 0), ColumnChanges("note", 2,
+                                                                        ("c-00050", "c-00060")))
+    assert checks.judge_checks(req, {"diff": (found, 0.1)}, T0).results[0].outcome \
+        == CheckOutcome.Passed
+    assert "5 keys differed only while one job was behind" in checks.judge_checks(
+        req, {"diff": (found, 0.1)}, T0).results[0].observed

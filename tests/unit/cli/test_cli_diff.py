@@ -87,6 +87,6 @@ def test_the_json() -> None:
         "onlyInAgainst": {"rows": 0, "examples": []},
         "changed": {"rows": 2, "examples": ["c-1", "c-2"]},
         "columns": [{"column": "amount", "rows": 2, "examples": ["c-1"]}],
-        "notCompared": [], "inFlight": 0, "complete": True, "seconds": 1.235,
+        "notCompared": [], "inFlight": 0, "settled": 0, "complete": True, "seconds": 1.235,
         "verdict": {"outcome": "Passed", "expected": "at most 5 rows differ"},
         "ranges": {"hashed": 1024, "differing": 3}}

@@ -26,10 +26,13 @@ from derived_views.core.cutover.checks import (
     Measurement,
     RowCounts,
 )
+from derived_views.core.naming import LEDGER_TABLE
 
 
-def run_query_checks(client: OpenSearch, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
-    """Each check's measurement and how long it took; a check that cannot run says why."""
+def run_query_checks(client: OpenSearch, request: CheckRequest, ledger: str = LEDGER_TABLE
+                     ) -> dict[str, tuple[Measurement, float]]:
+    """Each check's measurement and how long it took; a check that cannot run says why.
+    `ledger`: the sink's ledger index (the diff reads where each job stands)."""
     found: dict[str, tuple[Measurement, float]] = {}
     timeout = float(request.checks.timeout_seconds)
     for check in measured(request):  # the registry of check kinds, in its order
@@ -38,7 +41,8 @@ def run_query_checks(client: OpenSearch, request: CheckRequest) -> dict[str, tup
         elif check.kind is CheckKind.KEY_SAMPLE:
             found[check.name] = _timed(timeout, lambda: _key_sample(client, request, timeout))
         elif check.kind is CheckKind.DIFF:
-            found[check.name] = _timed(timeout, lambda: _diff(client, request, timeout))
+            found[check.name] = _timed(timeout, lambda: _diff(client, request, timeout,
+                                                              ledger))
         else:
             found[check.name] = (CouldNotRun("SQL assertions need a PostgreSQL sink"), 0.0)
     return found
@@ -70,8 +74,9 @@ def _row_counts(client: OpenSearch, request: CheckRequest, timeout: float) -> Ro
                      active=_count(client, request.active_index, timeout))
 
 
-def _diff(client: OpenSearch, request: CheckRequest, timeout: float) -> Measurement:
-    found = diff_search_indexes(client, request, time.monotonic() + timeout)
+def _diff(client: OpenSearch, request: CheckRequest, timeout: float, ledger: str
+          ) -> Measurement:
+    found = diff_search_indexes(client, request, time.monotonic() + timeout, ledger)
     return CouldNotRun(found) if isinstance(found, str) else found
 
 

@@ -9,6 +9,14 @@ as null. Memory is a page of each index whatever their size; time is bounded by 
 timeout: a comparison it stops reports what it compared (judged on that: too much already
 fails, too little to decide is an error). There is no hashed mode: OpenSearch keeps no
 per-range hash to compare, so every document is read once.
+
+Under live traffic the two jobs stand at different log positions, so a key the faster one
+has updated differs by the lag alone. The ledger has no per-document batch (as PostgreSQL's
+rows have their transaction), so the keys that differed (up to SETTLE_MAX) are read again
+(`mget`, real time) once both revisions' ledgers have passed the position the further one
+had reached when the pass ended: a key that then agrees differed only in flight
+(`DiffFound.settled`). A key the traffic touched again in between may still differ: that
+errs towards blocking, never towards passing.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionTimeout
 
+from derived_views.adapters.opensearch.ledger import read_heads
 from derived_views.core.check_runs import EXAMPLES, CheckRequest
 from derived_views.core.cutover.diff import (
     ColumnChanges,
@@ -27,10 +36,16 @@ from derived_views.core.cutover.diff import (
     DiffFound,
     Mode,
     diff_columns,
+    reached,
+    settle_position,
 )
 
 PAGE = 1000
 """Documents fetched from each index per request."""
+SETTLE_MAX = 10_000
+"""Keys that differed read again at most; past it the first read's counts stand."""
+SETTLE_POLL_SECONDS = 0.5
+Source = dict[str, Any]
 
 
 class _OutOfTime(Exception):
@@ -81,13 +96,21 @@ class _Tally:
         self.counts = {"only_c": 0, "only_a": 0, "changed": 0}
         self.column_counts = dict.fromkeys(columns, 0)
         self.read = 0
+        self.differing: list[str] = []
+        """Every key that differed, in `_id` order (no longer kept past SETTLE_MAX)."""
+        self.overflow = False
+        self.settled = 0
 
     def note(self, kind: str, into: list[str], key: str) -> None:
         self.counts[kind] += 1
         if len(into) < EXAMPLES:
             into.append(key)
+        if len(self.differing) < SETTLE_MAX:
+            self.differing.append(key)
+        else:
+            self.overflow = True
 
-    def pair(self, key: str, c: dict[str, Any], a: dict[str, Any]) -> None:
+    def pair(self, key: str, c: Source, a: Source) -> None:
         differing = [col for col in self.columns if c.get(col) != a.get(col)]
         for col in differing:
             self.column_counts[col] += 1
@@ -95,6 +118,15 @@ class _Tally:
                 self.by_column[col].append(key)
         if differing:
             self.note("changed", self.changed, key)
+
+    def one(self, key: str, c: Source | None, a: Source | None) -> None:
+        """A key as both indexes hold it (None: not there)."""
+        if c is not None and a is not None:
+            self.pair(key, c, a)
+        elif c is not None:
+            self.note("only_c", self.only_c, key)
+        elif a is not None:
+            self.note("only_a", self.only_a, key)
 
 
 def _compare(tally: _Tally, cand: Iterator[tuple[str, dict[str, Any]]],
@@ -117,8 +149,11 @@ def _compare(tally: _Tally, cand: Iterator[tuple[str, dict[str, Any]]],
             c, a = next(cand, None), next(active, None)
 
 
-def diff_search_indexes(client: OpenSearch, request: CheckRequest, deadline: float) -> DiffFound | str:
-    """The diff of the request's candidate and active index, or why it cannot be run."""
+def diff_search_indexes(client: OpenSearch, request: CheckRequest, deadline: float,
+                        ledger: str | None = None) -> DiffFound | str:
+    """The diff of the request's candidate and active index, or why it cannot be run; with the
+    sink's `ledger` index, the keys that differed are read again once both jobs are past the
+    same position (see the module's docstring)."""
     check = request.checks.diff
     assert check is not None and request.active_index is not None
     timeout = max(1.0, deadline - time.monotonic())
@@ -138,6 +173,8 @@ def diff_search_indexes(client: OpenSearch, request: CheckRequest, deadline: flo
                  _documents(client, request.active_index, columns.compared, deadline))
     except (_OutOfTime, ConnectionTimeout):
         complete = False
+    if complete and ledger is not None and tally.differing and not tally.overflow:
+        tally = _settle(client, request, ledger, tally, deadline)
     return DiffFound(
         mode=Mode.STREAMED, candidate_rows=rows_c, active_rows=rows_a,
         only_candidate=tally.counts["only_c"], only_active=tally.counts["only_a"],
@@ -146,4 +183,50 @@ def diff_search_indexes(client: OpenSearch, request: CheckRequest, deadline: flo
                       for col in columns.compared),
         only_candidate_examples=tuple(tally.only_c), only_active_examples=tuple(tally.only_a),
         changed_examples=tuple(tally.changed), not_compared=columns.not_compared,
-        complete=complete, compared=tally.read)
+        complete=complete, compared=tally.read, settled=tally.settled)
+
+
+def _settle(client: OpenSearch, request: CheckRequest, ledger: str, first: _Tally,
+            deadline: float) -> _Tally:
+    """The first read's tally with its differing keys read again once both revisions' ledgers
+    reached the settle position; the first tally when they do not before the deadline."""
+    revisions = [request.revision, request.active_revision or ""]
+    positions = read_heads(client, ledger, revisions).positions
+    if not all(r in positions for r in revisions):
+        return first
+    target = settle_position(*(positions[r].end_offsets for r in revisions))
+    while True:
+        positions = read_heads(client, ledger, revisions).positions
+        if all(r in positions and reached(positions[r].end_offsets, target)
+               for r in revisions):
+            break
+        if time.monotonic() + SETTLE_POLL_SECONDS >= deadline:
+            return first
+        time.sleep(SETTLE_POLL_SECONDS)  # a job's next commit, polled within the check's timeout
+    assert request.active_index is not None
+    try:
+        again_c = _by_id(client, request.index, first.differing, first.columns, deadline)
+        again_a = _by_id(client, request.active_index, first.differing, first.columns, deadline)
+    except (_OutOfTime, ConnectionTimeout):
+        return first
+    settled = _Tally(first.columns)
+    settled.read = first.read
+    for key in first.differing:
+        settled.one(key, again_c.get(key), again_a.get(key))
+    settled.settled = len(first.differing) - len(settled.differing)
+    return settled
+
+
+def _by_id(client: OpenSearch, index: str, keys: list[str], fields: tuple[str, ...],
+           deadline: float) -> dict[str, Source]:
+    """The documents of `keys` the index holds now (`mget` reads in real time, not as of
+    the last refresh), a page at a time."""
+    found: dict[str, Source] = {}
+    for start in range(0, len(keys), PAGE):
+        answer = client.mget(index=index, body={"ids": keys[start:start + PAGE]},
+                             params={"_source": ",".join(fields) if fields else "false",
+                                     "request_timeout": _left(deadline)})
+        for doc in answer["docs"]:
+            if doc.get("found"):
+                found[str(doc["_id"])] = doc.get("_source") or {}
+    return found

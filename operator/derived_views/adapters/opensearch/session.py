@@ -172,7 +172,7 @@ class OpenSearchSession:
         return ledger.prune(self.client, self.ledger_index, positions, oldest)
 
     def run_checks(self, request: CheckRequest) -> dict[str, tuple[Measurement, float]]:
-        return run_query_checks(self.client, request)
+        return run_query_checks(self.client, request, self.ledger_index)
 
     def switch_alias(self, schema: str, alias: str, to_index: str, from_index: str | None, *,
                      owner: IndexOwner, not_behind: Guard | None = None) -> None:

@@ -11,6 +11,7 @@ ranges first) and the judging of what an adapter measured; the adapters measure.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
@@ -75,6 +76,10 @@ class DiffFound:
     in_flight: int = 0
     """Keys left out: written by a batch past the log position both indexes have reached
     (`in_flight_batches`), so their two values may differ only by that lag."""
+    settled: int = 0
+    """Keys that differed when first read and agreed when read again once both indexes had
+    passed the position the further one had reached (OpenSearch: `settle_position`): the
+    lag between the two jobs, not the transform; counted as agreeing."""
 
     @property
     def different(self) -> int:
@@ -134,6 +139,19 @@ def past(end_offsets: EndOffsets, position: EndOffsets) -> bool:
     """Whether a batch ending at `end_offsets` read a record beyond `position`."""
     return any(int(offset) > position.get(t, {}).get(p, 0)
                for t, parts in end_offsets.items() for p, offset in parts.items())
+
+
+def settle_position(a: Mapping[tuple[str, int], int], b: Mapping[tuple[str, int], int]
+                    ) -> dict[tuple[str, int], int]:
+    """Where both indexes must be before keys that differed are read again: per partition the
+    further of the two. A key whose two values differed only because one job was behind holds,
+    in each index, its value as of the same records once both are there."""
+    return {p: max(a.get(p, 0), b.get(p, 0)) for p in set(a) | set(b)}
+
+
+def reached(position: Mapping[tuple[str, int], int], target: Mapping[tuple[str, int], int]
+            ) -> bool:
+    return all(position.get(p, 0) >= offset for p, offset in target.items())
 
 
 def in_flight_batches(candidate: dict[int, EndOffsets], active: dict[int, EndOffsets]
@@ -202,6 +220,9 @@ def observed_text(found: DiffFound) -> str:
         parts.append("by column: " + ", ".join(f"{c.column} {c.rows}" for c in changed))
     if found.not_compared:
         parts.append(f"not compared (in one index only): {', '.join(found.not_compared)}")
+    if found.settled:
+        parts.append(f"{found.settled} key{'s' if found.settled != 1 else ''} differed only "
+                     "while one job was behind the other (agreed when read again)")
     if found.in_flight:
         parts.append(f"{found.in_flight} key{'s' if found.in_flight != 1 else ''} left out: "
                      "written past the log position both indexes have reached; "

@@ -186,3 +186,13 @@ def test_keys_in_flight_are_judged_by_the_share_of_those_compared(
     check = DiffCheck.model_validate({"maxChangedRows": threshold,
                                       "maxChangedRowsByColumn": {"balance": threshold}})
     assert diff.judge_diff(check, _in_flight(changed, in_flight))[0] == outcome
+
+
+def test_keys_are_read_again_where_both_jobs_have_passed_the_further_one() -> None:
+    candidate = {("orders", 0): 105, ("orders", 1): 40}
+    active = {("orders", 0): 100, ("orders", 1): 44, ("orders", 2): 3}
+    target = diff.settle_position(candidate, active)
+    assert target == {("orders", 0): 105, ("orders", 1): 44, ("orders", 2): 3}
+    assert not diff.reached(candidate, target) and not diff.reached(active, target)
+    assert diff.reached({("orders", 0): 106, ("orders", 1): 44, ("orders", 2): 3}, target)
+    assert not diff.reached({("orders", 0): 106, ("orders", 1): 44}, target)  # 2 not read yet
