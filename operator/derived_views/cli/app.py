@@ -64,11 +64,12 @@ from derived_views.cli.rollback import (
     rollback_target,
     spec_patch,
 )
+from derived_views.cli.source_reads import SourceReader
 from derived_views.core.cutover.checks import CouldNotRun
 from derived_views.core.cutover.diff import DiffFound, judge_diff
 from derived_views.core.judges.transform import Refusal
 from derived_views.core.patch import apply_merge_patch, spec_diff
-from derived_views.core.preview.change import LiveView
+from derived_views.core.preview.change import ChangeKind, LiveView, change_of
 from derived_views.core.preview.previews import Preview, preview_of
 from derived_views.core.revision import revision_of
 from derived_views.core.settings import Settings
@@ -581,6 +582,12 @@ def plan_command(
     ] = OPERATOR_NAMESPACE,
     operator_name: Annotated[str, typer.Option(
         help="Name of the operator's StatefulSet.")] = OPERATOR_NAME,
+    read_sources: Annotated[bool, typer.Option(
+        "--read-sources/--no-read-sources",
+        help="Read, as the operator does before a job, each view's Secrets (present and "
+             "labelled), its schema registry, and for a replay its topics' offsets. Needs get "
+             "on secrets in the views' namespaces and a route to Kafka and the registry.")
+    ] = True,
 ) -> None:
     """What applying the manifests would do to each DerivedView, before it is applied.
 
@@ -596,10 +603,15 @@ def plan_command(
         if not server_dry_run:
             report.warnings.append("no server-side dry run (--no-server-dry-run): the CRD "
                                    "schema, CEL rules and admission policies were not asked")
+        sources = SourceReader(api, settings.tenancy) if read_sources else None
+        if sources is None:
+            report.warnings.append("no sources read (--no-read-sources): Secrets (present and "
+                                   "labelled), schema registries and the logs' offsets were "
+                                   "not asked; a new view's records are unknown")
         now = _now()
         for document in manifests.views:
             report.previews.append(_preview(document, target, views, settings, now,
-                                            server_dry_run=server_dry_run))
+                                            server_dry_run=server_dry_run, sources=sources))
     out.file.write(RENDERERS[output](report))
     out.file.flush()
     raise typer.Exit(report.exit_code)
@@ -617,7 +629,8 @@ def _installed_settings(api: Any, namespace: str, name: str, report: PlanReport)
 
 
 def _preview(document: dict[str, Any], target: ClusterTarget, views: Views,
-             settings: Settings, now: dt.datetime, *, server_dry_run: bool) -> Preview:
+             settings: Settings, now: dt.datetime, *, server_dry_run: bool,
+             sources: SourceReader | None) -> Preview:
     metadata = document.get("metadata") or {}
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
@@ -637,8 +650,18 @@ def _preview(document: dict[str, Any], target: ClusterTarget, views: Views,
         said = views.dry_run(namespace, body, None if found is None
                              else found["metadata"].get("resourceVersion"))
         refusal = None if said is None else Refusal(*said)
+    reads = None
+    if sources is not None:
+        try:
+            planned = DerivedViewSpec.model_validate(document.get("spec") or {})
+        except pydantic.ValidationError:
+            planned = None  # refused as InvalidSpec: nothing to read for it
+        if planned is not None:
+            replays = change_of(planned, live, settings, now).kind is ChangeKind.REPLAY
+            reads = sources.read(planned, namespace, name, live.status if live else None,
+                                 replays=replays)
     return preview_of(document.get("spec") or {}, namespace, name, live, settings, now,
-                      server_refusal=refusal)
+                      server_refusal=refusal, reads=reads)
 
 
 # Options of the `dv` group that kubectl users type after the command (`dv status -n shop`).

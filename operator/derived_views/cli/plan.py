@@ -27,10 +27,10 @@ SCHEMA_VERSION = 2
 """Of the JSON report: a key removed or changed in meaning raises it (2: `cost.rate`, the
 rate assumed, replaced `cost.builds`)."""
 MILLION = 1_000_000
-"""A new view's records are unknown (dv plan reads no log): its time is said per million."""
+"""A new view's records are unknown when its log was not read: its time is said per million."""
 ALWAYS_UNJUDGED = (
-    "Secrets (present and labelled for views): dv plan does not read Secrets",
-    "the schema registry of Avro views: dv plan does not read it",
+    "the sink (whether another view claims the table or index): dv plan does not connect "
+    "to it",
 )
 HEADLINES = {
     ChangeKind.NONE: "no change",
@@ -94,7 +94,8 @@ def cost_lines(cost: ReplayCost) -> list[str]:
     records = cost.records
     lines = [f"records to read: {'unknown' if records is None else f'at most {records:,}'}"
              + (f" (no offsets measured for {', '.join(cost.unmeasured_topics)})"
-                if cost.unmeasured_topics else "")]
+                if cost.unmeasured_topics else "")
+             + (", as the log holds them now" if cost.from_log and records is not None else "")]
     span = cost.seconds()
     if span is None:
         fast, slow = replay_range(MILLION, cost.rate)
@@ -103,8 +104,11 @@ def cost_lines(cost: ReplayCost) -> list[str]:
     else:
         lines.append(f"expected replay time: {_span(*span)} ({rate_text(cost.rate)})")
     if cost.lost_beginning:
+        where = "at the log start" if cost.from_log else "where the active's did"
         lines.append(f"the log no longer holds its beginning on {', '.join(cost.lost_beginning)}"
-                     ": a replay starts where the active's did")
+                     f": a replay starts {where}")
+    if cost.held:
+        lines.append(f"held, as the operator would hold it: {cost.held}")
     if cost.may_lose_beginning and cost.complete_history:
         lines.append("if retention deleted records since the active revision replayed, the new "
                      "revision lacks them and is not promoted (spec.source.history: complete)")
@@ -222,6 +226,8 @@ def _cost_json(cost: ReplayCost) -> dict[str, Any]:
         "retention": cost.retention or None,
         "compacted": list(cost.compacted),
         "completeHistory": cost.complete_history,
+        "fromLog": cost.from_log,
+        "held": cost.held or None,
     }
 
 

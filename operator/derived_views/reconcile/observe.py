@@ -6,11 +6,11 @@ holds for it)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from derived_views.adapters.kafka.offsets import OffsetsUnavailable
+from derived_views.adapters.kafka.offsets import EndOffsetsCache, OffsetsUnavailable
 from derived_views.adapters.kafka.record_times import RecordTimesUnavailable
 from derived_views.adapters.kube.client import EventsUnreadable, SecretMissing
 from derived_views.adapters.sink import open_session
@@ -20,7 +20,7 @@ from derived_views.api.status import DerivedViewStatus
 from derived_views.core import reasons
 from derived_views.core.cadence import ViewKey
 from derived_views.core.job.job_state import KNOWN_STATES
-from derived_views.core.judges.tenancy import cluster_refusal, secrets_of
+from derived_views.core.judges.tenancy import TenancyPolicy, cluster_refusal, secrets_of
 from derived_views.core.log.freshness import committed_beyond, decides_gate
 from derived_views.core.log.kafka_connection import (
     KafkaCluster,
@@ -115,14 +115,26 @@ def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     """End offsets (and log starts) of the topics the view needs, fetched no earlier than
     `not_before` (the offsets cache's clock, `deps.offsets.now()`) when given."""
     ns = key[0]
+    return topic_offsets(spec, topics_to_observe(spec, status), key, deps.settings.tenancy,
+                         deps.offsets, secrets or PassSecrets(deps.kube, ns,
+                                                              deps.settings.tenancy),
+                         not_before=not_before)
+
+
+def topic_offsets(spec: DerivedViewSpec, topics: Iterable[str], key: ViewKey,
+                  policy: TenancyPolicy, offsets: EndOffsetsCache, secrets: PassSecrets, *,
+                  not_before: float | None = None) -> SourceOffsets:
+    """End offsets and log starts of `topics` on the view's Kafka cluster, read with its Kafka
+    Secret; never from a cluster the tenancy policy does not list. The pass and `dv plan`
+    (with its own cache) both read them here."""
+    ns = key[0]
     where = "/".join(key)
-    topics = frozenset(topics_to_observe(spec, status))
-    refused = cluster_refusal(spec, deps.settings.tenancy, ns)
+    wanted = frozenset(topics)
+    refused = cluster_refusal(spec, policy, ns)
     if refused is not None:  # the operator does not connect there either, Secret or not
         return SourceOffsets(None, reason=refused.reason, message=refused.message)
     try:
-        cluster = kafka_cluster(spec, ns, secrets or PassSecrets(deps.kube, ns,
-                                                                 deps.settings.tenancy))
+        cluster = kafka_cluster(spec, ns, secrets)
     except SecretNotLabelled as exc:
         log.warning("%s: end offsets unknown: Kafka %s", where, exc)
         return SourceOffsets(None, reason=reasons.SECRET_NOT_LABELLED, message=f"Kafka {exc}")
@@ -132,21 +144,21 @@ def end_offsets(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
     except KafkaSecretInvalid as exc:
         log.warning("%s: end offsets unknown: %s", where, exc)
         return SourceOffsets(None, reason=reasons.KAFKA_SECRET_INVALID, message=str(exc))
-    deps.offsets.register(cluster, topics)
+    offsets.register(cluster, wanted)
     try:
-        reading = deps.offsets.get(cluster, not_before=not_before)
+        reading = offsets.get(cluster, not_before=not_before)
     except OffsetsUnavailable as exc:
         log.warning("%s: end offsets unavailable: %s", where, exc)
         return SourceOffsets(None, reason=reasons.KAFKA_UNAVAILABLE, message=str(exc), cluster=cluster,
-                             topics=topics)
-    ends, missing = reading.of(topics)
-    starts = reading.starts_of(topics)
+                             topics=wanted)
+    ends, missing = reading.of(wanted)
+    starts = reading.starts_of(wanted)
     if missing:
         message = f"topics not found on {cluster.describe()}: {', '.join(sorted(missing))}"
         log.warning("%s: %s", where, message)
         return SourceOffsets(ends, missing, starts=starts, reason=reasons.TOPIC_MISSING,
-                             message=message, cluster=cluster, topics=topics)
-    return SourceOffsets(ends, starts=starts, cluster=cluster, topics=topics)
+                             message=message, cluster=cluster, topics=wanted)
+    return SourceOffsets(ends, starts=starts, cluster=cluster, topics=wanted)
 
 
 def topic_configs(key: ViewKey, deps: Deps, offsets: SourceOffsets
@@ -269,7 +281,7 @@ def observe(spec: DerivedViewSpec, body: dict[str, Any], deps: Deps, *,
         times = record_times(spec, status, key, deps, offsets, sink.observed)
         configs = topic_configs(key, deps, offsets)
         registry = (None if meta.get("deletionTimestamp")
-                    else registry_reading(spec, status, key, deps, secrets))
+                    else registry_reading(spec, status, key, deps.registries, secrets))
         observed = Observed(view=view_from_object(body), status=status,
                             checks=deps.check_runner.held(key),
                             switch_deferred=deps.deferrals.take(key),

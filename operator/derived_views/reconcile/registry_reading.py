@@ -18,6 +18,7 @@ from derived_views.adapters.schema_registry import (
     RegistryUnavailable,
     SchemaNotFound,
 )
+from derived_views.adapters.schema_registry_cache import RegistryCache
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus
 from derived_views.core import reasons
@@ -25,15 +26,15 @@ from derived_views.core.cadence import ViewKey
 from derived_views.core.judges.source_schema import value_subjects
 from derived_views.core.judges.tenancy import registry_refusal
 from derived_views.core.observed import RegistryObserved, reader_to_fetch
-from derived_views.reconcile.deps import Deps
 from derived_views.reconcile.secrets import PassSecrets, SecretNotLabelled
 
 log = logging.getLogger("derived_views")
 
 
 def registry_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: ViewKey,
-                     deps: Deps, secrets: PassSecrets) -> RegistryObserved | None:
-    """The registry's answers for the view; None for a view that reads no Avro."""
+                     registries: RegistryCache, secrets: PassSecrets) -> RegistryObserved | None:
+    """The registry's answers for the view; None for a view that reads no Avro. The pass and
+    `dv plan` (which hands in its own cache) both ask it here."""
     avro = spec.source.avro
     if avro is None:
         return None
@@ -56,13 +57,13 @@ def registry_reading(spec: DerivedViewSpec, status: DerivedViewStatus, key: View
     if refused is not None:  # never asked: the operator's network is not the author's to probe
         return RegistryObserved(where=where, problem=(refused.reason, refused.message))
     try:
-        held = deps.registries.subjects(registry)
+        held = registries.subjects(registry)
         unregistered = frozenset(value_subjects(spec.source)) - held
         pin = reader_to_fetch(spec, status)
         if pin is None:
             return RegistryObserved(where=where, unregistered=unregistered)
         try:
-            text = deps.registries.reader_schema(registry, pin)
+            text = registries.reader_schema(registry, pin)
         except SchemaNotFound as exc:
             return RegistryObserved(where=where, unregistered=unregistered, reader_problem=(
                 reasons.READER_SCHEMA_NOT_FOUND, f"source.avro.readerSchema: {exc}"))

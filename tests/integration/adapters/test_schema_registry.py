@@ -107,13 +107,13 @@ def test_a_views_registry_secret_in_the_api_server_drives_the_reading(
                      "primaryKey": ["id"]}})
 
     got = registry_reading(view(2, [topic, f"{topic}-b"]), DerivedViewStatus(),
-                           (namespace, "v"), deps, secrets)
+                           (namespace, "v"), deps.registries, secrets)
     assert got is not None and got.problem is None and got.reader_problem is None
     pin = SubjectVersion(subject=f"{topic}-value", version=2)
     assert json.loads(got.reader_schemas[pin]) == json.loads(V2)
     assert got.unregistered == {f"{topic}-b-value"}
-    missing = registry_reading(view(7, [topic]), DerivedViewStatus(), (namespace, "v"), deps,
-                               PassSecrets(deps.kube, namespace, deps.settings.tenancy))
+    missing = registry_reading(view(7, [topic]), DerivedViewStatus(), (namespace, "v"),
+                               deps.registries, PassSecrets(deps.kube, namespace, deps.settings.tenancy))
     assert missing is not None and missing.reader_problem is not None
     assert missing.reader_problem[0] == reasons.READER_SCHEMA_NOT_FOUND
     assert f"subject {topic}-value has no version 7" in missing.reader_problem[1]

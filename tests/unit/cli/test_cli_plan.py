@@ -15,12 +15,16 @@ from typer.testing import CliRunner
 from derived_views.adapters.kube.views import ViewsError
 from derived_views.cli import app as dv
 from derived_views.cli.manifests import ManifestError, Manifests, parse_stream, read_manifests
+from derived_views.core.judges.tenancy import SECRET_LABEL
+from derived_views.core.log.kafka_connection import SourceOffsets
+from derived_views.core.preview.reads import SourceReads
 from support.world.hand_observed import CONTENT_V1, I1, R1, R2, record
 from support.world.samples import NAMESPACE, SQL_V2, VIEW, spec_body
 
 POLICY = json.dumps({"kafka": {"clusters": [{"namespaces": ["*"],
                                              "bootstrapServers": ["kafka:9092"]}]}})
 ENV = {"DV_TENANCY_POLICY": POLICY, "DV_CHECKPOINT_BASE": "s3a://checkpoints/dv"}
+LABELLED = {SECRET_LABEL: "true"}
 
 
 def view(spec: dict[str, Any], name: str = VIEW) -> dict[str, Any]:
@@ -58,9 +62,28 @@ class FakeViews:
         return self.refuse.get(body["metadata"]["name"])
 
 
+class FakeSources:
+    """What the views' sources answer, by view name (default: every Secret present and
+    labelled, nothing else read); and what was asked."""
+
+    reads: ClassVar[dict[str, SourceReads]] = {}
+    asked: ClassVar[list[tuple[str, bool]]] = []
+
+    def __init__(self, api_client: Any, policy: Any) -> None:
+        pass
+
+    def read(self, spec: Any, namespace: str, name: str, status: Any, *, replays: bool
+             ) -> SourceReads:
+        self.asked.append((name, replays))
+        return self.reads.get(name, SourceReads(dict.fromkeys(("views-db", "kafka-creds"),
+                                                              LABELLED)))
+
+
 @pytest.fixture()
 def cluster(monkeypatch: pytest.MonkeyPatch) -> type[FakeViews]:
     FakeViews.live, FakeViews.refuse, FakeViews.dry_runs = {VIEW: LIVE}, {}, []
+    FakeSources.reads, FakeSources.asked = {}, []
+    monkeypatch.setattr(dv, "SourceReader", FakeSources)
     monkeypatch.setattr(dv, "Views", FakeViews)
     monkeypatch.setattr(dv.ClusterTarget, "api_client", lambda self: object())
     monkeypatch.setattr(dv, "operator_env", lambda api, namespace, name: dict(ENV))
@@ -207,3 +230,68 @@ def test_a_new_views_time_is_said_per_million_records_at_the_installed_default(
     assert ("expected replay time: unknown (the records to read are unknown); 42s to 2m56s "
             "per million records (the installation's default: 25 s start-up, then 20,000 "
             "records/s, no build of this view measured; 3x either way)") in out
+
+
+# --- the sources, as the operator reads them before a job ------------------------------------
+
+def test_the_sources_are_read_for_each_view_and_the_log_only_for_a_replay(
+        cluster: type[FakeViews]) -> None:
+    code, _, _ = plan("-f", "-", stdin=stream(view(spec_body()), view(spec_body(), "created")))
+    assert code == 2
+    assert FakeSources.asked == [(VIEW, False), ("created", True)]
+
+
+def test_without_reading_the_sources_it_is_said(cluster: type[FakeViews]) -> None:
+    code, out, _ = plan("-f", "-", "--no-read-sources", stdin=stream(view(spec_body(), "new")))
+    assert (code, FakeSources.asked) == (2, [])
+    assert ("warning: no sources read (--no-read-sources): Secrets (present and labelled), "
+            "schema registries and the logs' offsets were not asked; a new view's records are "
+            "unknown") in out
+
+
+def test_a_missing_secret_refuses_and_forbidden_secrets_are_not_judged(
+        cluster: type[FakeViews]) -> None:
+    forbidden = ("its Secrets (present and labelled for views) and its log: not read: reading "
+                 "secret shop/views-db is forbidden (HTTP 403): grant get on secrets in "
+                 "namespace shop")
+    FakeSources.reads = {"missing": SourceReads({"views-db": None, "kafka-creds": LABELLED}),
+                         "forbidden": SourceReads(None, not_read=(forbidden,))}
+    code, out, _ = plan("-f", "-", "-o", "json", stdin=stream(
+        view(spec_body(), "missing"), view(spec_body(), "forbidden")))
+    assert code == 1
+    missing, unread = json.loads(out)["views"]
+    assert [r["reason"] for r in missing["refusals"]] == ["SecretMissing"]
+    assert (unread["refused"], unread["notJudged"]) == (False, [forbidden])
+
+
+LOG = SourceOffsets({("orders", 0): 1_500, ("orders", 1): 900},
+                    starts={("orders", 0): 0, ("orders", 1): 400})
+
+
+def test_a_new_views_cost_read_from_the_log_in_text_markdown_and_json(
+        cluster: type[FakeViews]) -> None:
+    FakeSources.reads = {"created": SourceReads(dict.fromkeys(("views-db", "kafka-creds"),
+                                                              LABELLED), log=LOG)}
+    manifests = stream(view(spec_body(), "created"))
+    code, text, _ = plan("-f", "-", stdin=manifests)
+    assert code == 2
+    assert "orders/0: 1,500 records from offset 0; log holds its beginning: yes" in text
+    assert ("orders/1: 500 records from offset 400; log holds its beginning: no: offsets "
+            "below 400 deleted") in text
+    assert "records to read: at most 2,000, as the log holds them now" in text
+    assert ("the log no longer holds its beginning on orders/1: a replay starts at the log "
+            "start") in text
+    assert ("held, as the operator would hold it: the log no longer holds offset 0: at least "
+            "orders/1 (400 records) were deleted") in text
+    _, markdown, _ = plan("-f", "-", "-o", "markdown", stdin=manifests)
+    assert "| orders/0 | 1,500 | 0 | yes |" in markdown
+    assert "| orders/1 | 500 | 400 | no: offsets below 400 deleted |" in markdown
+    _, answer, _ = plan("-f", "-", "-o", "json", stdin=manifests)
+    cost = json.loads(answer)["views"][0]["cost"]
+    assert cost["partitions"] == [
+        {"partition": "orders/0", "firstOffset": 0, "endOffset": 1500, "records": 1500,
+         "holdsBeginning": True},
+        {"partition": "orders/1", "firstOffset": 400, "endOffset": 900, "records": 500,
+         "holdsBeginning": False}]
+    assert (cost["records"], cost["fromLog"]) == (2000, True)
+    assert cost["held"].startswith("the log no longer holds offset 0")

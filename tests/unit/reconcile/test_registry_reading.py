@@ -75,7 +75,7 @@ def read(view: DerivedViewSpec, registered: Registered,
     kube = FakeKube(secrets={"registry": SECRET} if secrets is None else secrets)
     deps = pass_deps(kube, registries=RegistryCache(fetch_subjects=registered.subjects,
                                          fetch_version=registered.version))
-    return registry_reading(view, status or DerivedViewStatus(), VIEW, deps,
+    return registry_reading(view, status or DerivedViewStatus(), VIEW, deps.registries,
                             PassSecrets(kube, VIEW[0], policy))
 
 

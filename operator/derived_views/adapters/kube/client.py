@@ -41,6 +41,10 @@ class SecretMissing(Exception):
     """A Secret a view references does not exist or lacks a key."""
 
 
+class SecretForbidden(Exception):
+    """The credentials in use may not read a Secret (HTTP 403); the message says what to grant."""
+
+
 class CopyConflict(Exception):
     """A Secret copy changed between its read and its write (the next pass writes it)."""
 
@@ -195,6 +199,10 @@ class Kube:
         except ApiException as exc:
             if exc.status == 404:
                 raise SecretMissing(f"secret {namespace}/{name} not found") from None
+            if exc.status == 403:
+                raise SecretForbidden(f"reading secret {namespace}/{name} is forbidden (HTTP "
+                                      f"403): grant get on secrets in namespace {namespace}"
+                                      ) from None
             raise
         data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
         return data, dict(secret.metadata.labels or {})

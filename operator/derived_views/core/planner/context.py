@@ -24,6 +24,7 @@ from derived_views.core.observed import (
     IndexOwner,
     LedgerPosition,
     Observed,
+    RegistryObserved,
     SinkObserved,
     SparkApplicationObserved,
     ViewObserved,
@@ -144,33 +145,35 @@ def known_reader_schemas(spec: DerivedViewSpec, observed: Observed) -> dict[Subj
     return known
 
 
-def reader_hold(spec: DerivedViewSpec, observed: Observed, known: ReaderSchemas
+def reader_hold(spec: DerivedViewSpec, registry: RegistryObserved | None, known: ReaderSchemas
                 ) -> Refusal | None:
     """Why the spec's pinned reader schema is not known: the registry could not be asked, or
     it has no such subject or version; None when it is known (or inline)."""
     pin = pinned_reader(spec.source)
     if pin is None or pin in known:
         return None
-    registry = observed.registry
     problem = (registry.problem or registry.reader_problem) if registry is not None else None
     if problem is not None:
         return Refusal(*problem)
     return check_spec(spec, known)  # ReaderSchemaNotFound: not read from the registry yet
 
 
-def registry_problem(observed: Observed) -> Refusal | None:
-    problem = observed.registry.problem if observed.registry is not None else None
+def registry_problem(registry: RegistryObserved | None) -> Refusal | None:
+    problem = registry.problem if registry is not None else None
     return None if problem is None else Refusal(*problem)
 
 
-def tenancy_refusal(spec: DerivedViewSpec, observed: Observed) -> PolicyRefusal | None:
-    cfg, namespace = observed.settings, observed.view.namespace
-    refusal = tenancy.spec_refusal(spec, cfg.tenancy, operator_image=cfg.spark.image,
-                                   operator_main_file=cfg.spark.main_application_file,
+def tenancy_refusal(spec: DerivedViewSpec, settings: Settings, namespace: str,
+                    secret_labels: Mapping[str, Mapping[str, str] | None]
+                    ) -> PolicyRefusal | None:
+    """The spec's first choice the policy refuses, else its first Secret that is missing or
+    not labelled for views (`secret_labels`: each Secret's labels, None when missing)."""
+    refusal = tenancy.spec_refusal(spec, settings.tenancy, operator_image=settings.spark.image,
+                                   operator_main_file=settings.spark.main_application_file,
                                    namespace=namespace)
     for name in tenancy.secrets_of(spec):
         refusal = refusal or tenancy.secret_refusal(
-            namespace, name, observed.secret_labels.get(name), cfg.tenancy)
+            namespace, name, secret_labels.get(name), settings.tenancy)
     return refusal
 
 
@@ -189,7 +192,7 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
                      stopped=view.paused or view.deletion_timestamp is not None)
     finished = observed.checks.finished
     known = known_reader_schemas(spec, observed)
-    held = reader_hold(spec, observed, known)
+    held = reader_hold(spec, observed.registry, known)
     return Context(
         spec=spec, obs=observed, now=now, settings=observed.settings, view=view, sink=sink,
         apps=observed.spark_applications, desired=desired, recorded_active=active,
@@ -207,9 +210,10 @@ def build(spec: DerivedViewSpec, observed: Observed, now: dt.datetime) -> Contex
         checkpoint_problem=(None if checkpoint_base is None
                             else durable_base_problem(checkpoint_base, observed.settings.in_cluster)),
         reader_schemas=known, reader_hold=held,
-        registry_problem=registry_problem(observed),
+        registry_problem=registry_problem(observed.registry),
         spec_refusal=None if held is not None else check_spec(spec, known),
-        policy_refusal=tenancy_refusal(spec, observed),
+        policy_refusal=tenancy_refusal(spec, observed.settings, view.namespace,
+                                       observed.secret_labels),
         check_refusal=checks.refused_assertion(spec, naming.index_table(alias, desired),
                                                index_of_active),
         checks_due=due,

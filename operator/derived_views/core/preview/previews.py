@@ -20,6 +20,7 @@ from derived_views.core import reasons
 from derived_views.core.judges.transform import Refusal
 from derived_views.core.judges.unjudged import invalid_spec_message
 from derived_views.core.log.build_rates import default_rate
+from derived_views.core.log.kafka_connection import SourceOffsets
 from derived_views.core.planner.context import recorded_active
 from derived_views.core.preview.change import (
     Change,
@@ -28,6 +29,7 @@ from derived_views.core.preview.change import (
     change_of,
     kept_reader_schemas,
 )
+from derived_views.core.preview.reads import SourceReads
 from derived_views.core.preview.refusals import judge_spec
 from derived_views.core.preview.replay_cost import ReplayCost, replay_cost
 from derived_views.core.settings import Settings
@@ -57,9 +59,11 @@ class Preview:
 
 def preview_of(document: Mapping[str, Any], namespace: str, name: str, live: LiveView | None,
                settings: Settings, now: dt.datetime,
-               server_refusal: Refusal | None = None) -> Preview:
+               server_refusal: Refusal | None = None,
+               reads: SourceReads | None = None) -> Preview:
     """The preview of applying the spec `document` as `namespace/name` over `live` (None: a
-    new view), under the installation's `settings`; `server_refusal`: the API server's."""
+    new view), under the installation's `settings`; `server_refusal`: the API server's;
+    `reads`: what the shell read of the view's sources (None: nothing)."""
     server = (server_refusal,) if server_refusal is not None else ()
     try:
         spec = DerivedViewSpec.model_validate(document)
@@ -70,11 +74,27 @@ def preview_of(document: Mapping[str, Any], namespace: str, name: str, live: Liv
     status = live.status if live is not None else None
     active = recorded_active(status, None) if status is not None else None
     judged = judge_spec(spec, namespace, settings, change.revision, active,
-                        kept_reader_schemas(status) if status is not None else {})
-    cost = (replay_cost(spec, status, default_rate(settings.spark))
-            if change.kind is ChangeKind.REPLAY else None)
-    return Preview(namespace, name, change, (*server, *judged.refusals), judged.not_judged,
-                   cost)
+                        kept_reader_schemas(status) if status is not None else {}, reads)
+    unread = reads.not_read if reads is not None else ()
+    cost = None
+    if change.kind is ChangeKind.REPLAY:
+        log = reads.log if reads is not None else None
+        cost = replay_cost(spec, status, default_rate(settings.spark), revision=change.revision,
+                           log=log)
+        unread += _log_unread(log, status is not None)
+    return Preview(namespace, name, change, (*server, *judged.refusals),
+                   (*unread, *judged.not_judged), cost)
+
+
+def _log_unread(log: SourceOffsets | None, live: bool) -> tuple[str, ...]:
+    """Why a replay's cost is not from the log, when it was tried; a cluster the policy does
+    not list is never connected to, and its refusal says so already."""
+    problem = log.problem() if log is not None else None
+    if problem is None or problem[0] == reasons.POLICY_VIOLATION:
+        return ()
+    fallback = "the cost is from the live view's status" if live else "the records are unknown"
+    return (f"the source log (records per partition, whether it holds its beginning): not "
+            f"read ({problem[1]}); {fallback}",)
 
 
 def exit_code_of(previews: Iterable[Preview]) -> int:

@@ -1,10 +1,12 @@
-"""What a replay of a view costs, from what its status already measured: the records each
-source partition holds, whether the log still holds their beginning, and how long it is
-expected to take.
+"""What a replay of a view costs: the records each source partition holds, whether the log
+still holds their beginning, and how long it is expected to take.
 
-Read from the status alone (dv plan reads no log): the end offsets the last lag measurement
-saw, where the active revision's replay began (its history start: a partition that started
-past offset 0 had lost its beginning then), each topic's retention (`status.sourceLogs`).
+From the log when the shell read it (each partition's log start and end offset now: a log
+start past 0 lost its beginning; a new revision that would start later than the active's
+history start holds less than readers have, as core.log.history judges it); else from the
+status alone: the end offsets the last lag measurement saw, where the active revision's
+replay began (its history start: a partition that started past offset 0 had lost its
+beginning then). Each topic's retention is the status's (`status.sourceLogs`).
 The time follows the rule the operator's own estimate follows (core.log.build_rates):
 the active revision's measured build rate, else the newest measured build's, else the
 installation's default, as a range.
@@ -19,6 +21,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, RevisionStatus
 from derived_views.core.log import history
 from derived_views.core.log.build_rates import AssumedRate, assumed_rate, replay_range
+from derived_views.core.log.kafka_connection import SourceOffsets
 from derived_views.core.observed import TopicRetention
 from derived_views.core.planner.context import recorded_active
 
@@ -30,11 +33,13 @@ class PartitionRead:
     partition: str
     """`topic/partition`, or a topic's name."""
     first_offset: int
-    """Where the active revision's replay began (0: at the log's beginning)."""
+    """Where a replay begins: the log start now (read from the log), else where the active
+    revision's replay began (0: at the log's beginning)."""
     end_offset: int
     holds_beginning: bool | None
-    """False: the log had deleted records before the active's replay began; True: its
-    retention never deletes; None: it deletes by age or size, so it may have since."""
+    """False: the log had deleted records (before the active's replay began, from the
+    status); True: it holds offset 0 (read from the log), or its retention never deletes;
+    None: it deletes by age or size, so it may have since."""
 
     @property
     def records(self) -> int:
@@ -55,6 +60,12 @@ class ReplayCost:
     """Compacted topics: a replay reads the latest record per key, fewer than the offsets."""
     complete_history: bool
     """spec.source.history is `complete`: a revision lacking history the active has is held."""
+    from_log: bool = False
+    """The partitions were read from the log now (else from the status)."""
+    held: str = ""
+    """Read from the log, under `complete`: why the new revision would hold less history than
+    it must (offset 0 for a first revision, the active's history start for another) and is
+    never promoted, in the operator's words; "" when it holds it all."""
 
     @property
     def records(self) -> int | None:
@@ -100,19 +111,30 @@ def _first_offset(key: str, start: Mapping[str, int]) -> int:
 
 
 def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None,
-                default: AssumedRate) -> ReplayCost:
-    """What replaying `spec`'s topics costs, as far as `status` (None: a new view) tells;
-    `default`: the installation's replay rate (core.log.build_rates.default_rate)."""
+                default: AssumedRate, *, revision: str = "",
+                log: SourceOffsets | None = None) -> ReplayCost:
+    """What replaying `spec`'s topics (as revision `revision`) costs: from `log` when it was
+    read (its ends), else as far as `status` (None: a new view) tells; `default`: the
+    installation's replay rate (core.log.build_rates.default_rate)."""
     topics = list(dict.fromkeys(spec.source.topics))
     complete = spec.source.history == "complete"
+    name = recorded_active(status, None) if status is not None else None
+    active = status.record(name) if status is not None and name is not None else None
+    start = (active.history_start if active is not None else None) or {}
+    logs = {kept.topic: TopicRetention(kept.cleanup_policy, kept.retention_ms,
+                                       kept.retention_bytes, kept.remote_storage)
+            for kept in (status.source_logs if status is not None else [])}
+    retention = history.retention_text(topics, logs) if logs else ""
+    rate = assumed_rate(status.revisions, name, default) if status is not None else default
+    compacted = tuple(history.compacted_topics(topics, logs))
+    if log is not None and log.ends is not None:
+        reads, held = _from_log(log, topics, start, revision, name,
+                                retention or history.retention_text(topics, logs), complete)
+        measured = {_topic(p.partition) for p in reads}
+        return ReplayCost(tuple(reads), tuple(t for t in topics if t not in measured), rate,
+                          retention, compacted, complete, from_log=True, held=held)
     if status is None:
         return ReplayCost((), tuple(topics), default, "", (), complete)
-    name = recorded_active(status, None)
-    active = status.record(name) if name is not None else None
-    start = (active.history_start if active is not None else None) or {}
-    logs = {log.topic: TopicRetention(log.cleanup_policy, log.retention_ms,
-                                      log.retention_bytes, log.remote_storage)
-            for log in status.source_logs}
     reads = []
     for key, end in sorted(_end_offsets(status, active).items()):
         topic = _topic(key)
@@ -123,8 +145,22 @@ def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None,
         holds = False if first > 0 else (None if config is None or config.deletes else True)
         reads.append(PartitionRead(key, first, end, holds))
     measured = {p.partition if "/" not in p.partition else _topic(p.partition) for p in reads}
-    return ReplayCost(
-        tuple(reads), tuple(t for t in topics if t not in measured),
-        assumed_rate(status.revisions, name, default),
-        history.retention_text(topics, logs) if logs else "",
-        tuple(history.compacted_topics(topics, logs)), complete)
+    return ReplayCost(tuple(reads), tuple(t for t in topics if t not in measured), rate,
+                      retention, compacted, complete)
+
+
+def _from_log(log: SourceOffsets, topics: list[str], active_start: Mapping[str, int],
+              revision: str, active: str | None, retention: str, complete: bool
+              ) -> tuple[list[PartitionRead], str]:
+    """Each partition from its log start now to its end; and, under `complete`, why the
+    revision would be held: it would start later than offset 0 (a first revision) or than
+    the active's history start, as core.log.history says it."""
+    ends = history.keyed(log.ends or {}, topics)
+    starts = history.keyed(log.starts or {}, topics)
+    reads = [PartitionRead(key, starts.get(key, 0), end, starts.get(key, 0) == 0)
+             for key, end in ends.items()]
+    late = history.late_start(history.nonzero(starts), active_start)
+    if not complete or not late:
+        return reads, ""
+    short = history.Shortfall(late, {}, predicted=True)
+    return reads, history.incomplete_message(revision, active, short, retention)

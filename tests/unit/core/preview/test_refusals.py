@@ -62,8 +62,8 @@ def test_a_pinned_reader_schema_is_said_to_be_unjudged() -> None:
     preview = preview_of(body, NAMESPACE, VIEW, None, SETTINGS, T0)
     assert preview.refusals == ()
     assert preview.not_judged == ("the transform against the reader schema pinned in the "
-                                  "registry (subject orders-value version 3): dv plan does "
-                                  "not read the registry",)
+                                  "registry (subject orders-value version 3): the registry "
+                                  "was not read",)
 
 
 def test_the_api_servers_refusal_comes_first() -> None:

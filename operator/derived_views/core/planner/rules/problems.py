@@ -3,6 +3,8 @@ wins. Each rule is one cause; the order says which cause is shown when several h
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from derived_views.api.constants import RETRY_ANNOTATION
 from derived_views.api.status import Phase
 from derived_views.core import ownership, reasons
@@ -27,6 +29,24 @@ def policy_text(message: str) -> str:
 def spec_refused_text(message: str, revision: str) -> str:
     """What Stalled says of a spec the transform's judges refuse (dv plan says the same)."""
     return f"{message.rstrip('.')}; no job is started for revision {revision}"
+
+
+def reader_hold_text(message: str, revision: str) -> str:
+    """What Stalled says of a pinned reader schema not known (dv plan says the same)."""
+    return (f"{message.rstrip('.')}; no job is started for revision {revision} until its "
+            "reader schema is read")
+
+
+def registry_text(message: str) -> str:
+    """What Stalled says of a schema registry that cannot be asked (dv plan says the same)."""
+    return (f"{message.rstrip('.')}; no job of this view is started until the registry can be "
+            "asked (running jobs are left alone)")
+
+
+def topic_missing_text(topics: Iterable[str], bootstrap_servers: str) -> str:
+    """What Stalled says of topics the cluster lacks (dv plan says the same)."""
+    return (f"topic(s) {', '.join(topics)} not found on {bootstrap_servers}: create them or "
+            "fix spec.source.topics; no job reads a topic that does not exist")
 
 
 def deletion_blocked(s: Standing) -> Verdict | None:
@@ -66,9 +86,7 @@ def reader_schema_unknown(s: Standing) -> Verdict | None:
     hold = s.ctx.reader_hold
     if hold is None or s.desired == s.active:
         return None
-    return Verdict("True", hold.reason,
-                   f"{hold.message.rstrip('.')}; no job is started for revision {s.desired} "
-                   "until its reader schema is read" + s.keeps_serving)
+    return Verdict("True", hold.reason, reader_hold_text(hold.message, s.desired) + s.keeps_serving)
 
 
 def check_refused(s: Standing) -> Verdict | None:
@@ -118,18 +136,14 @@ def registry_unreadable(s: Standing) -> Verdict | None:
     problem = s.ctx.registry_problem
     if problem is None:
         return None
-    return Verdict("True", problem.reason,
-                   f"{problem.message.rstrip('.')}; no job of this view is started until the "
-                   "registry can be asked (running jobs are left alone)" + s.keeps_serving)
+    return Verdict("True", problem.reason, registry_text(problem.message) + s.keeps_serving)
 
 
 def topic_missing(s: Standing) -> Verdict | None:
     if not s.missing:
         return None
     return Verdict("True", reasons.TOPIC_MISSING,
-                   f"topic(s) {', '.join(s.missing)} not found on "
-                   f"{s.ctx.spec.source.kafka.bootstrap_servers}: create them or fix "
-                   "spec.source.topics; no job reads a topic that does not exist")
+                   topic_missing_text(s.missing, s.ctx.spec.source.kafka.bootstrap_servers))
 
 
 def topic_reset(s: Standing) -> Verdict | None:
