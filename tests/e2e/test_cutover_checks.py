@@ -189,6 +189,9 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
     first = planned(answer, "balances")
     assert (code, first["change"]["kind"], first["refused"]) == (2, "replay", False), \
         first["refusals"]
+    # read from the log as the operator reads it: the 20,000 records the test wrote, whole
+    assert first["cost"]["records"] == len(history), first["cost"]
+    assert [p["firstOffset"] for p in first["cost"]["partitions"]] == [0, 0, 0], first["cost"]
     seen["plan"]["new_view"] = first
     custom.create_namespaced_custom_object(G, V, namespace, P, body)
     view = ViewHandle(custom, namespace, "balances")

@@ -35,7 +35,7 @@ def _plan(stack: Any, path: Path, operator_namespace: str,
           *extra: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "derived_views.cli", "--kubeconfig", stack.kubeconfig, "plan",
-         "-f", str(path), "-o", "json", "--no-server-dry-run",
+         "-f", str(path), "-o", "json", "--no-server-dry-run", "--no-read-sources",
          "--operator-namespace", operator_namespace, *extra],
         capture_output=True, text=True, timeout=60, env=cli_environment(), check=False)
     assert done.stdout, done.stderr
