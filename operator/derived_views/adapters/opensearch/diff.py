@@ -45,7 +45,7 @@ PAGE = 1000
 SETTLE_MAX = 10_000
 """Keys that differed read again at most; past it the first read's counts stand."""
 SETTLE_POLL_SECONDS = 0.5
-Source = dict[str, Any]
+_Fields = dict[str, Any]
 
 
 class _OutOfTime(Exception):
@@ -110,7 +110,7 @@ class _Tally:
         else:
             self.overflow = True
 
-    def pair(self, key: str, c: Source, a: Source) -> None:
+    def pair(self, key: str, c: _Fields, a: _Fields) -> None:
         differing = [col for col in self.columns if c.get(col) != a.get(col)]
         for col in differing:
             self.column_counts[col] += 1
@@ -119,7 +119,7 @@ class _Tally:
         if differing:
             self.note("changed", self.changed, key)
 
-    def one(self, key: str, c: Source | None, a: Source | None) -> None:
+    def one(self, key: str, c: _Fields | None, a: _Fields | None) -> None:
         """A key as both indexes hold it (None: not there)."""
         if c is not None and a is not None:
             self.pair(key, c, a)
@@ -218,10 +218,10 @@ def _settle(client: OpenSearch, request: CheckRequest, ledger: str, first: _Tall
 
 
 def _by_id(client: OpenSearch, index: str, keys: list[str], fields: tuple[str, ...],
-           deadline: float) -> dict[str, Source]:
+           deadline: float) -> dict[str, _Fields]:
     """The documents of `keys` the index holds now (`mget` reads in real time, not as of
     the last refresh), a page at a time."""
-    found: dict[str, Source] = {}
+    found: dict[str, _Fields] = {}
     for start in range(0, len(keys), PAGE):
         answer = client.mget(index=index, body={"ids": keys[start:start + PAGE]},
                              params={"_source": ",".join(fields) if fields else "false",
