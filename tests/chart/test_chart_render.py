@@ -256,6 +256,8 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
         "spark": {"image": "registry.example/spark-job:9", "mainApplicationFile": "local:///job.py",
                   "triggerSeconds": 4.5,
                   "replayRecordsPerSecond": 1500000, "replayStartupSeconds": 45.5,
+                  "replayMinBacklog": 25000000, "replayRecordsPerExecutor": 2500000,
+                  "replayMaxExecutors": 12,
                   "jars": ["local:///a.jar", "local:///b.jar"], "checkpointBase": "s3a://ck/",
                   "checkpointSecretName": "dv-checkpoints",
                   "checkpointS3Endpoint": "http://minio.storage:9000",
@@ -277,6 +279,8 @@ def test_operator_settings_reach_the_operator(render: Any) -> None:
     assert settings.spark.trigger_seconds == 4.5
     assert settings.spark.replay_records_per_second == 1_500_000.0
     assert settings.spark.replay_startup_seconds == 45.5
+    assert (settings.spark.replay_min_backlog, settings.spark.replay_records_per_executor,
+            settings.spark.replay_max_executors) == (25_000_000, 2_500_000, 12)
     assert settings.checkpoints.base == "s3a://ck/"
     assert settings.checkpoints.secret == "dv-checkpoints"
     assert settings.checkpoints.s3_endpoint == "http://minio.storage:9000"

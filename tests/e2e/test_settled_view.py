@@ -5,6 +5,12 @@ The operator runs with a settled-view timer of an hour, so a prompt reaction can
 from the wakes under test: the end-offsets watch (records arrived) and the SparkApplication
 watch (its driver pod was deleted). The index is compared with the test's own
 recomputation of every record produced, live traffic included.
+
+Its replay threshold is set low (core.job.stages), so the view's 3,000-record backlog
+replays in the replay stage with 3 executors (one per 1,000 records), and its job restarts
+from its checkpoint with the steady stage's one executor before the view serves: the index
+then holds every record exactly once (an aggregate that counts orders: a record lost or
+read twice changes a count), and the job restarted after the lost driver is still steady.
 """
 
 from __future__ import annotations
@@ -32,6 +38,24 @@ from support.paths import REPO
 
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
 COLUMNS = ["orders", "revenue"]
+REPLAY_STAGE_ENV = {"DV_REPLAY_MIN_BACKLOG": "2000", "DV_REPLAY_RECORDS_PER_EXECUTOR": "1000"}
+STAGE_LABEL = "derivedviews.io/job-stage"
+
+
+def job_of(custom: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return dict(custom.get_namespaced_custom_object(*SPARK[:2], namespace, SPARK[2], name))
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def stage_of(job: dict[str, Any]) -> tuple[str, int, str | None]:
+    """(stage label, executor instances, spark.python.use.daemon) of a SparkApplication."""
+    spec = job["spec"]
+    return (job["metadata"]["labels"].get(STAGE_LABEL, ""), spec["executor"]["instances"],
+            (spec.get("sparkConf") or {}).get("spark.python.use.daemon"))
 
 
 @pytest.fixture()
@@ -45,7 +69,7 @@ def slow_settled_operator(stack: Any, kube_api_client: Any, tmp_path: Path, name
             [sys.executable, "-m", "derived_views.main", *watched(namespace)], stdout=log,
             stderr=subprocess.STDOUT,
             env=operator_env(stack, f"e2e/{tmp_path.name}", DV_SETTLED_POLL_SECONDS="3600",
-                             DV_METRICS_PORT=str(port)))
+                             DV_METRICS_PORT=str(port), **REPLAY_STAGE_ENV))
         try:
             yield port
         finally:
@@ -78,7 +102,30 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
         G, V, namespace, P, view_body(namespace, "quiet", stack.kafka_bootstrap, topic, table,
                                       max_lag_seconds=GATE_SECONDS))
     handle = ViewHandle(custom, namespace, "quiet")
+    replaying: dict[str, Any] = {}
+
+    def replay_job() -> bool:
+        building = (handle.status().get("candidate") or {}).get("revision")
+        job = (job_of(custom, namespace, handle.record(building)["sparkApplication"])
+               if building else None)
+        if job is not None:
+            replaying.update(job)
+        return job is not None
+
+    wait_for(replay_job, timeout=120, interval=0.5, what="the first revision's job")
+    assert stage_of(replaying) == ("replay", 3, None)
+    replay_seen = time.monotonic()
     revision = handle.wait_serving_new(None, "the view to serve its first revision", timeout=600)
+    replay_to_ready = time.monotonic() - replay_seen
+    # restarted from its checkpoint with the steady size before it served, and exact
+    serving = job_of(custom, namespace, handle.record(revision)["sparkApplication"])
+    assert serving is not None and stage_of(serving) == ("steady", 1, "false")
+    assert serving["metadata"]["uid"] != replaying["metadata"]["uid"]
+    assert handle.record(revision).get("stage") == "steady"
+    told = core.list_namespaced_event(namespace, field_selector="reason=SteadyStageStarted")
+    assert [e.involved_object.name for e in told.items] == ["quiet"]
+    wait_alias_equals(stack.pg_dsn, table, backlog, COLUMNS,
+                      "the index to hold each backlog record once after the stage restart")
     port = slow_settled_operator
 
     def settled() -> bool:
@@ -137,6 +184,9 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
     assert producer.failures == []
     wait_alias_equals(stack.pg_dsn, table, backlog + live + more, COLUMNS,
                       "the index to hold every record after the job's restart")
+    recovered = job_of(custom, namespace, app_name)
+    assert recovered is not None and stage_of(recovered) == ("steady", 1, "false")
     wait_for(settled, timeout=120, interval=0.5, what="the recovered view to settle")
-    print(f"settled view: new records noticed after {noticed:.2f}s, lost driver recorded "
-          f"after {reacted:.2f}s")
+    print(f"settled view: replay-stage job to Ready (through the steady restart) "
+          f"{replay_to_ready:.1f}s, new records noticed after {noticed:.2f}s, lost driver "
+          f"recorded after {reacted:.2f}s")

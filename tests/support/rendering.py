@@ -10,6 +10,7 @@ from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
+from derived_views.core.job.stages import STEADY, JobSize
 from derived_views.core.settings import CheckpointSettings, Settings, SparkSettings
 
 REVISION = "71250ff800"
@@ -31,9 +32,10 @@ SETTINGS = Settings(
 
 
 def render(body: dict[str, Any] = BODY, revision: str = REVISION, *,
-           template: str | None = None, checkpoints: CheckpointSettings | None = None
-           ) -> dict[str, Any]:
-    """The sample's SparkApplication; `template` and `checkpoints` replace the samples'."""
+           template: str | None = None, checkpoints: CheckpointSettings | None = None,
+           size: JobSize = STEADY) -> dict[str, Any]:
+    """The sample's SparkApplication; `template` and `checkpoints` replace the samples';
+    `size` is the job's stage (core.job.stages)."""
     settings = SETTINGS
     if template is not None:
         settings = dataclasses.replace(
@@ -44,7 +46,8 @@ def render(body: dict[str, Any] = BODY, revision: str = REVISION, *,
         settings.spark.template, settings=settings, namespace="shop", view="orders-by-customer",
         uid="0d4b7c1e-5f2a-4c8e-9a71-3f9c2b6d8e10", spec=DerivedViewSpec.model_validate(body),
         revision=revision,
-        checkpoint_location=f"s3a://checkpoints/dv/shop/orders-by-customer/{revision}")
+        checkpoint_location=f"s3a://checkpoints/dv/shop/orders-by-customer/{revision}",
+        size=size)
 
 
 READER = {"type": "record", "name": "Order", "fields": [

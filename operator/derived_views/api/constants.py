@@ -32,6 +32,10 @@ JOB_SETTINGS_ANNOTATION: Final = f"{GROUP}/job-settings"
 """On a SparkApplication: hash of the view's job settings (`spec.spark`, the Kafka connection)
 it was created with; when the spec's hash differs, the job is restarted from its checkpoint."""
 
+JOB_STAGE_LABEL: Final = f"{GROUP}/job-stage"
+"""On a SparkApplication: `replay` or `steady`, the stage it was rendered for
+(core.job.stages): `kubectl get sparkapplications -l derivedviews.io/job-stage=replay`."""
+
 VIEW_LABEL: Final = f"{GROUP}/view"
 VIEW_NAMESPACE_LABEL: Final = f"{GROUP}/view-namespace"
 JOBS_FOR_LABEL: Final = f"{GROUP}/jobs-for"

@@ -766,6 +766,23 @@ class ExecutorResources(ApiModel):
                       ] = "1g"
 
 
+class ReplayExecutors(ApiModel):
+    """The executors of a job's replay stage."""
+
+    instances: Annotated[int, Field(
+        ge=1, le=1000, description="Number of executors while the job replays its backlog "
+                                   "(cores and memory: spec.spark.executor's).")]
+
+
+class Replay(ApiModel):
+    """A job's replay stage: while its revision builds a backlog (core.job.stages)."""
+
+    executor: Annotated[ReplayExecutors | None, Field(
+        description="Executors of the replay stage; unset, the installation derives them "
+                    "from the backlog (records to read per executor, up to its maximum).")
+                        ] = None
+
+
 class RestartPolicy(ApiModel):
     """The Spark Operator's restart policy; a job is Failed only once these retries are spent."""
 
@@ -799,6 +816,11 @@ class Spark(ApiModel):
     executor: Annotated[ExecutorResources, Field(
         json_schema_extra=object_default(), description="Executor resources.")
                         ] = ExecutorResources()
+    replay: Annotated[Replay | None, Field(
+        description="The replay stage: a revision whose backlog reaches the installation's "
+                    "threshold replays with more executors, then restarts from its checkpoint "
+                    "with spec.spark.executor once its backlog is in its index, before readers "
+                    "switch. Changing it restarts only a job in its replay stage.")] = None
     spark_conf: Annotated[dict[str, Annotated[str, Field(max_length=SPARK_CONF_MAX_VALUE)]], Field(
         max_length=SPARK_CONF_MAX_KEYS,
         json_schema_extra=cel((SPARK_CONF_KEYS_RULE, SPARK_CONF_KEYS_MESSAGE),

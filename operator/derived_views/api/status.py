@@ -46,6 +46,14 @@ class Phase(StrEnum):
     Superseded = "Superseded"
 
 
+class JobStage(StrEnum):
+    """What a revision's job is sized for (core.job.stages): `replay` while it reads the
+    backlog it started with, `steady` to follow the log."""
+
+    Replay = "replay"
+    Steady = "steady"
+
+
 class ViewPhase(StrEnum):
     """One word for the whole view: the candidate's phase, else Active or Pending."""
 
@@ -297,6 +305,14 @@ class RevisionStatus(StatusModel):
     build_rate: Annotated[BuildRate | None, Field(
         description="How fast its current build replayed, measured while it built (absent "
                     "before its first commit).")] = None
+    stage: Annotated[JobStage | None, Field(
+        description="What its job is sized for: replay (the backlog it started with, with "
+                    "more executors) or steady (following the log, spec.spark.executor); "
+                    "absent: not decided yet, or a job from before stages (steady).")] = None
+    replay_executors: Annotated[int | None, Field(
+        ge=1, description="Executors its backlog asked for in the replay stage, decided as "
+                          "its build started (spec.spark.replay.executor.instances, when set, "
+                          "runs instead).")] = None
 
     @field_validator("message", mode="before")
     @classmethod
@@ -339,6 +355,9 @@ class CandidateStatus(StatusModel):
     estimate: Annotated[BuildEstimate | None, Field(
         description="What its build is expected to read and take, from its start "
                     "(`revisions[].estimate`).")] = None
+    stage: Annotated[JobStage | None, Field(
+        description="What its job is sized for: replay or steady (`revisions[].stage`).")
+                     ] = None
 
     @field_validator("message", mode="before")
     @classmethod

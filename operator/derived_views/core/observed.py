@@ -16,7 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from derived_views.api.constants import JOB_SETTINGS_ANNOTATION, REVISION_LABEL, is_paused
+from derived_views.api.constants import (
+    JOB_SETTINGS_ANNOTATION,
+    JOB_STAGE_LABEL,
+    REVISION_LABEL,
+    is_paused,
+)
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, SubjectVersion
 from derived_views.core import naming
@@ -101,6 +106,8 @@ class SparkApplicationObserved:
     """Its deletionTimestamp is set: going away, neither to be deleted again nor judged."""
     job_settings: str = ""
     """The spec.spark hash it was created with ("" for objects from before it was stamped)."""
+    stage: str = ""
+    """Its `derivedviews.io/job-stage` label: replay or steady ("" from before stages)."""
     driver_pod: str = ""
     """`status.driverInfo.podName` ("" before the first submission)."""
     retries_submission: bool = False
@@ -344,6 +351,7 @@ def spark_application_from_object(obj: Mapping[str, Any]) -> SparkApplicationObs
         submission_attempts=submission_attempts,
         deleting=bool(meta.get("deletionTimestamp")),
         job_settings=str((meta.get("annotations") or {}).get(JOB_SETTINGS_ANNOTATION, "")),
+        stage=str((meta.get("labels") or {}).get(JOB_STAGE_LABEL, "")),
         driver_pod=str((status.get("driverInfo") or {}).get("podName") or ""),
         retries_submission=_retries_submission(policy, submission_attempts))
 

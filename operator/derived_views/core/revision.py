@@ -159,7 +159,8 @@ def revision_of(spec: DerivedViewSpec) -> str:
     return digest[:REVISION_LENGTH]
 
 
-def job_settings_of(spec: DerivedViewSpec, trigger_seconds: float = 1.0) -> str:
+def job_settings_of(spec: DerivedViewSpec, trigger_seconds: float = 1.0,
+                    replay_executors: int | None = None) -> str:
     """Hash of what a running job uses but the revision does not: `spec.spark` (except
     checkpointBase: a revision keeps its checkpoint), the Kafka connection and the batch
     bound (`source.maxOffsetsPerTrigger`, read by the job only when it starts) and the
@@ -172,11 +173,18 @@ def job_settings_of(spec: DerivedViewSpec, trigger_seconds: float = 1.0) -> str:
     interval changes restarts the job once; jobs at 1 s keep the hash they had before the
     interval was part of it.
 
+    And the job's stage (core.job.stages): a job in its replay stage hashes its executors
+    (`replay_executors`) besides; a steady one (None) hashes neither them nor
+    `spec.spark.replay`, so it keeps the hash jobs had before stages (an operator upgrade
+    restarts no job), a change of `spec.spark.replay` restarts only a replaying job, and a
+    revision whose stage turns steady is restarted once, from its checkpoint.
+
     Stamped on each SparkApplication; a different value means the job must be
     recreated to apply it, from the same checkpoint (never a replay).
     """
     document = {
-        "spark": spec.spark.model_dump(mode="json", by_alias=True, exclude={"checkpoint_base"}),
+        "spark": spec.spark.model_dump(mode="json", by_alias=True,
+                                       exclude={"checkpoint_base", "replay"}),
         "kafka": spec.source.kafka.model_dump(mode="json", by_alias=True),
         "maxOffsetsPerTrigger": spec.source.max_offsets_per_trigger,
     }
@@ -188,5 +196,7 @@ def job_settings_of(spec: DerivedViewSpec, trigger_seconds: float = 1.0) -> str:
         # Only when set: views that never set it keep their hash (no restart on upgrade).
         document["badRecords"] = spec.source.bad_records.model_dump(mode="json", by_alias=True,
                                                                     exclude_none=True)
+    if replay_executors is not None:
+        document["replayExecutors"] = replay_executors
     digest = hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
     return digest[:REVISION_LENGTH]

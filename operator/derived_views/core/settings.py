@@ -8,8 +8,10 @@ Its words, one per thing (docs/glossary.md):
   was read from is `template_path`), the job `image` and `main_application_file` a view gets
   unless it names its own, the `jars` every job needs, the drivers' `service_account`, and
   `trigger_seconds`, the micro-batch interval of the jobs created from now on (None: each
-  view's own, from its gate: `trigger_of`), and the replay rate and start-up a view's first
-  build is expected to take (`replay_records_per_second`, `replay_startup_seconds`).
+  view's own, from its gate: `trigger_of`), the replay rate and start-up a view's first
+  build is expected to take (`replay_records_per_second`, `replay_startup_seconds`), and the
+  replay stage's sizing (`replay_min_backlog`, `replay_records_per_executor`,
+  `replay_max_executors`: core.job.stages).
 - `checkpoints`: where jobs checkpoint (`base`), the Secret with the store's keys (`secret`),
   a non-AWS store's `s3_endpoint` and `s3_region`.
 - `jobs`: where a view's jobs run (`namespace`, a template with `{namespace}`; "" is the
@@ -68,6 +70,17 @@ DEFAULT_REPLAY_STARTUP_SECONDS = 30.0
 """docs/performance.md, "Apply to Ready": the first ledger commit about 30 s after the
 SparkApplication is created (JVM, Spark session, a first batch of 50,000 records)."""
 
+DEFAULT_REPLAY_MIN_BACKLOG = 10_000_000
+"""Records a build must have to read before its job runs a replay stage (core.job.stages): at
+the 40,000 records/s above, about four minutes, some ten times the 15-30 s a restart into
+the steady stage costs. A smaller backlog starts steady: no restart (apply to Ready of a
+50,000-record view stays one job start)."""
+DEFAULT_REPLAY_RECORDS_PER_EXECUTOR = 5_000_000
+"""Records of the backlog per replay executor: about two minutes of one executor's work at
+the rate above."""
+DEFAULT_REPLAY_MAX_EXECUTORS = 8
+"""The most executors a derived replay stage asks for (a view's spec may name more)."""
+
 DEFAULT_CHECKPOINT_BASE = "/tmp/derived-views/checkpoints"
 """Only usable outside a cluster (driver and executors on one machine); see
 core.job.checkpoints."""
@@ -98,6 +111,14 @@ class SparkSettings:
     replay_startup_seconds: float = DEFAULT_REPLAY_STARTUP_SECONDS
     """DV_REPLAY_STARTUP_SECONDS: what such a build is expected to take before it commits at
     that rate."""
+
+    replay_min_backlog: int = DEFAULT_REPLAY_MIN_BACKLOG
+    """DV_REPLAY_MIN_BACKLOG: records a build must have to read for its job to start in the
+    replay stage; below, it starts steady (core.job.stages)."""
+    replay_records_per_executor: int = DEFAULT_REPLAY_RECORDS_PER_EXECUTOR
+    """DV_REPLAY_RECORDS_PER_EXECUTOR: the backlog one replay executor is given."""
+    replay_max_executors: int = DEFAULT_REPLAY_MAX_EXECUTORS
+    """DV_REPLAY_MAX_EXECUTORS: the most executors a replay stage derives."""
 
     def trigger_of(self, cutover: Cutover) -> float:
         """The micro-batch interval of a view's jobs: the installation's, else its gate's."""

@@ -12,6 +12,9 @@ from derived_views.core.naming import job_namespace_problem
 from derived_views.core.settings import (
     DEFAULT_CHECKPOINT_BASE,
     DEFAULT_MAIN_APPLICATION_FILE,
+    DEFAULT_REPLAY_MAX_EXECUTORS,
+    DEFAULT_REPLAY_MIN_BACKLOG,
+    DEFAULT_REPLAY_RECORDS_PER_EXECUTOR,
     DEFAULT_REPLAY_RECORDS_PER_SECOND,
     DEFAULT_REPLAY_STARTUP_SECONDS,
     DEFAULT_SPARK_IMAGE,
@@ -73,7 +76,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             replay_records_per_second=_float(e, "DV_REPLAY_RECORDS_PER_SECOND",
                                              DEFAULT_REPLAY_RECORDS_PER_SECOND, 1.0),
             replay_startup_seconds=_float(e, "DV_REPLAY_STARTUP_SECONDS",
-                                          DEFAULT_REPLAY_STARTUP_SECONDS, 0.0)),
+                                          DEFAULT_REPLAY_STARTUP_SECONDS, 0.0),
+            replay_min_backlog=_count(e, "DV_REPLAY_MIN_BACKLOG", DEFAULT_REPLAY_MIN_BACKLOG),
+            replay_records_per_executor=_count(e, "DV_REPLAY_RECORDS_PER_EXECUTOR",
+                                               DEFAULT_REPLAY_RECORDS_PER_EXECUTOR),
+            replay_max_executors=_count(e, "DV_REPLAY_MAX_EXECUTORS",
+                                        DEFAULT_REPLAY_MAX_EXECUTORS)),
         checkpoints=CheckpointSettings(
             base=checkpoint_base, secret=e.get("DV_CHECKPOINT_SECRET") or None,
             s3_endpoint=_endpoint(e, "DV_CHECKPOINT_S3_ENDPOINT"),

@@ -116,3 +116,19 @@ def test_the_replay_rate_a_first_build_assumes() -> None:
         from_env({"DV_REPLAY_RECORDS_PER_SECOND": "0"})
     with pytest.raises(SettingsError, match="DV_REPLAY_STARTUP_SECONDS='soon' is not a number"):
         from_env({"DV_REPLAY_STARTUP_SECONDS": "soon"})
+
+
+def test_the_replay_stages_sizing() -> None:
+    """DV_REPLAY_MIN_BACKLOG, DV_REPLAY_RECORDS_PER_EXECUTOR, DV_REPLAY_MAX_EXECUTORS
+    (core.job.stages): whole numbers of at least 1."""
+    spark = from_env({}).spark
+    assert (spark.replay_min_backlog, spark.replay_records_per_executor,
+            spark.replay_max_executors) == (10_000_000, 5_000_000, 8)
+    spark = from_env({"DV_REPLAY_MIN_BACKLOG": "1000", "DV_REPLAY_RECORDS_PER_EXECUTOR": "250",
+                      "DV_REPLAY_MAX_EXECUTORS": "3"}).spark
+    assert (spark.replay_min_backlog, spark.replay_records_per_executor,
+            spark.replay_max_executors) == (1000, 250, 3)
+    with pytest.raises(SettingsError, match="DV_REPLAY_MAX_EXECUTORS='0' must be at least"):
+        from_env({"DV_REPLAY_MAX_EXECUTORS": "0"})
+    with pytest.raises(SettingsError, match=r"DV_REPLAY_MIN_BACKLOG='1\.5' is not a whole"):
+        from_env({"DV_REPLAY_MIN_BACKLOG": "1.5"})

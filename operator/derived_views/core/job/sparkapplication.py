@@ -17,6 +17,7 @@ import yaml
 from derived_views.api.constants import (
     API_VERSION,
     JOB_SETTINGS_ANNOTATION,
+    JOB_STAGE_LABEL,
     KIND,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -29,6 +30,7 @@ from derived_views.core import naming
 from derived_views.core.actions import SecretCopy
 from derived_views.core.job import checkpoints
 from derived_views.core.job.job_config import job_config, job_config_json
+from derived_views.core.job.stages import STEADY, JobSize
 from derived_views.core.judges.source_schema import NONE_KNOWN, ReaderSchemas
 from derived_views.core.revision import job_settings_of
 from derived_views.core.settings import Settings
@@ -135,9 +137,12 @@ def secret_copies(secrets: dict[str, str | None], *, view: str, namespace: str,
 def render_spark_application(template: str, *, settings: Settings, namespace: str,
                              view: str, uid: str, spec: DerivedViewSpec, revision: str,
                              checkpoint_location: str,
-                             reader_schemas: ReaderSchemas = NONE_KNOWN) -> dict[str, Any]:
+                             reader_schemas: ReaderSchemas = NONE_KNOWN,
+                             size: JobSize = STEADY) -> dict[str, Any]:
     """The SparkApplication of `revision`; `spec` must carry that revision's content (and
-    `reader_schemas` the text of a reader schema it pins in the registry). It runs in the
+    `reader_schemas` the text of a reader schema it pins in the registry), `size` its stage
+    (core.job.stages: a replay's executors; the steady stage's own Spark settings, under the
+    view's, labelled `derivedviews.io/job-stage`). It runs in the
     view's job namespace (Settings.jobs): there it carries the view's
     namespace as a label and no owner reference (those cannot cross namespaces), and mounts
     the view's Secrets by their copies' names."""
@@ -157,9 +162,11 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
         labels[VIEW_NAMESPACE_LABEL] = namespace
     meta["name"] = naming.spark_application_name(view, revision)
     meta["namespace"] = jobs
-    meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY, **labels}
+    meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY_LABEL: MANAGED_BY, **labels,
+                      JOB_STAGE_LABEL: size.stage.value}
     meta["annotations"] = {**(meta.get("annotations") or {}),
-                           JOB_SETTINGS_ANNOTATION: job_settings_of(spec, trigger_seconds)}
+                           JOB_SETTINGS_ANNOTATION: job_settings_of(spec, trigger_seconds,
+                                                                    size.executors)}
     if not copied:
         meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": KIND, "name": view,
                                     "uid": uid, "controller": True,
@@ -181,8 +188,8 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
         "sparkVersion": spark.spark_version,
         "mainApplicationFile": spark.main_application_file or settings.spark.main_application_file,
         "arguments": ["--config-json", job_config_json(config_doc)],
-        "sparkConf": {**(body.get("sparkConf") or {}), **spark.spark_conf,
-                      **PLATFORM_SPARK_CONF},
+        "sparkConf": {**(body.get("sparkConf") or {}), **size.spark_conf,
+                      **spark.spark_conf, **PLATFORM_SPARK_CONF},
         "restartPolicy": restart_policy(spec),
     })
     deps: dict[str, Any] = dict(body.get("deps") or {})
@@ -203,7 +210,8 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
     # The registry is read by the driver alone (it plans the decoding): not the executors.
     executor_mounts = secret_mounts({r: n for r, n in secrets.items()
                                      if r not in DRIVER_ONLY_ROLES})
-    executor.update(instances=spark.executor.instances, cores=spark.executor.cores,
+    executor.update(instances=size.executors or spark.executor.instances,
+                    cores=spark.executor.cores,
                     memory=spark.executor.memory,
                     secrets=[*(executor.get("secrets") or []), *executor_mounts],
                     labels={**(executor.get("labels") or {}), **labels})

@@ -52,7 +52,7 @@ def summary(ctx: Context, draft: Draft, deleting: bool
             message=record.message, bad_records=record.bad_records,
             checks=checks.shown_run(ctx.spec, record.checks, record.caught_up_since,
                                     record.started_at),
-            estimate=record.estimate)
+            estimate=record.estimate, stage=record.stage)
     if deleting:
         phase = ViewPhase.Deleting
     elif candidate is not None:

@@ -12,6 +12,7 @@ from derived_views.core.actions import (
     DropIndex,
     SecretCopy,
 )
+from derived_views.core.job import stages
 from derived_views.core.job.checkpoints import dropped_revision_location
 from derived_views.core.job.sparkapplication import (
     job_secrets,
@@ -64,7 +65,8 @@ def create_app(ctx: Context, draft: Draft, revision: str) -> None:
     manifest = render_spark_application(
         ctx.settings.spark.template, settings=ctx.settings, namespace=ctx.view.namespace,
         view=ctx.view.name, uid=ctx.view.uid, spec=effective, revision=revision,
-        checkpoint_location=record.checkpoint_location, reader_schemas=known)
+        checkpoint_location=record.checkpoint_location, reader_schemas=known,
+        size=stages.size_of(effective, record))
     copies: tuple[SecretCopy, ...] = ()
     if manifest["metadata"]["namespace"] != ctx.view.namespace:
         copies = secret_copies(job_secrets(effective, ctx.settings, record.checkpoint_location),

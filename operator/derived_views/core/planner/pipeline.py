@@ -76,6 +76,7 @@ PHASES: dict[Case, tuple[PlanPhase, ...]] = {
         phases_start.supersede_others,
         phases_start.start_desired,
         phases_candidate.rebuild_lost_candidate,
+        phases_candidate.settle_stage,
         phases_candidate.apply_job_settings,
         *_KEEP_GOING,
     ),

@@ -12,9 +12,10 @@ FINISHED = frozenset({Phase.Retired, Phase.Superseded, Phase.Failed})
 
 NEW_BUILD: dict[str, None] = dict(history_start=None, history_gaps=None,
                                   hydration_target=None, hydrated_at=None, estimate=None,
-                                  build_rate=None)
+                                  build_rate=None, stage=None, replay_executors=None)
 """What a rebuild from offset 0 forgets: where the old build's history started, its gaps, its
-hydration, its estimate and its measured rate (the new build's are observed afresh)."""
+hydration, its estimate, its measured rate and its job's stage (the new build's are observed
+afresh)."""
 
 MAX_MESSAGE = 1024
 

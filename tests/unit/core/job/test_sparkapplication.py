@@ -59,7 +59,8 @@ def test_user_spark_conf_is_merged_over_the_template_defaults() -> None:
     conf = render()["spec"]["sparkConf"]
     assert conf == {"spark.sql.shuffle.partitions": "8", "spark.sql.session.timeZone": "UTC",
                     "spark.ui.enabled": "false", "spark.sql.variable.substitute": "false",
-                    "spark.executor.heartbeatInterval": "3s"}
+                    "spark.executor.heartbeatInterval": "3s",
+                    "spark.python.use.daemon": "false"}  # the steady stage's (core.job.stages)
     body = copy.deepcopy(BODY)
     del body["spark"]["sparkConf"]
     assert render(body)["spec"]["sparkConf"]["spark.sql.shuffle.partitions"] == "4"

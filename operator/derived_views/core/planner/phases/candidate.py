@@ -1,12 +1,13 @@
 """The building candidate: its job, failure, deadline, checks, and a rebuild when its index
-lost what its ledger claims; restarts for changed job settings."""
+lost what its ledger claims; its job's stage; restarts for changed job settings or stage."""
 
 from __future__ import annotations
 
-from derived_views.api.status import Phase
+from derived_views.api.status import JobStage, Phase
 from derived_views.core import reasons
 from derived_views.core.cutover import checks
 from derived_views.core.cutover.deadlines import deadline_verdict
+from derived_views.core.job import stages
 from derived_views.core.job.job_state import judge_job
 from derived_views.core.planner import announce, effects, readings
 from derived_views.core.planner.context import Context
@@ -105,20 +106,51 @@ def take_checks_run(ctx: Context, draft: Draft, revision: str) -> None:
                        f"Revision {revision} is not promoted: {text}.", warning=True)
 
 
+def settle_stage(ctx: Context, draft: Draft) -> None:
+    """The stage of the building revision's job (core.job.stages): decided from its backlog
+    as its first job is about to be created; turned steady once its replay is in its index
+    (apply_job_settings then restarts the job from its checkpoint, before any switch)."""
+    revision = ctx.desired
+    record = draft.records.get(revision)
+    if revision == draft.active or record is None or record.phase not in BUILDING:
+        return
+    if stages.replay_done(record):
+        draft.set(revision, stage=JobStage.Steady)
+    elif record.stage is None and revision not in ctx.apps:
+        lag = readings.lag_of(ctx, draft, revision)
+        stage, executors = stages.stage_at_start(
+            None if lag is None else lag.messages, record.hydrated_at is not None,
+            ctx.spec.spark.executor.instances, ctx.settings.spark)
+        if stage is not None:
+            draft.set(revision, stage=stage, replay_executors=executors)
+
+
 def apply_job_settings(ctx: Context, draft: Draft) -> None:
-    """Restart running jobs whose job settings changed, from their checkpoints: no replay.
-    Not while the schema registry cannot be asked: the stopped job could not start again."""
+    """Restart running jobs whose job settings or stage changed, from their checkpoints: no
+    replay. Not while the schema registry cannot be asked: the stopped job could not start
+    again."""
     if ctx.registry_problem is not None:
         return
-    wanted = job_settings_of(ctx.spec, ctx.settings.spark.trigger_of(ctx.spec.cutover))
+    trigger_seconds = ctx.settings.spark.trigger_of(ctx.spec.cutover)
     # the active first, then the candidate: a plan's actions come in a fixed order
     for revision in dict.fromkeys(r for r in (draft.active, ctx.desired) if r is not None):
         record, app = draft.records.get(revision), ctx.apps.get(revision)
         if (record is None or app is None or app.deleting or app.stopped
-                or not app.job_settings or app.job_settings == wanted
+                or not app.job_settings
                 or not (record.phase in BUILDING or revision == draft.active)):
             continue
+        size = stages.size_of(ctx.spec, record)
+        if app.job_settings == job_settings_of(ctx.spec, trigger_seconds, size.executors):
+            continue
         effects.delete_app(ctx, draft, revision)
-        draft.event(reasons.JOB_RESTARTED, f"Restarted the job of revision {revision} from its "
-                                    "checkpoint to apply changed job settings (spec.spark, "
-                                    "the Kafka connection or the micro-batch interval).")
+        if app.stage == JobStage.Replay and size.stage is JobStage.Steady:
+            draft.event(reasons.STEADY_STAGE_STARTED,
+                        f"Restarted the job of revision {revision} from its checkpoint in its "
+                        f"steady stage ({ctx.spec.spark.executor.instances} executors, "
+                        "spec.spark.executor): its index holds the backlog it replayed; "
+                        "readers switch only after.")
+        else:
+            draft.event(reasons.JOB_RESTARTED, f"Restarted the job of revision {revision} from "
+                                               "its checkpoint to apply changed job settings "
+                                               "(spec.spark, the Kafka connection or the "
+                                               "micro-batch interval).")

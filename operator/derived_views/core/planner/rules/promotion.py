@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from derived_views.api.constants import PROMOTE_ANNOTATION
-from derived_views.api.status import RevisionStatus
+from derived_views.api.status import JobStage, RevisionStatus
 from derived_views.core import reasons
 from derived_views.core.cutover import checks, switch_guard
 from derived_views.core.planner import readings
@@ -37,6 +37,17 @@ class Candidate:
 
 
 HoldRule = Callable[[Candidate], PromotionHold | None]
+
+
+def replaying(c: Candidate) -> PromotionHold | None:
+    """Its job runs in its replay stage (core.job.stages): it restarts in its steady stage
+    first, so that the restart's gap delays this gate, never the served index's freshness.
+    Not on the annotation either."""
+    app = c.ctx.apps.get(c.revision)
+    if c.record.stage is not JobStage.Replay and (app is None or app.stage != JobStage.Replay):
+        return None
+    return PromotionHold(reasons.REPLAY_STAGE, "not promoted before its job restarts in its "
+                                               "steady stage, from its checkpoint")
 
 
 def history_incomplete(c: Candidate) -> PromotionHold | None:
@@ -107,7 +118,7 @@ def behind_active(c: Candidate) -> PromotionHold | None:
 
 
 HOLDS: tuple[HoldRule, ...] = (
-    history_incomplete, below_min_rows, checks_not_passed, not_approved, sink_refuses,
+    replaying, history_incomplete, below_min_rows, checks_not_passed, not_approved, sink_refuses,
     behind_active)
 """In order: what no annotation overrides first, then approval, then the sink's word."""
 

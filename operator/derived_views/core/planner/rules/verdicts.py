@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from derived_views.api.constants import PAUSED_ANNOTATION
-from derived_views.api.status import Phase
+from derived_views.api.status import JobStage, Phase
 from derived_views.core import conditions as cond
 from derived_views.core import reasons
 from derived_views.core.conditions import Verdict
 from derived_views.core.cutover import switch_guard
+from derived_views.core.job import stages
 from derived_views.core.log import history
 from derived_views.core.log.lag import within_gate
 from derived_views.core.planner import readings
@@ -61,6 +62,10 @@ def building(s: Standing) -> Verdict | None:
     hydrating = hydration_said(s)
     if hydrating:
         message += f"; {hydrating}"
+    replay = stages.size_of(s.ctx.spec, candidate)
+    if replay.stage is JobStage.Replay:
+        message += (f"; replay stage: {replay.executors} executors, restarted from its "
+                    "checkpoint in its steady stage once its backlog is in its index")
     if hold is not None and hold.said:
         message += f"; {hold.said}"
     if s.ctx.spec.source.history == "fromLogStart":

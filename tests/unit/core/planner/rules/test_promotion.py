@@ -24,6 +24,11 @@ CASES: list[tuple[str, dict[str, Any], bool, str | None, str]] = [
     ("nothing holds a stable candidate", {}, True, None, ""),
     ("nothing holds, nor switches, one that is not stable yet", {"spec": {"cutover": {
         "mode": "manual"}}}, False, None, ""),
+    ("a candidate whose job still runs in its replay stage, even a first revision",
+     {"first": True, "candidate": {"stage": "replay", "replayExecutors": 4}}, True,
+     reasons.REPLAY_STAGE, "restarts in its steady stage"),
+    ("a candidate whose job runs in its steady stage", {"candidate": {"stage": "steady"}},
+     True, None, ""),
     ("a history starting later than the serving one's",
      {"candidate": {"historyStart": {"orders/0": 50}}}, True, reasons.HISTORY_INCOMPLETE,
      "lacks history readers have"),

@@ -1,0 +1,93 @@
+"""A job's stage: sized for the backlog its revision replays, then for following the log.
+
+A build reads every record its topics hold when it starts (its backlog), then keeps up with
+the records that arrive. The two want different jobs. A replay is work to be done as fast as
+the installation allows: executors in proportion to the backlog, and PySpark's worker daemon,
+which forks a Python worker per task at once (staging a PostgreSQL mirror in parallel). A
+serving job is paid for as long as the view lives, so it runs with `spec.spark.executor` and
+without the daemon: the daemon and its forked workers, once started by a replay, stay resident
+for the job's life (measured: 597 -> 485 MB resident for a serving view; without the daemon
+a mirror replay is 40 % slower, so that setting is the steady stage's only).
+
+- A build whose backlog reaches `SparkSettings.replay_min_backlog` starts in the `replay`
+  stage with `replay_executors_for` executors (or `spec.spark.replay.executor.instances`).
+  A smaller one starts `steady`: its replay takes less than a restart would save, and a
+  small view stays one job start from apply to Ready.
+- Once its index is hydrated (core.log.history: it holds every record of the backlog it
+  started with), the revision's stage becomes `steady` and its job is restarted from its
+  checkpoint with the steady size (the job settings hash differs: the planner's
+  apply_job_settings). This happens BEFORE readers switch: a replay-stage job is never
+  promoted (core.planner.rules.promotion), so the restart's gap (a new driver, 15-30 s)
+  delays the candidate's gate and never the served index's freshness.
+- A revision that has hydrated is steady for good: a job restarted later (a failure, a
+  settings change, a rollback) starts steady. A rebuild from offset 0 decides afresh.
+
+Pure: the planner records the stage in the revision's status and the renderer reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import JobStage, RevisionStatus
+from derived_views.core.settings import SparkSettings
+
+STEADY_SPARK_CONF = {"spark.python.use.daemon": "false"}
+"""Spark settings of the steady stage only, under the view's own `spec.spark.sparkConf`."""
+
+
+@dataclass(frozen=True)
+class JobSize:
+    """What a job is rendered with for its stage: `executors` replaces spec.spark.executor's
+    instances in the replay stage; None runs the spec's."""
+
+    stage: JobStage
+    executors: int | None = None
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        """The stage's own Spark settings."""
+        return dict(STEADY_SPARK_CONF) if self.stage is JobStage.Steady else {}
+
+
+STEADY = JobSize(JobStage.Steady)
+
+
+def replay_executors_for(backlog: int, steady_instances: int, spark: SparkSettings) -> int:
+    """Executors for a replay of `backlog` records: one per `replay_records_per_executor`
+    (rounded up), at most `replay_max_executors`, never fewer than the steady stage runs."""
+    wanted = -(-backlog // spark.replay_records_per_executor)
+    return max(steady_instances, min(wanted, spark.replay_max_executors))
+
+
+def stage_at_start(backlog: int | None, hydrated: bool, steady_instances: int,
+                   spark: SparkSettings) -> tuple[JobStage | None, int | None]:
+    """(stage, replay executors) of a build whose stage is not decided yet, as its job is
+    created: steady once hydrated; undecided (None: the job runs steady) while the backlog
+    is not known; replay from `replay_min_backlog` records to read, else steady."""
+    if hydrated:
+        return JobStage.Steady, None
+    if backlog is None:
+        return None, None
+    if backlog < spark.replay_min_backlog:
+        return JobStage.Steady, None
+    return JobStage.Replay, replay_executors_for(backlog, steady_instances, spark)
+
+
+def size_of(spec: DerivedViewSpec, record: RevisionStatus) -> JobSize:
+    """The size a revision's job is rendered with: its recorded stage (none recorded: steady,
+    as every job ran before stages); in the replay stage the spec's replay executors, else
+    those its backlog asked for, never fewer than the steady stage's."""
+    if record.stage is not JobStage.Replay:
+        return STEADY
+    steady = spec.spark.executor.instances
+    named = spec.spark.replay.executor if spec.spark.replay is not None else None
+    if named is not None:
+        return JobSize(JobStage.Replay, named.instances)
+    return JobSize(JobStage.Replay, max(record.replay_executors or steady, steady))
+
+
+def replay_done(record: RevisionStatus) -> bool:
+    """A replay-stage revision whose index holds its backlog: its job goes steady now."""
+    return record.stage is JobStage.Replay and record.hydrated_at is not None
