@@ -74,3 +74,29 @@ def diff_indexes(kind: str, secret_data: Mapping[str, str], request: CheckReques
         finally:
             opened.close()
     raise SinkSecretInvalid(f"sink kind {kind!r}: this operator serves {', '.join(SINK_KINDS)}")
+
+
+def index_bytes(kind: str, secret_data: Mapping[str, str], schema: str, index: str,
+                timeout_seconds: int) -> int | None:
+    """The room an index takes in the sink now (None: there is no such index), read-only on a
+    connection of its own, each step within `timeout_seconds` (`dv plan`): PostgreSQL's total
+    relation size of the table, OpenSearch's store size of the index.
+
+    Raises SinkSecretInvalid (unusable data) or SinkUnavailable (no answer in time)."""
+    if kind == "postgres":
+        from derived_views.adapters.postgres.index_size import read_table_bytes
+        from derived_views.adapters.postgres.sink import PgConnection
+        try:
+            creds = PgConnection.from_secret_data(secret_data)
+        except ValueError as exc:
+            raise SinkSecretInvalid(str(exc)) from None
+        return read_table_bytes(creds, schema, index, timeout_seconds)
+    if kind == "opensearch":
+        from derived_views.adapters.opensearch.client import OpenSearchCredentials
+        from derived_views.adapters.opensearch.index_size import read_store_bytes
+        try:
+            search = OpenSearchCredentials.from_secret_data(secret_data)
+        except ValueError as exc:
+            raise SinkSecretInvalid(str(exc)) from None
+        return read_store_bytes(search, index, timeout_seconds)
+    raise SinkSecretInvalid(f"sink kind {kind!r}: this operator serves {', '.join(SINK_KINDS)}")

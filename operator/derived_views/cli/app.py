@@ -37,7 +37,7 @@ from derived_views.adapters.kube.views import (
     client_from_kubeconfig,
     default_namespace,
 )
-from derived_views.adapters.sink import diff_indexes
+from derived_views.adapters.sink import diff_indexes, index_bytes
 from derived_views.adapters.sink_contract import SinkSecretInvalid, SinkUnavailable
 from derived_views.api.constants import PAUSED_ANNOTATION, PROMOTE_ANNOTATION
 from derived_views.api.spec import DerivedViewSpec
@@ -67,9 +67,12 @@ from derived_views.cli.rollback import (
 from derived_views.cli.source_reads import SourceReader
 from derived_views.core.cutover.checks import CouldNotRun
 from derived_views.core.cutover.diff import DiffFound, judge_diff
+from derived_views.core.job.sparkapplication import load_template
+from derived_views.core.judges.tenancy import secret_refusal
 from derived_views.core.judges.transform import Refusal
 from derived_views.core.patch import apply_merge_patch, spec_diff
 from derived_views.core.preview.change import ChangeKind, LiveView, change_of
+from derived_views.core.preview.footprint import SinkSpace
 from derived_views.core.preview.previews import Preview, preview_of
 from derived_views.core.revision import revision_of
 from derived_views.core.settings import Settings
@@ -600,6 +603,7 @@ def plan_command(
         views = Views(api)
         report = PlanReport([], skipped=manifests.skipped)
         settings = _installed_settings(api, operator_namespace, operator_name, report)
+        settings = _with_shipped_template(settings, report)
         if not server_dry_run:
             report.warnings.append("no server-side dry run (--no-server-dry-run): the CRD "
                                    "schema, CEL rules and admission policies were not asked")
@@ -610,8 +614,10 @@ def plan_command(
                                    "not asked; a new view's records are unknown")
         now = _now()
         for document in manifests.views:
-            report.previews.append(_preview(document, target, views, settings, now,
-                                            server_dry_run=server_dry_run, sources=sources))
+            preview = _preview(document, target, views, settings, now,
+                               server_dry_run=server_dry_run, sources=sources)
+            report.previews.append(_read_sink_size(preview, views, settings,
+                                                   read=sources is not None))
     out.file.write(RENDERERS[output](report))
     out.file.flush()
     raise typer.Exit(report.exit_code)
@@ -626,6 +632,62 @@ def _installed_settings(api: Any, namespace: str, name: str, report: PlanReport)
                                "judged by the chart's default policy")
         return Settings()
     return dataclasses.replace(settings, in_cluster=True)  # the operator runs in a pod
+
+
+SINK_READ_TIMEOUT_SECONDS = 5
+"""What reading an index's size may take at each step (connecting, the query): a sink that
+does not answer leaves the size unknown, not the plan waiting."""
+
+
+def _with_shipped_template(settings: Settings, report: PlanReport) -> Settings:
+    """The settings with the SparkApplication template dv ships, which the jobs' resources
+    are rendered from: the installation's is a file in the operator's pod, not read here."""
+    if settings.spark.template:
+        return settings
+    try:
+        template = load_template()
+    except OSError as exc:
+        report.warnings.append(f"the SparkApplication template was not read ({exc}): the "
+                               "jobs' resources are not shown")
+        return settings
+    return dataclasses.replace(settings, spark=dataclasses.replace(
+        settings.spark, template=template, template_path=None))
+
+
+def _read_sink_size(preview: Preview, views: Views, settings: Settings, *, read: bool
+                    ) -> Preview:
+    """The preview with its active index's size read from the sink, read-only, with the
+    view's sink Secret as the operator connects with it (its labels judged by the tenancy
+    policy first); when it cannot be read (or `read` is off: --no-read-sources), why.
+    Nothing is read for a refused view."""
+    footprint = preview.footprint
+    space = footprint.sink if footprint is not None else None
+    if footprint is None or space is None or space.active_index is None or space.not_read:
+        return preview
+    measured = (space.with_size(*_index_size(preview.namespace, space, views, settings))
+                if read else space.with_size(None, "not read (--no-read-sources)"))
+    return dataclasses.replace(preview, footprint=dataclasses.replace(footprint, sink=measured))
+
+
+def _index_size(namespace: str, space: SinkSpace, views: Views, settings: Settings
+                ) -> tuple[int | None, str]:
+    assert space.active_index is not None
+    try:
+        found = views.labelled_secret(namespace, space.secret)
+    except ViewsError as exc:
+        return None, str(exc)
+    refusal = secret_refusal(namespace, space.secret, None if found is None else found[1],
+                             settings.tenancy)
+    if found is None or refusal is not None:
+        return None, refusal.message if refusal is not None else "no sink Secret"
+    try:
+        size = index_bytes(space.kind, found[0], space.schema, space.active_index,
+                           SINK_READ_TIMEOUT_SECONDS)
+    except (SinkSecretInvalid, SinkUnavailable) as exc:
+        return None, str(exc)
+    if size is None:
+        return None, f"the sink has no index {space.active_index}"
+    return size, ""
 
 
 def _preview(document: dict[str, Any], target: ClusterTarget, views: Views,

@@ -12,6 +12,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from derived_views.cli.plan_footprint import (
+    footprint_lines,
+    side_by_side_json,
+    sink_json,
+    spark_json,
+)
 from derived_views.cli.rows import duration
 from derived_views.core.log.build_rates import (
     DEFAULT_SPREAD,
@@ -29,8 +35,7 @@ rate assumed, replaced `cost.builds`)."""
 MILLION = 1_000_000
 """A new view's records are unknown when its log was not read: its time is said per million."""
 ALWAYS_UNJUDGED = (
-    "the sink (whether another view claims the table or index): dv plan does not connect "
-    "to it",
+    "the sink (whether another view claims the table or index): not judged",
 )
 HEADLINES = {
     ChangeKind.NONE: "no change",
@@ -159,6 +164,8 @@ def _view_lines(preview: Preview, markdown: bool) -> list[str]:
                 else [f"  {line}" for line in change.content_diff])
     if preview.cost is not None:
         out += _cost(preview.cost, markdown)
+    if preview.footprint is not None:
+        out += _footprint(preview, markdown)
     if preview.not_judged:
         out.append("Not judged: " + "; ".join(preview.not_judged))
     return out
@@ -184,6 +191,16 @@ def _cost(cost: ReplayCost, markdown: bool) -> list[str]:
         out += [f"  ... and {more} more partitions"] if more else []
         out += [f"  {line}" for line in cost_lines(cost)]
     return out
+
+
+def _footprint(preview: Preview, markdown: bool) -> list[str]:
+    """Under the replay's cost, as more of its lines; alone for jobs a settings change
+    restarts."""
+    assert preview.footprint is not None
+    lines = footprint_lines(preview.footprint)
+    if preview.cost is None:
+        return lines
+    return [f"- {line}" if markdown else f"  {line}" for line in lines]
 
 
 def render_text(report: PlanReport) -> str:
@@ -243,8 +260,20 @@ def preview_json(preview: Preview) -> dict[str, Any]:
             "restartsJobs": change.restarts_jobs, "what": change.what},
         "refusals": [{"reason": r.reason, "message": r.message} for r in preview.refusals],
         "notJudged": list(preview.not_judged),
-        "cost": None if preview.cost is None else _cost_json(preview.cost),
+        "cost": None if preview.cost is None else _cost_json(preview.cost) | _footprint_json(preview),
+        "restartedJobs": (spark_json(preview.footprint.spark)
+                          if preview.cost is None and preview.footprint is not None else None),
     }
+
+
+def _footprint_json(preview: Preview) -> dict[str, Any]:
+    """A replay's footprint as more of its cost's keys."""
+    footprint = preview.footprint
+    if footprint is None:
+        return {}
+    return {"spark": spark_json(footprint.spark),
+            "sideBySide": side_by_side_json(footprint.side_by_side),
+            "sink": None if footprint.sink is None else sink_json(footprint.sink)}
 
 
 def render_json(report: PlanReport) -> str:

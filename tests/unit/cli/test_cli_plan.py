@@ -19,7 +19,7 @@ from derived_views.core.judges.tenancy import SECRET_LABEL
 from derived_views.core.log.kafka_connection import SourceOffsets
 from derived_views.core.preview.reads import SourceReads
 from support.world.hand_observed import CONTENT_V1, I1, R1, R2, record
-from support.world.samples import NAMESPACE, SQL_V2, VIEW, spec_body
+from support.world.samples import NAMESPACE, SECRET_LABELS, SQL_V2, VIEW, spec_body
 
 POLICY = json.dumps({"kafka": {"clusters": [{"namespaces": ["*"],
                                              "bootstrapServers": ["kafka:9092"]}]}})
@@ -48,6 +48,8 @@ class FakeViews:
     live: ClassVar[dict[str, dict[str, Any]]] = {}
     refuse: ClassVar[dict[str, tuple[str, str]]] = {}
     dry_runs: ClassVar[list[tuple[str, str | None]]] = []
+    secrets: ClassVar[dict[str, tuple[dict[str, str], dict[str, str]] | ViewsError]] = {}
+    """Secrets by name: (data, labels), or the error reading it raises; absent: none."""
 
     def __init__(self, api_client: Any) -> None:
         pass
@@ -60,6 +62,13 @@ class FakeViews:
                 ) -> tuple[str, str] | None:
         self.dry_runs.append((body["metadata"]["name"], resource_version))
         return self.refuse.get(body["metadata"]["name"])
+
+    def labelled_secret(self, namespace: str, name: str
+                        ) -> tuple[dict[str, str], dict[str, str]] | None:
+        found = self.secrets.get(name)
+        if isinstance(found, ViewsError):
+            raise found
+        return found
 
 
 class FakeSources:
@@ -84,6 +93,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> type[FakeViews]:
     FakeViews.live, FakeViews.refuse, FakeViews.dry_runs = {VIEW: LIVE}, {}, []
     FakeSources.reads, FakeSources.asked = {}, []
     monkeypatch.setattr(dv, "SourceReader", FakeSources)
+    FakeViews.secrets = {}
     monkeypatch.setattr(dv, "Views", FakeViews)
     monkeypatch.setattr(dv.ClusterTarget, "api_client", lambda self: object())
     monkeypatch.setattr(dv, "operator_env", lambda api, namespace, name: dict(ENV))
@@ -295,3 +305,85 @@ def test_a_new_views_cost_read_from_the_log_in_text_markdown_and_json(
          "holdsBeginning": False}]
     assert (cost["records"], cost["fromLog"]) == (2000, True)
     assert cost["held"].startswith("the log no longer holds offset 0")
+# --- what a replay holds: the jobs, two side by side, the sink space ---------------------------
+
+SINK_DATA = {"host": "db.example", "port": "5432", "database": "views", "user": "dv",
+             "password": "pw"}
+
+
+@pytest.fixture()
+def sizes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
+    """The sink reads `dv plan` makes (kind, schema, index): each answers 5 MiB."""
+    asked: list[tuple[str, str, str]] = []
+
+    def five_mib(kind: str, data: dict[str, str], schema: str, index: str,
+                 timeout_seconds: int) -> int:
+        assert data == SINK_DATA and timeout_seconds <= 10
+        asked.append((kind, schema, index))
+        return 5 * 1024 * 1024
+
+    monkeypatch.setattr(dv, "index_bytes", five_mib)
+    return asked
+
+
+def test_a_replays_footprint_in_text_markdown_and_json(
+        cluster: type[FakeViews], sizes: list[tuple[str, str, str]]) -> None:
+    cluster.secrets = {"views-db": (SINK_DATA, SECRET_LABELS["views-db"])}
+    manifests = stream(view(spec_body(SQL_V2)))
+    code, text, _ = plan("-f", "-", stdin=manifests)
+    assert code == 2
+    assert sizes == [("postgres", "public", I1)]
+    assert ("    Spark resources of a job (as the operator renders its SparkApplication, from "
+            "the template dv ships): driver 1 core, 1.4 GiB (1.0 GiB + 409 MiB overhead); "
+            "1 executor of 1 core, 1.4 GiB (1.0 GiB + 409 MiB overhead); in all 2 cores, "
+            "2.8 GiB\n") in text
+    assert ("    while both jobs run (the active's renders from the same spec.spark, restarted "
+            "if it changed): 4 cores, 5.6 GiB\n") in text
+    # the replay 24s..45s, then stableFor 10 s and the old job following 60 s (keep 300 s
+    # capped by retain 60 s); the slow end 3 passes of 5 s more
+    assert "    two jobs side by side: 1m34s to 2m10s (the replay, then stableForSeconds 10 s" \
+        in text
+    assert (f"    sink space: active index {I1} 5.0 MiB; peak about 10.0 MiB with "
+            f"orders_by_customer__{R2} (estimated at the active's size; both exist from the "
+            "new job's start until retainPreviousSeconds (1m00s) after the cutover)\n") in text
+    _, markdown, _ = plan("-f", "-", "-o", "markdown", stdin=manifests)
+    assert "\n- two jobs side by side: 1m34s to 2m10s (" in markdown
+    assert f"\n- sink space: active index {I1} 5.0 MiB; peak about 10.0 MiB" in markdown
+    _, out, _ = plan("-f", "-", "-o", "json", stdin=manifests)
+    cost = json.loads(out)["views"][0]["cost"]
+    assert cost["spark"]["job"]["driver"] == {"instances": 1, "cores": 1, "memoryMiB": 1024,
+                                              "overheadMiB": 409, "podMemoryMiB": 1433}
+    assert cost["spark"]["bothJobs"] == {"cores": 4, "memoryMiB": 5732}
+    assert cost["sideBySide"]["seconds"] == {"low": 94, "high": 130}
+    assert cost["sideBySide"]["afterReplaySeconds"] == {"low": 70, "high": 85}
+    assert (cost["sink"]["activeBytes"], cost["sink"]["peakBytes"], cost["sink"]["notRead"]) \
+        == (5_242_880, 10_485_760, None)
+
+
+def test_a_sink_secret_that_cannot_be_read_leaves_the_size_unread(
+        cluster: type[FakeViews], sizes: list[tuple[str, str, str]]) -> None:
+    cluster.secrets = {"views-db": ViewsError(
+        "reading the Secret shop/views-db is forbidden (it needs get on Secrets)")}
+    code, out, _ = plan("-f", "-", "-o", "json", stdin=stream(view(spec_body(SQL_V2))))
+    sink = json.loads(out)["views"][0]["cost"]["sink"]
+    assert code == 2 and sizes == []
+    assert (sink["activeBytes"], sink["peakBytes"]) == (None, None)
+    assert sink["notRead"] == ("reading the Secret shop/views-db is forbidden (it needs get on "
+                               "Secrets)")
+
+
+def test_an_unlabelled_sink_secret_is_not_connected_with(
+        cluster: type[FakeViews], sizes: list[tuple[str, str, str]]) -> None:
+    cluster.secrets = {"views-db": (SINK_DATA, {})}
+    _, out, _ = plan("-f", "-", stdin=stream(view(spec_body(SQL_V2))))
+    assert sizes == []
+    assert f"sink space: active index {I1}: not read (secret shop/views-db is not labelled" in out
+
+
+def test_a_refused_views_sink_is_not_read(
+        cluster: type[FakeViews], sizes: list[tuple[str, str, str]]) -> None:
+    cluster.secrets = {"views-db": (SINK_DATA, SECRET_LABELS["views-db"])}
+    cluster.refuse = {VIEW: ("Invalid", "no")}
+    code, out, _ = plan("-f", "-", stdin=stream(view(spec_body(SQL_V2))))
+    assert (code, sizes) == (1, [])
+    assert "not read (the view is refused: dv plan does not connect to its sink)" in out

@@ -151,6 +151,25 @@ class Views:
             raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
         return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
 
+    def labelled_secret(self, namespace: str, name: str
+                        ) -> tuple[dict[str, str], dict[str, str]] | None:
+        """A Secret's data, decoded, and its labels (`dv plan` judges them by the tenancy
+        policy before connecting with it); None when there is no such Secret."""
+        try:
+            secret = client.CoreV1Api(self.custom.api_client).read_namespaced_secret(
+                name, namespace, _request_timeout=_REQUEST_TIMEOUT_SECONDS)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 403:
+                raise ViewsError(f"reading the Secret {namespace}/{name} is forbidden "
+                                 "(it needs get on Secrets)") from None
+            raise _views_error(exc, namespace, None) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        return data, dict(secret.metadata.labels or {})
+
     def set_annotations(self, namespace: str, name: str,
                         annotations: dict[str, str | None]) -> dict[str, Any]:
         """Merge-patch annotations; a None value removes the annotation."""

@@ -74,11 +74,12 @@ class PgConnection:
                    password=data["password"], sslmode=data.get("sslmode") or "prefer",
                    check_role=data.get("checkRole") or None)
 
-    def connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    def connect(self, *, autocommit: bool = False,
+                connect_timeout: int = CONNECT_TIMEOUT_SECONDS) -> psycopg.Connection[Any]:
         try:
             return psycopg.connect(host=self.host, port=self.port, dbname=self.database,
                                    user=self.user, password=self.password, sslmode=self.sslmode,
-                                   connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                                   connect_timeout=connect_timeout,
                                    options=SESSION_OPTIONS, keepalives=1,
                                    keepalives_idle=10, keepalives_interval=5,
                                    keepalives_count=3, tcp_user_timeout=30_000,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from derived_views.api.spec import Cutover
 from derived_views.api.status import Lag, Phase
 from derived_views.core.cutover import integrity
 from derived_views.core.job.job_state import JobState, judge_job
@@ -19,11 +20,16 @@ from derived_views.core.planner.draft import Draft
 from derived_views.core.planner.records import BUILDING
 
 
+def follow_seconds(cutover: Cutover) -> int:
+    """How long a replaced revision's job keeps following the log after the cutover:
+    keepPreviousRunningSeconds, within the retain window (its index goes at its end)."""
+    return min(cutover.keep_previous_running_seconds, cutover.retain_previous_seconds)
+
+
 def follow_until(ctx: Context, revision: str) -> dt.datetime | None:
     """Until when a replaced revision's job keeps following the log (None: stop it now):
-    keepPreviousRunningSeconds, within the retain window, for a job that still runs."""
-    cutover = ctx.spec.cutover
-    keep = min(cutover.keep_previous_running_seconds, cutover.retain_previous_seconds)
+    `follow_seconds`, for a job that still runs."""
+    keep = follow_seconds(ctx.spec.cutover)
     app = ctx.apps.get(revision)
     if keep <= 0 or ctx.paused or app is None or app.deleting or app.stopped:
         return None

@@ -8,5 +8,7 @@ judges), never a copy of them.
 - change: no change, settings in place, checks, a rollback, or a new revision that replays;
 - refusals: what the operator (or the API server, as the shell reports it) would refuse;
 - replay_cost: what a replay reads, per partition, and how long the view's own builds took;
+- footprint: what a replay holds while it runs: its job's Spark resources (and both jobs'),
+  how long two jobs run side by side, the sink space;
 - previews: one view's preview, and the exit code of many.
 """

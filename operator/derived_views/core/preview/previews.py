@@ -8,6 +8,7 @@ replays and nothing is refused, 2 a replay or another change is planned, 1 a ref
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,9 +30,16 @@ from derived_views.core.preview.change import (
     change_of,
     kept_reader_schemas,
 )
+from derived_views.core.preview.footprint import (
+    Footprint,
+    side_by_side,
+    sink_space,
+    spark_footprint,
+)
 from derived_views.core.preview.reads import SourceReads
 from derived_views.core.preview.refusals import judge_spec
 from derived_views.core.preview.replay_cost import ReplayCost, replay_cost
+from derived_views.core.revision import revision_of
 from derived_views.core.settings import Settings
 
 EXIT_NOTHING = 0
@@ -51,6 +59,9 @@ class Preview:
     not_judged: tuple[str, ...]
     cost: ReplayCost | None
     """Only for a replay."""
+    footprint: Footprint | None = None
+    """A replay's, or a settings change's that restarts the jobs: what the jobs ask, how
+    long two run side by side, the sink space (its size for the shell to read)."""
 
     @property
     def refused(self) -> bool:
@@ -83,7 +94,9 @@ def preview_of(document: Mapping[str, Any], namespace: str, name: str, live: Liv
                            log=log)
         unread += _log_unread(log, status is not None)
     return Preview(namespace, name, change, (*server, *judged.refusals),
-                   (*unread, *judged.not_judged), cost)
+                   (*unread, *judged.not_judged), cost,
+                   footprint_of(spec, change, cost, live, settings, namespace, name,
+                                refused=bool(server or judged.refusals)))
 
 
 def _log_unread(log: SourceOffsets | None, live: bool) -> tuple[str, ...]:
@@ -95,6 +108,31 @@ def _log_unread(log: SourceOffsets | None, live: bool) -> tuple[str, ...]:
     fallback = "the cost is from the live view's status" if live else "the records are unknown"
     return (f"the source log (records per partition, whether it holds its beginning): not "
             f"read ({problem[1]}); {fallback}",)
+
+
+def footprint_of(spec: DerivedViewSpec, change: Change, cost: ReplayCost | None,
+                 live: LiveView | None, settings: Settings, namespace: str, name: str, *,
+                 refused: bool) -> Footprint | None:
+    """The footprint of a replay (beside the active, if any) or of restarted jobs; None for
+    changes that start no job."""
+    replays = change.kind is ChangeKind.REPLAY
+    if not replays and not (change.kind is ChangeKind.SETTINGS and change.restarts_jobs):
+        return None
+    status = live.status if live is not None else None
+    known = kept_reader_schemas(status) if status is not None else {}
+    beside = replays and change.active is not None
+    spark = spark_footprint(spec, settings, namespace, name, change.revision, known,
+                            beside_active=beside)
+    if live is not None and live.spec is not None and live.spec.spark != spec.spark:
+        running = spark_footprint(live.spec, settings, namespace, name,
+                                  revision_of(live.spec), known, beside_active=False).job
+        spark = dataclasses.replace(spark, running=running)
+    if not replays:
+        return Footprint(spark, None, None)
+    overlap = (side_by_side(spec, settings, cost.seconds() if cost is not None else None)
+               if beside else None)
+    return Footprint(spark, overlap, sink_space(spec, status, change.revision, change.active,
+                                                refused=refused))
 
 
 def exit_code_of(previews: Iterable[Preview]) -> int:
