@@ -46,17 +46,21 @@ def job_text(job: JobResources) -> str:
             f"of {_pod(job.executor)}; in all {_cores(job.cores)}, {_mib(job.memory_mib)}")
 
 
-def _total(job: JobResources, jobs: int) -> str:
-    return f"{_cores(jobs * job.cores)}, {_mib(jobs * job.memory_mib)}"
-
-
 def spark_lines(spark: SparkFootprint) -> list[str]:
     if spark.job is None:
         return [f"Spark resources: unknown ({spark.not_rendered})"]
-    lines = [f"Spark resources of a job ({RENDERED_FROM}): {job_text(spark.job)}"]
-    if spark.side_by_side:
-        lines.append(f"while both jobs run (the active's renders from the same spec.spark, "
-                     f"restarted if it changed): {_total(spark.job, 2)}")
+    if spark.steady is None:
+        lines = [f"Spark resources of a job ({RENDERED_FROM}): {job_text(spark.job)}"]
+    else:
+        lines = [f"Spark resources of the replay (its backlog reaches DV_REPLAY_MIN_BACKLOG: "
+                 f"sized for it, {RENDERED_FROM}): {job_text(spark.job)}",
+                 f"then, once its index holds the backlog and before readers switch, the job "
+                 f"restarts steady: {job_text(spark.steady)}"]
+    both = spark.both
+    if both is not None:
+        lines.append(f"while both jobs run (the active's is steady and renders from the same "
+                     f"spec.spark, restarted if it changed): {_cores(both[0])}, "
+                     f"{_mib(both[1])}")
     if spark.running is not None:
         lines.append(f"the view's jobs ask now: {job_text(spark.running)}")
     return lines
@@ -118,10 +122,10 @@ def _job_json(job: JobResources | None) -> dict[str, Any] | None:
 
 
 def spark_json(spark: SparkFootprint) -> dict[str, Any]:
-    job = spark.job
-    return {"job": _job_json(job),
-            "bothJobs": ({"cores": 2 * job.cores, "memoryMiB": 2 * job.memory_mib}
-                         if job is not None and spark.side_by_side else None),
+    return {"job": _job_json(spark.job),
+            "steady": _job_json(spark.steady),
+            "bothJobs": (None if spark.both is None
+                         else {"cores": spark.both[0], "memoryMiB": spark.both[1]}),
             "running": _job_json(spark.running),
             "notRendered": spark.not_rendered or None}
 

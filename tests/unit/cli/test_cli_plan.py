@@ -337,8 +337,8 @@ def test_a_replays_footprint_in_text_markdown_and_json(
             "the template dv ships): driver 1 core, 1.4 GiB (1.0 GiB + 409 MiB overhead); "
             "1 executor of 1 core, 1.4 GiB (1.0 GiB + 409 MiB overhead); in all 2 cores, "
             "2.8 GiB\n") in text
-    assert ("    while both jobs run (the active's renders from the same spec.spark, restarted "
-            "if it changed): 4 cores, 5.6 GiB\n") in text
+    assert ("    while both jobs run (the active's is steady and renders from the same "
+            "spec.spark, restarted if it changed): 4 cores, 5.6 GiB\n") in text
     # the replay 24s..45s, then stableFor 10 s and the old job following 60 s (keep 300 s
     # capped by retain 60 s); the slow end 3 passes of 5 s more
     assert "    two jobs side by side: 1m34s to 2m10s (the replay, then stableForSeconds 10 s" \

@@ -75,6 +75,16 @@ def stage_at_start(backlog: int | None, hydrated: bool, steady_instances: int,
     return JobStage.Replay, replay_executors_for(backlog, steady_instances, spark)
 
 
+def planned_size(spec: DerivedViewSpec, backlog: int | None, spark: SparkSettings) -> JobSize:
+    """The size a new build's first job would start with, for `backlog` records to read (None:
+    unknown, so steady, as the planner starts it); what `dv plan` shows."""
+    stage, executors = stage_at_start(backlog, False, spec.spark.executor.instances, spark)
+    if stage is not JobStage.Replay:
+        return STEADY
+    named = spec.spark.replay.executor if spec.spark.replay is not None else None
+    return JobSize(JobStage.Replay, named.instances if named is not None else executors)
+
+
 def size_of(spec: DerivedViewSpec, record: RevisionStatus) -> JobSize:
     """The size a revision's job is rendered with: its recorded stage (none recorded: steady,
     as every job ran before stages); in the replay stage the spec's replay executors, else

@@ -28,9 +28,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from derived_views.api.spec import DerivedViewSpec
-from derived_views.api.status import DerivedViewStatus, Phase
+from derived_views.api.status import DerivedViewStatus, JobStage, Phase
 from derived_views.core import naming
 from derived_views.core.job.sparkapplication import render_spark_application
+from derived_views.core.job.stages import STEADY, JobSize
 from derived_views.core.judges.source_schema import ReaderSchemas
 from derived_views.core.planner.readings import follow_seconds
 from derived_views.core.settings import Settings
@@ -150,20 +151,38 @@ class SparkFootprint:
     running: JobResources | None = None
     """What the view's running jobs ask now, from the live spec, when that differs (the apply
     restarts them with `job`'s)."""
+    steady: JobResources | None = None
+    """The steady stage's, when `job` is a replay sized apart from it: what the job restarts
+    with before the switch, and what the active's job asks beside it."""
+
+    @property
+    def both(self) -> tuple[int, int] | None:
+        """(cores, MiB) of the two jobs while both run: this one and the active's (steady)."""
+        if self.job is None or not self.side_by_side:
+            return None
+        other = self.steady or self.job
+        return self.job.cores + other.cores, self.job.memory_mib + other.memory_mib
 
 
 def spark_footprint(spec: DerivedViewSpec, settings: Settings, namespace: str, view: str,
-                    revision: str, reader_schemas: ReaderSchemas, *, beside_active: bool
-                    ) -> SparkFootprint:
-    """The resources of `revision`'s job as the operator would render it now."""
+                    revision: str, reader_schemas: ReaderSchemas, *, beside_active: bool,
+                    size: JobSize = STEADY) -> SparkFootprint:
+    """The resources of `revision`'s job as the operator would render it now, in the stage
+    `size` says (core.job.stages: a replay sized for its backlog restarts steady before the
+    switch; the active's job is steady)."""
     base = spec.spark.checkpoint_base or settings.checkpoints.base
-    try:
-        manifest = render_spark_application(
+
+    def resources(sized: JobSize) -> JobResources:
+        return job_resources(render_spark_application(
             settings.spark.template, settings=settings, namespace=namespace, view=view,
             uid=PLAN_UID, spec=spec, revision=revision,
             checkpoint_location=naming.checkpoint_location(base, namespace, view, revision),
-            reader_schemas=reader_schemas)
-        return SparkFootprint(job_resources(manifest), beside_active)
+            reader_schemas=reader_schemas, size=sized))
+
+    try:
+        job = resources(size)
+        steady = resources(STEADY) if size.stage is JobStage.Replay else None
+        return SparkFootprint(job, beside_active, steady=steady)
     except (ValueError, LookupError) as exc:  # a template, or a reader schema not known
         return SparkFootprint(None, beside_active, f"the SparkApplication was not rendered: {exc}")
 

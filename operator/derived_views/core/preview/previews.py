@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from derived_views.api.spec import DerivedViewSpec
 from derived_views.core import reasons
+from derived_views.core.job.stages import STEADY, planned_size
 from derived_views.core.judges.transform import Refusal
 from derived_views.core.judges.unjudged import invalid_spec_message
 from derived_views.core.log.build_rates import default_rate
@@ -121,8 +122,10 @@ def footprint_of(spec: DerivedViewSpec, change: Change, cost: ReplayCost | None,
     status = live.status if live is not None else None
     known = kept_reader_schemas(status) if status is not None else {}
     beside = replays and change.active is not None
+    size = planned_size(spec, cost.records if cost is not None else None, settings.spark) \
+        if replays else STEADY
     spark = spark_footprint(spec, settings, namespace, name, change.revision, known,
-                            beside_active=beside)
+                            beside_active=beside, size=size)
     if live is not None and live.spec is not None and live.spec.spark != spec.spark:
         running = spark_footprint(live.spec, settings, namespace, name,
                                   revision_of(live.spec), known, beside_active=False).job

@@ -172,3 +172,29 @@ def test_a_refused_views_sink_is_not_to_be_read() -> None:
     assert preview.refused
     assert preview.footprint is not None and preview.footprint.sink is not None
     assert "refused" in preview.footprint.sink.not_read
+
+
+def test_a_replay_past_the_backlog_threshold_is_sized_for_it_then_restarts_steady() -> None:
+    """12,000 records against a threshold of 5,000 and 2,500 per executor: 5 executors for
+    the replay (capped at 4), the spec's 1 once steady; beside the active (steady): 4 + 1
+    executors, 2 drivers."""
+    status = DerivedViewStatus.model_validate(
+        {"revision": R1, "active": {"revision": R1, "index": I1, "since": "2026-03-01T11:00:00Z",
+                                    "lag": {"messages": 0, "endOffsets": {"orders/0": 7_000,
+                                                                         "orders/1": 5_000}}},
+         "revisions": [record(R1, "Active", content=CONTENT_V1)]})
+    spark = dataclasses.replace(SETTINGS.spark, replay_min_backlog=5_000,
+                                replay_records_per_executor=2_500, replay_max_executors=4)
+    sized = dataclasses.replace(SETTINGS, spark=spark)
+    preview = of(spec_body(SQL_V2), live=LiveView(make_spec(), status), settings=sized)
+    assert preview.cost is not None and preview.cost.records == 12_000
+    assert preview.footprint is not None
+    footprint = preview.footprint.spark
+    pod = PodShape(1, 1, 1024, 409)
+    assert footprint.job == JobResources(pod, PodShape(4, 1, 1024, 409))
+    assert footprint.steady == JobResources(pod, pod)
+    assert footprint.both == (1 + 4 + 1 + 1, (1433 * 5) + (1433 * 2))
+    below = dataclasses.replace(sized, spark=dataclasses.replace(spark, replay_min_backlog=12_001))
+    small = of(spec_body(SQL_V2), live=LiveView(make_spec(), status), settings=below)
+    assert small.footprint is not None and small.footprint.spark.steady is None
+    assert small.footprint.spark.job == JobResources(pod, pod)
