@@ -123,7 +123,7 @@ def test_the_replay_stages_sizing() -> None:
     (core.job.stages): whole numbers of at least 1."""
     spark = from_env({}).spark
     assert (spark.replay_min_backlog, spark.replay_records_per_executor,
-            spark.replay_max_executors) == (10_000_000, 5_000_000, 8)
+            spark.replay_max_executors) == (2_000_000, 5_000_000, 8)
     spark = from_env({"DV_REPLAY_MIN_BACKLOG": "1000", "DV_REPLAY_RECORDS_PER_EXECUTOR": "250",
                       "DV_REPLAY_MAX_EXECUTORS": "3"}).spark
     assert (spark.replay_min_backlog, spark.replay_records_per_executor,
