@@ -44,6 +44,13 @@ def partition_key(tp: TopicPartition) -> str:
     return f"{tp[0]}/{tp[1]}"
 
 
+def topic_of(key: str) -> str:
+    """The topic of a `partition_key`; a key that is a topic's name already (a status that
+    keeps totals per topic) is that name."""
+    topic, slash, _ = key.rpartition("/")
+    return topic if slash else key
+
+
 def commit_span(position: LedgerPosition | None) -> float | None:
     """Seconds from the earlier batch the ledger keeps for the rate to the newest; None
     without an earlier batch or their commit times."""

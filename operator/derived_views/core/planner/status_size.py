@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from derived_views.api.status import Lag, RevisionStatus
+from derived_views.core.log.lag import topic_of
 from derived_views.core.planner.records import BUILDING
 
 LAG_ENTRIES_LIMIT = 256
@@ -45,8 +46,7 @@ def record_without_detail(record: RevisionStatus) -> RevisionStatus:
 def _per_topic(values: dict[str, int]) -> dict[str, int]:
     totals: defaultdict[str, int] = defaultdict(int)
     for key, value in values.items():
-        topic, _, _ = key.rpartition("/")
-        totals[topic or key] += value
+        totals[topic_of(key)] += value
     return dict(totals)
 
 

@@ -22,6 +22,7 @@ from derived_views.api.status import DerivedViewStatus, RevisionStatus
 from derived_views.core.log import history
 from derived_views.core.log.build_rates import AssumedRate, assumed_rate, replay_range
 from derived_views.core.log.kafka_connection import SourceOffsets
+from derived_views.core.log.lag import topic_of
 from derived_views.core.observed import TopicRetention
 from derived_views.core.planner.context import recorded_active
 
@@ -89,11 +90,6 @@ class ReplayCost:
         return tuple(p.partition for p in self.partitions if p.holds_beginning is None)
 
 
-def _topic(key: str) -> str:
-    topic, slash, _ = key.rpartition("/")
-    return topic if slash else key
-
-
 def _end_offsets(status: DerivedViewStatus, active: RevisionStatus | None) -> dict[str, int]:
     """The newest end offsets the status keeps: the active's or the candidate's lag, else the
     active's hydration target (older: a lower bound)."""
@@ -107,7 +103,7 @@ def _end_offsets(status: DerivedViewStatus, active: RevisionStatus | None) -> di
 def _first_offset(key: str, start: Mapping[str, int]) -> int:
     if "/" in key:
         return start.get(key, 0)
-    return sum(o for p, o in start.items() if _topic(p) == key)
+    return sum(o for p, o in start.items() if topic_of(p) == key)
 
 
 def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None,
@@ -130,21 +126,21 @@ def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None,
     if log is not None and log.ends is not None:
         reads, held = _from_log(log, topics, start, revision, name,
                                 retention or history.retention_text(topics, logs), complete)
-        measured = {_topic(p.partition) for p in reads}
+        measured = {topic_of(p.partition) for p in reads}
         return ReplayCost(tuple(reads), tuple(t for t in topics if t not in measured), rate,
                           retention, compacted, complete, from_log=True, held=held)
     if status is None:
         return ReplayCost((), tuple(topics), default, "", (), complete)
     reads = []
     for key, end in sorted(_end_offsets(status, active).items()):
-        topic = _topic(key)
+        topic = topic_of(key)
         if topic not in topics:
             continue
         first = _first_offset(key, start)
         config = logs.get(topic)
         holds = False if first > 0 else (None if config is None or config.deletes else True)
         reads.append(PartitionRead(key, first, end, holds))
-    measured = {p.partition if "/" not in p.partition else _topic(p.partition) for p in reads}
+    measured = {p.partition if "/" not in p.partition else topic_of(p.partition) for p in reads}
     return ReplayCost(tuple(reads), tuple(t for t in topics if t not in measured), rate,
                       retention, compacted, complete)
 
