@@ -11,15 +11,13 @@ import psycopg
 import pytest
 from opensearchpy import OpenSearch
 
+from support.pg_schemas import fresh_schema
+
 
 @pytest.fixture()
 def schema(stack: Any) -> Iterator[str]:
-    name = f"it_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    yield name
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+    with fresh_schema(stack.pg_dsn) as name:
+        yield name
 
 
 @pytest.fixture()

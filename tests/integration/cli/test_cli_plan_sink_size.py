@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.core.judges.tenancy import SECRET_LABEL
 from derived_views.core.revision import revision_of
 from support.cli_harness import CliEnv, G, V, spec_v1, spec_v2, wait_for
+from support.pg_schemas import fresh_schema
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +31,8 @@ ROW_BYTES = 200
 
 @pytest.fixture()
 def pg_schema(stack: Any) -> Iterator[str]:
-    name = f"it_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    yield name
-    with psycopg.connect(stack.pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+    with fresh_schema(stack.pg_dsn) as name:
+        yield name
 
 
 def in_schema(spec: dict[str, Any], schema: str) -> dict[str, Any]:

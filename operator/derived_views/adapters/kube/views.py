@@ -137,24 +137,19 @@ class Views:
 
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """A Secret's data, decoded (`dv diff` connects to the sink as the operator does)."""
-        try:
-            secret = client.CoreV1Api(self.custom.api_client).read_namespaced_secret(
-                name, namespace, _request_timeout=_REQUEST_TIMEOUT_SECONDS)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise ViewsError(f"the sink Secret {namespace}/{name} does not exist") from None
-            if exc.status == 403:
-                raise ViewsError(f"reading the sink Secret {namespace}/{name} is forbidden: "
-                                 "comparing indexes needs get on that Secret") from None
-            raise _views_error(exc, namespace, None) from None
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
-        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        found = self._secret(namespace, name, "comparing indexes needs get on that Secret")
+        if found is None:
+            raise ViewsError(f"the sink Secret {namespace}/{name} does not exist")
+        return found[0]
 
     def labelled_secret(self, namespace: str, name: str
                         ) -> tuple[dict[str, str], dict[str, str]] | None:
         """A Secret's data, decoded, and its labels (`dv plan` judges them by the tenancy
         policy before connecting with it); None when there is no such Secret."""
+        return self._secret(namespace, name, "it needs get on Secrets")
+
+    def _secret(self, namespace: str, name: str, needs: str
+                ) -> tuple[dict[str, str], dict[str, str]] | None:
         try:
             secret = client.CoreV1Api(self.custom.api_client).read_namespaced_secret(
                 name, namespace, _request_timeout=_REQUEST_TIMEOUT_SECONDS)
@@ -162,8 +157,8 @@ class Views:
             if exc.status == 404:
                 return None
             if exc.status == 403:
-                raise ViewsError(f"reading the Secret {namespace}/{name} is forbidden "
-                                 "(it needs get on Secrets)") from None
+                raise ViewsError(f"reading the Secret {namespace}/{name} is forbidden: "
+                                 f"{needs}") from None
             raise _views_error(exc, namespace, None) from None
         except urllib3.exceptions.HTTPError as exc:
             raise ApiUnreachable(f"API server unreachable: {_one_line(exc)}") from None
