@@ -27,6 +27,7 @@ from support.e2e.operator import (
     second_namespace,
     watched,
 )
+from support.e2e.views import delete_views
 from support.paths import REPO
 
 OPERATOR_START_SECONDS = 300
@@ -114,7 +115,13 @@ def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client
                          get_closest_marker("product_defaults") is not None,
                          node=jobs_on_node, **placement))
     wait_until_live(proc, probe, log_path)
-    yield log_path
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
+    try:
+        yield log_path
+    finally:
+        try:
+            if proc.poll() is None:
+                delete_views(kube_api_client, namespace)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            log.close()

@@ -33,7 +33,16 @@ from dvstack.processes import free_port
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
 from support.e2e.operator import GATE_SECONDS, operator_env, watched
-from support.e2e.views import G, P, V, ViewHandle, orders_backlog, view_body, wait_alias_equals
+from support.e2e.views import (
+    G,
+    P,
+    V,
+    ViewHandle,
+    delete_views,
+    orders_backlog,
+    view_body,
+    wait_alias_equals,
+)
 from support.paths import REPO
 
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
@@ -73,8 +82,11 @@ def slow_settled_operator(stack: Any, kube_api_client: Any, tmp_path: Path, name
         try:
             yield port
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            try:
+                delete_views(kube_api_client, namespace)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
 
 
 def settled_views(port: int) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dvstack.testing import replay
-from dvstack.testing.waiting import wait_for
+from dvstack.testing.waiting import TimedOut, wait_for
 
 G, V, P = "derivedviews.io", "v1alpha1", "derivedviews"
 
@@ -201,3 +202,26 @@ def orders_backlog(stack: Any, core: client.CoreV1Api, namespace: str, count: in
     replay.produce(stack.kafka_bootstrap, topic, backlog, age_seconds=age_seconds)
     replay.ensure_namespace_and_sink_secret(core, namespace, "views-db", stack.pg)
     return topic, backlog
+
+
+def delete_views(api_client: Any, namespace: str, timeout: float = 180) -> None:
+    """Delete every DerivedView in `namespace` and wait until they are gone: a test's
+    operator removes their jobs, indexes and finalizers before it stops, so neither the
+    namespace nor the sink keeps what the test made."""
+    custom = client.CustomObjectsApi(api_client)
+
+    def names() -> list[str]:
+        listed = custom.list_namespaced_custom_object(G, V, namespace, P)["items"]
+        return [item["metadata"]["name"] for item in listed]
+
+    for name in names():
+        try:
+            custom.delete_namespaced_custom_object(G, V, namespace, P, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    try:
+        wait_for(lambda: not names(), timeout=timeout, interval=0.5,
+                 what=f"the views of namespace {namespace} to be deleted by the test's operator")
+    except TimedOut as exc:  # the test's own verdict stands; its leftovers are said
+        warnings.warn(f"{exc}: left {', '.join(names())}", stacklevel=2)
