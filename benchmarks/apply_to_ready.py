@@ -38,7 +38,8 @@ then 40 s, and the results say whether that view stayed Ready through every run.
 
 Usage: python benchmarks/apply_to_ready.py [--events 50000] [--runs 3]
        [--lag-poll-seconds S] [--lag-history-seconds S] [--watch-log FILE] [--plot FILE.png]
-       [--beside-serving RATE] [--save-as NAME]   (the stack must be up)
+       [--beside-serving RATE] [--node] [--replay-executors N] [--save-as NAME]
+       (the stack must be up)
 """
 
 from __future__ import annotations
@@ -393,6 +394,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="write `dv watch`'s output during the last run to this file")
     parser.add_argument("--plot", type=Path, default=None,
                         help="write `dv plot`'s PNG of the last run's lag history here")
+    parser.add_argument("--node", action="store_true",
+                        help="run the jobs as pods of the project's Spark image on the real "
+                             "node (a stack started with DV_NODE=1)")
+    parser.add_argument("--replay-executors", type=int, default=None, metavar="N",
+                        help="replay every topic in the replay stage with N executors "
+                             "(DV_REPLAY_MIN_BACKLOG=1, DV_REPLAY_RECORDS_PER_EXECUTOR so "
+                             "that the backlog asks N), then restart steady before Ready")
     parser.add_argument("--beside-serving", type=float, default=None, metavar="RATE",
                         help="measure beside one view serving a topic written at RATE events/s")
     parser.add_argument("--save-as", default=None,
@@ -413,6 +421,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     env = operator_environment(info, f"bench/apply-to-ready/{run_id}", args.lag_poll_seconds)
     if args.lag_history_seconds is not None:
         env["DV_LAG_HISTORY_SECONDS"] = str(args.lag_history_seconds)
+    if args.node:
+        env.update(DV_SPARK_IMAGE=info["images"]["spark"], DV_SPARK_TEMPLATE=info["spark_template"],
+                   DV_SPARK_SERVICE_ACCOUNT=replay.spark_job_account(api, namespace))
+    if args.replay_executors is not None:
+        env.update(DV_REPLAY_MIN_BACKLOG="1", DV_REPLAY_MAX_EXECUTORS=str(args.replay_executors),
+                   DV_REPLAY_RECORDS_PER_EXECUTOR=str(
+                       max(1, -(-args.events // args.replay_executors))))
     operator_settings = from_env(env)
     # A view's first revision serves as soon as the gate holds: stableForSeconds guards only
     # a move from a serving revision (core/planner/phases_cutover.stable_for_seconds).
@@ -436,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "events": args.events, "partitions": PARTITIONS,
         "history_age_seconds": HISTORY_AGE_SECONDS,
         "goal_seconds": GOAL_BESIDE_SECONDS if beside else GOAL_SECONDS,
+        "node": args.node, "replay_executors": args.replay_executors,
         "beside_serving": None if not beside else {
             "rate": args.beside_serving, "samples": serving.samples,
             "not_ready_samples": serving.not_ready},
