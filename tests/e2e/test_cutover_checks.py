@@ -38,6 +38,7 @@ from dvstack.settings import load
 from dvstack.testing import replay
 from dvstack.testing.traffic import AliasReader, LiveProducer
 from dvstack.testing.waiting import wait_for
+from support.cli_harness import OPERATOR, installed_operator
 from support.e2e.operator import GATE_SECONDS
 from support.e2e.views import G, P, V, ViewHandle, aggregate, alias_rows, parse_time
 from support.paths import REPO
@@ -93,25 +94,6 @@ def chart_manifests() -> str:
                            "--namespace", "derived-views"],
                           capture_output=True, text=True, check=True, timeout=120)
     return done.stdout
-
-
-OPERATOR = "dv-operator"
-"""A pod-less StatefulSet in the test's namespace holding the env the test's operator runs
-with, where the chart puts it: `dv plan` reads the installed tenancy policy from it."""
-
-
-def installed_operator(kube_api_client: Any, namespace: str, stack: Any) -> None:
-    """The operator's settings as the chart installs them: beside the real node the stack's
-    Kafka is on the node's address, which only the operator's policy lists (its env from
-    support.e2e.operator, not the chart's default)."""
-    env = [{"name": k, "value": v}
-           for k, v in replay.kafka_tenancy_env(stack.kafka_bootstrap).items()]
-    labels = {"app": OPERATOR}
-    client.AppsV1Api(kube_api_client).create_namespaced_stateful_set(namespace, {
-        "metadata": {"name": OPERATOR},
-        "spec": {"replicas": 0, "serviceName": OPERATOR, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-                     {"name": "operator", "image": "derived-views", "env": env}]}}}})
 
 
 def plan(stack: Any, tmp: Path, rendered: str, *views: dict[str, Any]
@@ -182,7 +164,7 @@ def test_checks_refuse_bad_candidates_while_the_active_serves(
                              "retainPreviousSeconds": 5, "checks": CHECKS,
                              "minRows": len(customers) + 1}}}
     rendered = chart_manifests()
-    installed_operator(kube_api_client, namespace, stack)
+    installed_operator(kube_api_client, namespace, stack.kafka_bootstrap)
     seen: dict[str, Any] = {"plan": {}}
     # (a) a new view: planned as a replay, under the revision id the operator then gives it
     code, answer = plan(stack, tmp_path, rendered, body)

@@ -90,3 +90,35 @@ def spec_v2(mode: str = "auto") -> dict[str, Any]:
     spec = spec_v1(mode)
     spec["transform"] = {"sql": SQL_V2}
     return spec
+
+
+OPERATOR = "dv-operator"
+"""The StatefulSet `installed_operator` makes: `dv plan --operator-name` names it."""
+
+
+def installed_operator(api_client: Any, namespace: str, bootstrap: str,
+                       reader: str | None = None) -> list[str]:
+    """The operator's settings where the chart puts them, without running it: a StatefulSet of
+    no replicas whose container's env is the tests' operators' tenancy policy (beside the real
+    node the stack's Kafka and registry are on the node's address, which only that policy
+    lists, not the chart's default). `reader`: a ServiceAccount of `namespace` given get on
+    it, as a pipeline's account is. Returns dv plan's options that name it."""
+    from dvstack.testing import replay
+
+    env = [{"name": k, "value": v} for k, v in replay.kafka_tenancy_env(bootstrap).items()]
+    labels = {"app": OPERATOR}
+    client.AppsV1Api(api_client).create_namespaced_stateful_set(namespace, {
+        "metadata": {"name": OPERATOR},
+        "spec": {"replicas": 0, "serviceName": OPERATOR, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                     {"name": "operator", "image": "derived-views", "env": env}]}}}})
+    if reader is not None:
+        rbac = client.RbacAuthorizationV1Api(api_client)
+        name = f"{OPERATOR}-reader"
+        rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": [
+            {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get", "list"]}]})
+        rbac.create_namespaced_role_binding(namespace, {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": reader, "namespace": namespace}]})
+    return ["--operator-namespace", namespace, "--operator-name", OPERATOR]
