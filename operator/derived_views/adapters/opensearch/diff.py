@@ -195,14 +195,12 @@ def _settle(client: OpenSearch, request: CheckRequest, ledger: str, first: _Tall
     if not all(r in positions for r in revisions):
         return first
     target = settle_position(*(positions[r].end_offsets for r in revisions))
-    while True:
-        positions = read_heads(client, ledger, revisions).positions
-        if all(r in positions and reached(positions[r].end_offsets, target)
-               for r in revisions):
-            break
+    while not all(r in positions and reached(positions[r].end_offsets, target)
+                  for r in revisions):
         if time.monotonic() + SETTLE_POLL_SECONDS >= deadline:
             return first
         time.sleep(SETTLE_POLL_SECONDS)  # a job's next commit, polled within the check's timeout
+        positions = read_heads(client, ledger, revisions).positions
     assert request.active_index is not None
     try:
         again_c = _by_id(client, request.index, first.differing, first.columns, deadline)

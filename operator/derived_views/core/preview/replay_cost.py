@@ -140,7 +140,7 @@ def replay_cost(spec: DerivedViewSpec, status: DerivedViewStatus | None,
         config = logs.get(topic)
         holds = False if first > 0 else (None if config is None or config.deletes else True)
         reads.append(PartitionRead(key, first, end, holds))
-    measured = {p.partition if "/" not in p.partition else topic_of(p.partition) for p in reads}
+    measured = {topic_of(p.partition) for p in reads}
     return ReplayCost(tuple(reads), tuple(t for t in topics if t not in measured), rate,
                       retention, compacted, complete)
 
