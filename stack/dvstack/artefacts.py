@@ -2,11 +2,13 @@
 
 Binaries come from the Go module proxy (built by `stack/build-kube.sh`), jars
 from Maven Central (`stack/jars/*/pom.xml`).  A `.complete` marker is written
-only after a fetch succeeds, so an interrupted run is retried, not trusted.
+only after a fetch succeeds, so an interrupted run is retried, not trusted; for
+jars it holds the pom's digest, so a changed pom fetches again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -80,8 +82,11 @@ def kube_binaries(settings: Settings) -> KubeBinaries:
 
 
 def _maven_copy(settings: Settings, pom_dir: Path, goal: str, out: Path) -> Path:
+    """Copy a pom's jars into `out` once per pom: the marker holds the pom's digest, so a
+    cache filled from an older pom (a jar added since) is filled again."""
     marker = out / ".complete"
-    if marker.is_file():
+    digest = hashlib.sha256((pom_dir / "pom.xml").read_bytes()).hexdigest()
+    if marker.is_file() and marker.read_text().strip() == digest:
         return out
     _need("mvn", "Maven (Debian package: maven)")
     print(f"fetching jars into {out} from Maven Central (first run only)...", flush=True)
@@ -95,7 +100,7 @@ def _maven_copy(settings: Settings, pom_dir: Path, goal: str, out: Path) -> Path
     )
     if proc.returncode != 0:
         raise SystemExit(f"mvn {goal} in {pom_dir.name} failed:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}")
-    marker.write_text("ok\n")
+    marker.write_text(f"{digest}\n")
     return out
 
 

@@ -717,7 +717,7 @@ def component_image(settings: Settings, name: str, files: Mapping[str, Path]
 CONNECTOR_JARS = (
     "spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "kafka-clients",
     "commons-pool2", "hadoop-aws", "s3", "s3-transfer-manager", "apache-client",
-    "netty-nio-client", "spark-avro_2.13")
+    "netty-nio-client", "spark-avro_2.13", "spark-hadoop-cloud_2.13")
 """What stack/jars/spark-kafka, spark-s3 and spark-avro put into the Spark image (prefixes)."""
 SMOKE_JOB = """\
 # A driver as Spark's Kubernetes backend starts one, in local mode: the JVM, Python and
@@ -729,7 +729,8 @@ spark = SparkSession.builder.appName("dv-image-smoke").getOrCreate()
 jvm = spark.sparkContext._jvm
 for name in ("org.apache.spark.sql.kafka010.KafkaSourceProvider",
              "org.apache.hadoop.fs.s3a.S3AFileSystem",
-             "org.apache.spark.sql.avro.AvroDataToCatalyst"):
+             "org.apache.spark.sql.avro.AvroDataToCatalyst",
+             "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"):
     jvm.java.lang.Class.forName(name)
 print("smoke job: counted", spark.range(5).count(), "rows; connector classes load")
 spark.stop()

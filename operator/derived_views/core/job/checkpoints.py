@@ -72,6 +72,26 @@ def s3a_hadoop_conf(endpoint: str | None, region: str | None) -> dict[str, str]:
     return conf
 
 
+S3A_CHECKPOINT_MANAGER = \
+    "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
+"""Spark's checkpoint file manager for object stores (spark-hadoop-cloud, in the job image).
+Spark's default writes each checkpoint file (an offset and a commit log entry, a state delta
+per shuffle partition: six per batch of the default view) to a temporary name and renames
+it, which S3 does as a copy and a delete; this one writes the final name at once through
+S3A's abortable stream, whose upload becomes visible only on close and is aborted on failure,
+so a half-written file is never seen. Spark's cloud-integration guide names it for S3
+checkpoints. Measured on a serving view (benchmarks/steady_cost.py): driver 0.122 -> 0.095
+of a core, checkpoint store 0.047 -> 0.030."""
+
+
+def checkpoint_spark_conf(location: str) -> dict[str, str]:
+    """Spark settings for a checkpoint at `location`: on s3a:// the direct-write manager
+    (S3A reports the abortable stream it needs); elsewhere Spark's default."""
+    if not is_s3a(location):
+        return {}
+    return {"spark.sql.streaming.checkpointFileManagerClass": S3A_CHECKPOINT_MANAGER}
+
+
 def revision_root(location: str) -> str:
     """The build-0 location of a revision's checkpoint (`naming.checkpoint_location`):
     a rebuild's `<revision>.<build>` suffix is cut."""

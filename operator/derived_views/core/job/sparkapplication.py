@@ -189,7 +189,9 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
         "mainApplicationFile": spark.main_application_file or settings.spark.main_application_file,
         "arguments": ["--config-json", job_config_json(config_doc)],
         "sparkConf": {**(body.get("sparkConf") or {}), **size.spark_conf,
-                      **spark.spark_conf, **PLATFORM_SPARK_CONF},
+                      **spark.spark_conf,
+                      **checkpoints.checkpoint_spark_conf(checkpoint_location),
+                      **PLATFORM_SPARK_CONF},
         "restartPolicy": restart_policy(spec),
     })
     deps: dict[str, Any] = dict(body.get("deps") or {})
@@ -217,6 +219,10 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
                     labels={**(executor.get("labels") or {}), **labels})
     if service_account:  # the executors too: the platform's account, not the pod default
         executor["serviceAccount"] = service_account
+    for role in (driver, executor):
+        java_options = size.java_options(role.get("javaOptions"))
+        if java_options:
+            role["javaOptions"] = java_options
     body["driver"], body["executor"] = driver, executor
 
     # Checkpoint store: credentials mounted above, endpoint and region as Hadoop settings.

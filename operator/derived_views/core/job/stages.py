@@ -35,6 +35,16 @@ from derived_views.core.settings import SparkSettings
 
 STEADY_SPARK_CONF = {"spark.python.use.daemon": "false"}
 """Spark settings of the steady stage only, under the view's own `spec.spark.sparkConf`."""
+STEADY_JAVA_OPTIONS = "-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20"
+"""JVM settings of the steady stage's driver and executors, after the template's (the last of
+a repeated flag wins). A serving job allocates little per batch, yet its collector sized the
+young generation at a third of the heap and kept old-generation headroom of 30 %: 190 MB
+committed for 93 MB live. A young generation fixed at 16 MB and 5-20 % headroom keep the
+heap near what it holds; the limit (driver.memory) is unchanged, so a large batch after an
+outage still fits. Measured (benchmarks/steady_cost.py, one view at 150 events/s): resident
+476 -> 429 MB, no change in cores (0.095 -> 0.096). A replay allocates far faster and keeps
+the template's settings. The executors, which the template leaves to the JVM's defaults, get
+the driver's serial collector too: a serving job's tasks are small."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,12 @@ class JobSize:
     def spark_conf(self) -> dict[str, str]:
         """The stage's own Spark settings."""
         return dict(STEADY_SPARK_CONF) if self.stage is JobStage.Steady else {}
+
+    def java_options(self, template: str | None) -> str | None:
+        """The JVM settings of the stage's driver and executors: the template's, then the
+        stage's own."""
+        own = STEADY_JAVA_OPTIONS if self.stage is JobStage.Steady else None
+        return " ".join(o for o in (template, own) if o) or None
 
 
 STEADY = JobSize(JobStage.Steady)

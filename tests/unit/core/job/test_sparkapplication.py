@@ -60,7 +60,9 @@ def test_user_spark_conf_is_merged_over_the_template_defaults() -> None:
     assert conf == {"spark.sql.shuffle.partitions": "8", "spark.sql.session.timeZone": "UTC",
                     "spark.ui.enabled": "false", "spark.sql.variable.substitute": "false",
                     "spark.executor.heartbeatInterval": "3s",
-                    "spark.python.use.daemon": "false"}  # the steady stage's (core.job.stages)
+                    "spark.python.use.daemon": "false",  # the steady stage's (core.job.stages)
+                    "spark.sql.streaming.checkpointFileManagerClass":  # s3a:// (checkpoints)
+                    "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"}
     body = copy.deepcopy(BODY)
     del body["spark"]["sparkConf"]
     assert render(body)["spec"]["sparkConf"]["spark.sql.shuffle.partitions"] == "4"
@@ -171,6 +173,20 @@ def test_s3a_checkpoints_get_their_secret_mounted_and_s3a_settings() -> None:
     assert "hadoopConf" not in plain
 
 
+MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+def test_s3a_checkpoints_are_written_once_not_renamed() -> None:
+    """On S3 a rename is a copy and a delete: an s3a:// checkpoint gets Spark's abortable
+    stream manager (spark-hadoop-cloud), after the author's keys; other stores keep Spark's."""
+    body = copy.deepcopy(BODY)
+    body["spark"]["sparkConf"] = {MANAGER: "org.example.Mine"}
+    for spec_body in (BODY, body):
+        conf = render(spec_body, checkpoints=S3)["spec"]["sparkConf"]
+        assert conf[MANAGER] == \
+            "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
+
+
 def test_on_aws_only_the_credentials_are_added() -> None:
     spec = render(checkpoints=CheckpointSettings(base="s3a://checkpoints/dv", secret="dv-checkpoints"))["spec"]
     assert "hadoopConf" not in spec
@@ -188,6 +204,7 @@ def test_a_non_s3a_checkpoint_gets_no_s3_settings() -> None:
     assert "hadoopConf" not in spec
     assert spec["driver"]["secrets"] == mounts("kafka-creds", "views-db")
     assert "checkpoint" not in json.loads(spec["arguments"][1])["secrets"]
+    assert MANAGER not in spec["sparkConf"]
 
 
 def test_template_hadoop_conf_is_kept_and_ours_wins() -> None:

@@ -111,6 +111,14 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
     annotation = "derivedviews.io/job-settings"
     assert replay["metadata"]["annotations"][annotation] != \
         steady["metadata"]["annotations"][annotation]
+    # the steady stage's heap settings follow the template's, for the executors too; a
+    # replay keeps the template's alone
+    template = "-XX:+UseSerialGC -Xms32m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+    steady_heap = "-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20"
+    assert steady["spec"]["driver"]["javaOptions"] == f"{template} {steady_heap}"
+    assert steady["spec"]["executor"]["javaOptions"] == steady_heap
+    assert replay["spec"]["driver"]["javaOptions"] == template
+    assert "javaOptions" not in replay["spec"]["executor"]
     # the author's own setting wins over the steady stage's
     body = copy.deepcopy(BODY)
     body["spark"]["sparkConf"] = {"spark.python.use.daemon": "true"}
