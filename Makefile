@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 PHONY_EXTRA := commit-hook architecture
-.PHONY: $(PHONY_EXTRA) setup demo demo-cdc test test-fast faults security-doc stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-scale bench-report
+.PHONY: $(PHONY_EXTRA) setup demo demo-cdc test test-fast faults security-doc stack-up stack-down stack-status lint crds rbac-doc admission-doc bench bench-node bench-scale bench-report
 
 $(STAMP): pyproject.toml stack/pyproject.toml
 	@bash stack/check-prereqs.sh
@@ -88,6 +88,10 @@ bench: stack-up
 	$(PY) benchmarks/steady_cost.py --views 10
 	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
 	$(MAKE) --no-print-directory bench-report
+
+## bench-node: a serving view's steady cost with its jobs as pods on the real node (run with DV_NODE=1)
+bench-node: stack-up
+	$(PY) benchmarks/steady_cost.py --node
 
 ## bench-scale: one operator's idle cost with VIEWS views (job side simulated; see the script)
 bench-scale: stack-up

@@ -32,6 +32,7 @@ READY_BESIDE_FILE = "apply_to_ready_beside.json"
 SCALE_FILE = "operator_scale.json"
 STEADY_FILE = "steady_cost.json"
 STEADY_MANY_FILE = "steady_cost_10views.json"
+STEADY_NODE_FILE = "steady_cost_node.json"
 PROGRESS_FILE = "replay_progress.json"
 PROGRESS_WATCH_FILE = "replay_progress_watch.txt"
 PLOTS_DIR = "performance"
@@ -640,7 +641,8 @@ def _steady_row(result: Json) -> list[str]:
     rss_ok = _below(rss, _num(goal.get("rss_mb")) or 0.0, inclusive=True)
     gate = result.get("gate_held")
     met = None if cores_ok is None or rss_ok is None else cores_ok and rss_ok and gate is True
-    return [_count(result.get("views")), f"{_fixed(result.get('rate_per_view'), 0, ' ev/s')}",
+    return [_count(result.get("views")), "real node" if result.get("node") else "stand-in",
+            f"{_fixed(result.get('rate_per_view'), 0, ' ev/s')}",
             _fixed(result.get("trigger_seconds"), 1, " s"),
             _fixed(cores, 3), _fixed(rss, 0, " MB"), _fixed(result.get("pss_mb_per_view_mean"), 0,
                                                             " MB"),
@@ -662,9 +664,11 @@ def _steady_section(steady: Sequence[Json]) -> list[str]:
               "checkpoint store; Kafka's broker serving the same events is shown for "
               "comparison. Resident memory is the worst sample of one view's processes, "
               "without the stand-in's class archive (a test-speed device the job image does "
-              "not have); PSS counts pages shared between views once. `benchmarks/steady_cost.py`.", ""]
+              "not have); PSS counts pages shared between views once. On the real node "
+              "(`--node`) the jobs are pods of the project's Spark image, driver and "
+              "executors, metered by their pods' cgroups. `benchmarks/steady_cost.py`.", ""]
     rows = [_steady_row(r) for r in steady]
-    lines += _table(["Views", "Rate per view", "Interval", "Cores per view",
+    lines += _table(["Views", "Jobs", "Rate per view", "Interval", "Cores per view",
                      "Resident per view (max)", "PSS per view", "Kafka broker cores",
                      "Gate held", "Goal", "Met"], rows)
     return [*lines, ""]
@@ -959,7 +963,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale = _load(args.results_dir / SCALE_FILE)
     progress = _load(args.results_dir / PROGRESS_FILE)
     steady = [r for r in (_load(args.results_dir / STEADY_FILE),
-                          _load(args.results_dir / STEADY_MANY_FILE)) if r is not None]
+                          _load(args.results_dir / STEADY_MANY_FILE),
+                          _load(args.results_dir / STEADY_NODE_FILE)) if r is not None]
     watch_file = args.results_dir / PROGRESS_WATCH_FILE
     watch = watch_file.read_text() if watch_file.exists() else None
     plots_dir = args.docs_dir / PLOTS_DIR

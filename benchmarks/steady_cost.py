@@ -16,15 +16,19 @@ once a second for WINDOW seconds:
   the job image runs it: what the goal is judged on;
 - the stack's S3 store (the checkpoints), shared by the views: its CPU split evenly;
 - Kafka's broker: the log's own cost of serving the same events, for comparison;
+- with --node (a stack started with DV_NODE=1), the jobs run as pods of the project's Spark
+  image on the real node: each view's processes are those of its pods' cgroups (driver and
+  executors), their CPU the pods' cgroup accounting; there is no class archive to subtract;
 - each view's status: Ready, and the serving index's staleness, which the 10 s gate
   (`cutover.maxLagSeconds`, default) must hold the whole window.
 
-Results: .stack/results/<save-as>.json (default steady_cost, or steady_cost_<N>views),
+Results: .stack/results/<save-as>.json (default steady_cost, or steady_cost_<N>views; _node
+with --node),
 read by benchmarks/report.py against the goal (issue 50: at most 0.10 core and 400 MB per
 view). The views are deleted at the end.
 
 Usage: python benchmarks/steady_cost.py [--views 1] [--rate 150] [--window 60]
-       [--warmup 30] [--save-as NAME]   (the stack must be up)
+       [--warmup 30] [--node] [--save-as NAME]   (the stack must be up)
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from derived_views.api.spec import Cutover
 from derived_views.process.environment import from_env
 from dvstack import processes
 from dvstack.cli import apply_crds
+from dvstack.node.config import CGROUP_ROOT as NODE_CGROUP_ROOT
 from dvstack.services.s3_store import S3_NAME
 from dvstack.settings import load
 from dvstack.testing import replay
@@ -181,6 +186,32 @@ def driver_session(core: Any, namespace: str, view: str) -> int | None:
     return None
 
 
+def pod_cgroups(uid: str, hierarchy: str) -> list[Path]:
+    """A pod's cgroup directories in one v1 hierarchy of the stack's node (kubelet's cgroupfs
+    layout under its cgroupRoot: kubepods[/<qos>]/pod<uid>)."""
+    root = Path("/sys/fs/cgroup") / hierarchy / NODE_CGROUP_ROOT.strip("/") / "kubepods"
+    return [d for d in (root / f"pod{uid}", root / "burstable" / f"pod{uid}",
+                        root / "besteffort" / f"pod{uid}") if d.is_dir()]
+
+
+def view_pods_usage(core: Any, namespace: str, view: str) -> tuple[list[int], float]:
+    """On the real node: the processes of every running pod of the view's jobs (driver and
+    executors, as containers) and the pods' CPU seconds from cgroup accounting, which keeps
+    what exited processes used (Python workers)."""
+    pods = core.list_namespaced_pod(namespace, label_selector=f"derivedviews.io/view={view}")
+    pids: list[int] = []
+    cpu = 0.0
+    for pod in pods.items:
+        if pod.status.phase != "Running":
+            continue
+        for cgroup in pod_cgroups(pod.metadata.uid, "cpuacct"):
+            cpu += int((cgroup / "cpuacct.usage").read_text()) / 1e9
+        for cgroup in pod_cgroups(pod.metadata.uid, "memory"):
+            for procs in cgroup.rglob("cgroup.procs"):
+                pids += [int(pid) for pid in procs.read_text().split()]
+    return sorted(set(pids)), cpu
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -189,10 +220,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=150.0, help="events/s into each topic")
     parser.add_argument("--window", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=30.0)
+    parser.add_argument("--node", action="store_true",
+                        help="run the jobs as pods of the project's Spark image on the real "
+                             "node (a stack started with DV_NODE=1) and meter their pods")
     parser.add_argument("--save-as", default=None)
     args = parser.parse_args(argv)
     save_as = args.save_as or ("steady_cost" if args.views == 1
-                               else f"steady_cost_{args.views}views")
+                               else f"steady_cost_{args.views}views") + ("_node" * args.node)
     settings = load()
     info = json.loads(settings.stack_file.read_text())
     api = config.new_client_from_config(config_file=info["kubeconfig"])
@@ -203,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     replay.ensure_namespace_and_sink_secret(core, namespace, SECRET, info["pg"])
     replay.ensure_checkpoint_secret(core, namespace, info["s3"])
     env = product_pace_env(SimpleNamespace(**info), f"bench/steady/{run_id}")
+    if args.node:
+        env.update(DV_SPARK_IMAGE=info["images"]["spark"], DV_SPARK_TEMPLATE=info["spark_template"],
+                   DV_SPARK_SERVICE_ACCOUNT=replay.spark_job_account(api, namespace))
     operator_settings = from_env(env)
     log_path = settings.logs_dir / f"operator-steady-cost-{run_id}.log"
     names = [f"steady-{i}" for i in range(args.views)]
@@ -231,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 deadline = time.monotonic() + args.warmup
                 wait_for(lambda: time.monotonic() >= deadline, timeout=args.warmup + 5, interval=1,
                          what="the warm-up")
-                result = measure(core, handles, namespace, names, settings, args.window)
+                result = measure(core, handles, namespace, names, settings, args.window,
+                                 args.node)
                 result["ready_seconds"] = round(ready_seconds, 1)
             finally:
                 for producer in producers:
@@ -246,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         core.delete_namespace(namespace)
     doc = {
         "measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "views": args.views, "rate_per_view": args.rate, "window_seconds": args.window,
+        "views": args.views, "node": args.node, "rate_per_view": args.rate, "window_seconds": args.window,
         "warmup_seconds": args.warmup, "backlog_events": BACKLOG,
         # the views' gate is the default: the interval their jobs were given
         "trigger_seconds": operator_settings.spark.trigger_of(Cutover()),
@@ -258,11 +296,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Sequence[str],
-            settings: Any, window: float) -> dict[str, Any]:
+            settings: Any, window: float, node: bool) -> dict[str, Any]:
     sessions = {}
     for name in names:
-        session = driver_session(core, namespace, name)
-        if session is None:
+        session = None if node else driver_session(core, namespace, name)
+        if session is None and not node:
             raise SystemExit(f"view {name}: no running driver found on the stand-in kubelet")
         sessions[name] = session
     s3_pid = processes.read_pid(settings, S3_NAME)
@@ -277,10 +315,14 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
         stats = all_stats()
         by_pid = {s.pid: s for s in stats}
         for name, session in sessions.items():
-            cpu, rss = session_usage(stats, session)
+            if session is None:  # on the node: the view's pods
+                members, cpu = view_pods_usage(core, namespace, name)
+                rss = sum(by_pid[pid].rss_mb for pid in members if pid in by_pid)
+            else:
+                cpu, rss = session_usage(stats, session)
+                members = [s.pid for s in stats if s.session == session]
             series[name].cpu.append((now, cpu))
             series[name].rss_mb.append(rss)
-            members = [s.pid for s in stats if s.session == session]
             series[name].pss_mb.append(pss_mb(members))
             series[name].archive_mb.append(archive_mb(members))
         for pid, target in ((s3_pid, s3), (kafka_pid, kafka)):

@@ -81,11 +81,16 @@ def kube_binaries(settings: Settings) -> KubeBinaries:
     )
 
 
+def pom_digest(pom_dir: Path) -> str:
+    """What a jar directory's `.complete` marker holds: the digest of the pom it came from."""
+    return hashlib.sha256((pom_dir / "pom.xml").read_bytes()).hexdigest()
+
+
 def _maven_copy(settings: Settings, pom_dir: Path, goal: str, out: Path) -> Path:
     """Copy a pom's jars into `out` once per pom: the marker holds the pom's digest, so a
     cache filled from an older pom (a jar added since) is filled again."""
     marker = out / ".complete"
-    digest = hashlib.sha256((pom_dir / "pom.xml").read_bytes()).hexdigest()
+    digest = pom_digest(pom_dir)
     if marker.is_file() and marker.read_text().strip() == digest:
         return out
     _need("mvn", "Maven (Debian package: maven)")

@@ -378,12 +378,15 @@ STEADY = {"views": 1, "rate_per_view": 150.0, "trigger_seconds": 5.0,
 
 def test_a_serving_views_cost_is_judged_on_cores_memory_and_the_gate() -> None:
     text = report.render_markdown(None, None, steady=[
-        STEADY, {**STEADY, "views": 10, "rss_mb_per_view_max": 512.0}])
+        STEADY, {**STEADY, "views": 10, "rss_mb_per_view_max": 512.0},
+        {**STEADY, "node": True, "image_rss_mb_per_view_max": 401.0}])
     rows = [line for line in text.splitlines() if line.startswith("| 1 |")
             or line.startswith("| 10 |")]
-    assert rows[0] == ("| 1 | 150 ev/s | 5.0 s | 0.081 | 380 MB | 350 MB | 0.070 | yes | "
-                       "≤ 0.10 core, ≤ 400 MB | met |")
+    assert rows[0] == ("| 1 | stand-in | 150 ev/s | 5.0 s | 0.081 | 380 MB | 350 MB | 0.070 | "
+                       "yes | ≤ 0.10 core, ≤ 400 MB | met |")
     assert rows[1].endswith("| **not met** |")  # 512 MB resident: over the goal
+    assert rows[2].startswith("| 1 | real node | 150 ev/s | 5.0 s | 0.081 | 401 MB |")
+    assert rows[2].endswith("| **not met** |")
     held_not = report.render_markdown(None, None, steady=[{**STEADY, "gate_held": False}])
     assert "| no | ≤ 0.10 core, ≤ 400 MB | **not met** |" in held_not
 
