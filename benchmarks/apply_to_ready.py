@@ -422,8 +422,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.lag_history_seconds is not None:
         env["DV_LAG_HISTORY_SECONDS"] = str(args.lag_history_seconds)
     if args.node:
-        env.update(DV_SPARK_IMAGE=info["images"]["spark"], DV_SPARK_TEMPLATE=info["spark_template"],
-                   DV_SPARK_SERVICE_ACCOUNT=replay.spark_job_account(api, namespace))
+        env.update(replay.jobs_on_real_node(api, namespace, info))
     if args.replay_executors is not None:
         env.update(DV_REPLAY_MIN_BACKLOG="1", DV_REPLAY_MAX_EXECUTORS=str(args.replay_executors),
                    DV_REPLAY_RECORDS_PER_EXECUTOR=str(

@@ -238,8 +238,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     replay.ensure_checkpoint_secret(core, namespace, info["s3"])
     env = product_pace_env(SimpleNamespace(**info), f"bench/steady/{run_id}")
     if args.node:
-        env.update(DV_SPARK_IMAGE=info["images"]["spark"], DV_SPARK_TEMPLATE=info["spark_template"],
-                   DV_SPARK_SERVICE_ACCOUNT=replay.spark_job_account(api, namespace))
+        env.update(replay.jobs_on_real_node(api, namespace, info))
     operator_settings = from_env(env)
     log_path = settings.logs_dir / f"operator-steady-cost-{run_id}.log"
     names = [f"steady-{i}" for i in range(args.views)]

@@ -94,7 +94,7 @@ def _maven_copy(settings: Settings, pom_dir: Path, goal: str, out: Path) -> Path
     if marker.is_file() and marker.read_text().strip() == digest:
         return out
     _need("mvn", "Maven (Debian package: maven)")
-    print(f"fetching jars into {out} from Maven Central (first run only)...", flush=True)
+    print(f"fetching jars into {out} from Maven Central (once per pom)...", flush=True)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)

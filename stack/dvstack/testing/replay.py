@@ -351,3 +351,22 @@ def spark_job_account(kube_api_client: Any, namespace: str) -> str:
         "subjects": [{"kind": "ServiceAccount", "name": SPARK_JOB_ACCOUNT,
                       "namespace": namespace}]})
     return SPARK_JOB_ACCOUNT
+
+
+def jobs_on_real_node(kube_api_client: Any, namespace: str, info: dict[str, Any]
+                      ) -> dict[str, str]:
+    """Run a benchmark namespace's jobs on the stack's real node (a stack started with
+    DV_NODE=1): the namespace labelled for the real Spark Operator, which the stand-in then
+    leaves alone (docs/real-node.md), the Spark jobs' ServiceAccount, and the operator
+    settings that render them as pods of the project's Spark image (returned)."""
+    from kubernetes import client
+
+    from dvstack.node.support import NAMESPACE_LABEL
+
+    if not info.get("node"):
+        raise SystemExit("the stack runs without the real node: start it with DV_NODE=1")
+    client.CoreV1Api(kube_api_client).patch_namespace(
+        namespace, {"metadata": {"labels": {NAMESPACE_LABEL: "true"}}})
+    return {"DV_SPARK_IMAGE": info["images"]["spark"],
+            "DV_SPARK_TEMPLATE": info["spark_template"],
+            "DV_SPARK_SERVICE_ACCOUNT": spark_job_account(kube_api_client, namespace)}
