@@ -1,5 +1,9 @@
 """The job checkpoints to s3a:// on the stack's S3Proxy and survives a SIGKILL mid-replay.
 
+It runs with the Spark settings the operator renders for an s3a:// checkpoint: each file
+written once through S3A's abortable stream (core.job.checkpoints), so a kill mid-write
+leaves no file, not a partial one.
+
 Its credentials (the database's and the store's) come only from mounted Secret files, as
 the operator renders them: S3A's keys are set by the job, libpq's given by the job.
 
@@ -28,7 +32,7 @@ import pytest
 from botocore.config import Config
 from psycopg import sql
 
-from derived_views.core.job.checkpoints import s3a_hadoop_conf
+from derived_views.core.job.checkpoints import checkpoint_spark_conf, s3a_hadoop_conf
 from dvjob.batch_writer import PROGRESS_PREFIX
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
@@ -75,6 +79,9 @@ def start_job(stack: Any, config: dict[str, Any], log: Path) -> subprocess.Popen
     }
     hadoop = s3a_hadoop_conf(s3["endpoint"], s3["region"])
     confs = [arg for k, v in hadoop.items() for arg in ("--conf", f"spark.hadoop.{k}={v}")]
+    # and the Spark settings the operator renders for an s3a:// checkpoint
+    confs += [arg for k, v in checkpoint_spark_conf(config["checkpointLocation"]).items()
+              for arg in ("--conf", f"{k}={v}")]
     confs += [arg for name, directory in mounts.items() for role in ("driver", "executor")
               for arg in ("--conf", f"spark.kubernetes.{role}.secrets.{name}={directory}")]
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
@@ -143,6 +150,9 @@ def test_a_killed_job_resumes_from_its_s3_checkpoint(stack: Any, schema: str,
         Bucket=stack.s3["bucket"], Prefix=f"{prefix}/r1/") for o in page.get("Contents", [])]
     assert any(k.startswith(f"{prefix}/r1/commits/") for k in keys), keys
     assert any(k.startswith(f"{prefix}/r1/state/") for k in keys), "aggregation state on S3"
+    # written once through S3A's abortable stream, never to a temporary name and renamed
+    assert "based on abortable stream" in first_log.read_text()
+    assert not [k for k in keys if k.endswith(".tmp")], keys
 
     second = start_job(stack, config, second_log)
     assert second.wait(timeout=600) == 0, second_log.read_text()[-4000:]
