@@ -50,7 +50,7 @@ def test_a_view_whose_secret_is_gone_is_deleted_and_says_what_stayed(
     custom.delete_namespaced_custom_object(G, V, namespace, P, "orphan")
     wait_for(handle.gone, timeout=120, interval=0.5,
              what="the view without its Secret to be deleted (not held by its finalizer)")
-    left = [(t, m) for t, r, m in handle.events(core) if r == "LeftBehind"]
+    left = [(t, m) for t, _, m in handle.wait_events(core, "LeftBehind")]
     assert len(left) == 1, handle.events(core)
     kind, message = left[0]
     assert kind == "Warning"

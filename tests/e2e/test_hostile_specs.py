@@ -124,5 +124,4 @@ def test_hostile_specs_stall_clearly_update_and_delete(
     results = Path(stack.state_dir) / "results"
     results.mkdir(exist_ok=True)
     (results / "hostile_specs.json").write_text(json.dumps(figures, indent=2))
-    reasons = [r for _, r, _ in handles["wide"].events(core)]
-    assert "Deleted" in reasons or "LeftBehind" in reasons, reasons
+    assert handles["wide"].wait_events(core, "Deleted", "LeftBehind")

@@ -240,7 +240,7 @@ def test_view_lifecycle(stack: Any, kube_api_client: Any, namespace: str,
         degraded = view.condition("Degraded")
         assert "datatype_mismatch" in degraded["message"].lower()
         assert view.active() == v4 and rows_equal("v4")
-        assert any(r == "JobFailed" for _, r, _ in view.events(core))
+        assert view.wait_events(core, "JobFailed")
         view.patch({"spec": {"transform": {"sql": SQL["v4"]}}})
         wait_for(lambda: view.ready() and view.condition("Degraded").get("status") == "False",
                  timeout=120, interval=1, what="reverting the broken change to clear Degraded")

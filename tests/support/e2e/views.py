@@ -161,6 +161,18 @@ class ViewHandle:
             self.namespace, field_selector=f"involvedObject.name={self.name}").items
         return [(e.type, e.reason, e.message) for e in items]
 
+    def wait_events(self, core: client.CoreV1Api, *reasons: str,
+                    timeout: float = 60) -> list[tuple[str, str, str]]:
+        """The view's Events with one of `reasons`, once there is one. The operator posts an
+        Event after the status it explains, from a queue: a test that saw the status may not
+        see the Event yet."""
+        def found() -> list[tuple[str, str, str]]:
+            return [e for e in self.events(core) if e[1] in reasons]
+        wait_for(lambda: bool(found()), timeout=timeout, interval=0.5,
+                 what=f"an Event {' or '.join(reasons)} on view {self.name}",
+                 on_timeout=lambda: str(self.events(core)))
+        return found()
+
 
 def wait_alias_equals(dsn: str, table: str, events: list[dict[str, Any]], columns: list[str],
                       what: str, timeout: float = 180) -> None:
