@@ -226,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--save-as", default=None)
     args = parser.parse_args(argv)
     save_as = args.save_as or ("steady_cost" if args.views == 1
-                               else f"steady_cost_{args.views}views") + ("_node" * args.node)
+                               else f"steady_cost_{args.views}views") + (
+                                   "_node" if args.node else "")
     settings = load()
     info = json.loads(settings.stack_file.read_text())
     api = config.new_client_from_config(config_file=info["kubeconfig"])
@@ -296,10 +297,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Sequence[str],
             settings: Any, window: float, node: bool) -> dict[str, Any]:
-    sessions = {}
-    for name in names:
-        session = None if node else driver_session(core, namespace, name)
-        if session is None and not node:
+    sessions: dict[str, int] = {}  # on the stand-in: each view's driver session
+    for name in ([] if node else names):
+        session = driver_session(core, namespace, name)
+        if session is None:
             raise SystemExit(f"view {name}: no running driver found on the stand-in kubelet")
         sessions[name] = session
     s3_pid = processes.read_pid(settings, S3_NAME)
@@ -313,13 +314,13 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
         now = time.monotonic()
         stats = all_stats()
         by_pid = {s.pid: s for s in stats}
-        for name, session in sessions.items():
-            if session is None:  # on the node: the view's pods
+        for name in names:
+            if node:  # the view's pods
                 members, cpu = view_pods_usage(core, namespace, name)
                 rss = sum(by_pid[pid].rss_mb for pid in members if pid in by_pid)
             else:
-                cpu, rss = session_usage(stats, session)
-                members = [s.pid for s in stats if s.session == session]
+                cpu, rss = session_usage(stats, sessions[name])
+                members = [s.pid for s in stats if s.session == sessions[name]]
             series[name].cpu.append((now, cpu))
             series[name].rss_mb.append(rss)
             series[name].pss_mb.append(pss_mb(members))
