@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -36,6 +37,7 @@ from dvjob.first_batch import (
     first_batch_setting,
     run_first_batch,
 )
+from dvjob.placement import in_driver_master
 from dvjob.sinks.registry import BULK_LOAD_CONF, bulk_load_setting, open_sink
 from dvjob.sinks.schema import table_layout
 from dvjob.source.avro_reader import avro_start
@@ -67,7 +69,17 @@ def fail(cause: str) -> None:
 
 
 def build_session(config: JobConfig) -> SparkSession:
-    spark = SparkSession.builder.appName(f"dv-{config.view}-{config.revision}").getOrCreate()
+    builder = SparkSession.builder.appName(f"dv-{config.view}-{config.revision}")
+    # What spark-submit was given, before a context exists: a SparkConf reads it from the
+    # JVM, which PySpark starts (or joins, under spark-submit) only when asked to.
+    SparkContext._ensure_initialized()
+    submitted = SparkConf()
+    master = in_driver_master(lambda key: submitted.get(key, None))
+    if master is not None:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    if master is not None:
+        say(f"running tasks in the driver ({spark.sparkContext.master})")
     given = spark.sparkContext.getConf()
     for key, value in DEFAULT_SPARK_CONF.items():
         if not given.contains(key):
@@ -177,10 +189,10 @@ def run(spark: SparkSession, config: JobConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_from_argv(sys.argv[1:] if argv is None else argv)
+        spark = build_session(config)
     except JobError as exc:
         fail(str(exc))
         return 2
-    spark = build_session(config)
     try:
         run(spark, config)
     except JobError as exc:

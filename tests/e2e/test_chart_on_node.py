@@ -19,7 +19,8 @@ every check:
 3. v2 migrates under a live producer with a reader on the alias, and the working operator
    pod is deleted mid-migration: the standby takes over, the StatefulSet replaces the pod,
    and the migration completes with no reader error and the index equal to the
-   recomputation of every event;
+   recomputation of every event. v2 (and v1's job, restarted) runs with the default
+   placement, its tasks in its driver pod: no executor pod;
 4. `helm upgrade` runs the chart's CRD upgrade hook, a Job of the operator's image, on the
    node, and Helm succeeds only if it did; the view goes on serving v2.
 
@@ -254,6 +255,7 @@ def test_the_charts_operator_pods_and_the_jobs_pods_each_deleted_cost_nothing(
 
         view = view_body(namespace, "orders", stack.kafka_bootstrap, topic, table)
         view["spec"]["source"]["maxOffsetsPerTrigger"] = PER_BATCH
+        view["spec"]["spark"] = {"executor": {"instances": 1}}  # step 1 deletes its pod
         view["spec"]["cutover"] = {"stableForSeconds": 2, "retainPreviousSeconds": 5,
                                    "maxLagSeconds": GATE_SECONDS}
         live = LiveProducer(stack.kafka_bootstrap, topic, rate=40, seed=331).start()
@@ -280,8 +282,11 @@ def test_the_charts_operator_pods_and_the_jobs_pods_each_deleted_cost_nothing(
         # 3. v2 under traffic, the working operator pod deleted mid-migration
         reader = AliasReader(stack.pg_dsn, table).start()
         live = LiveProducer(stack.kafka_bootstrap, topic, rate=40, seed=211).start()
+        # v2 with the default placement: no executors, its tasks in its driver (v1's job
+        # restarts so too, from its checkpoint, while it serves)
         handle.patch({"spec": {"transform": {"sql": SQL_V2},
-                               "source": {"maxOffsetsPerTrigger": V2_PER_BATCH}}})
+                               "source": {"maxOffsetsPerTrigger": V2_PER_BATCH},
+                               "spark": {"executor": {"instances": 0}}}})
         wait_for(lambda: (handle.status().get("candidate") or {}).get("phase")
                  in ("Backfilling", "CaughtUp"), timeout=300, interval=0.5,
                  what="v2 to start building", on_timeout=handle.brief)
@@ -310,6 +315,10 @@ def test_the_charts_operator_pods_and_the_jobs_pods_each_deleted_cost_nothing(
                        reader_worst_stall_ms=round(reader.worst_stall * 1000, 1))
         jobs = core.list_namespaced_pod(namespace, label_selector="spark-role").items
         assert jobs and {p.spec.node_name for p in jobs} == {"dv-node"}
+        v2_pods = [p.metadata.labels["spark-role"] for p in jobs
+                   if p.metadata.labels.get("derivedviews.io/revision") == v2
+                   and p.status.phase == "Running"]
+        assert v2_pods == ["driver"], v2_pods  # v2's records counted by its driver alone
 
         # 4. `helm upgrade` as a platform runs it: the chart's pre-upgrade hook, a Job of
         # the operator's image under its own short-lived RBAC, applies the CRD on the node

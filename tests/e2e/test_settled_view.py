@@ -8,7 +8,7 @@ recomputation of every record produced, live traffic included.
 
 Its replay threshold is set low (core.job.stages), so the view's 3,000-record backlog
 replays in the replay stage with 3 executors (one per 1,000 records), and its job restarts
-from its checkpoint with the steady stage's one executor before the view serves: the index
+from its checkpoint in the steady stage, its tasks in its driver, before the view serves: the index
 then holds every record exactly once (an aggregate that counts orders: a record lost or
 read twice changes a count), and the job restarted after the lost driver is still steady.
 """
@@ -61,10 +61,14 @@ def job_of(custom: Any, namespace: str, name: str) -> dict[str, Any] | None:
 
 
 def stage_of(job: dict[str, Any]) -> tuple[str, int, str | None]:
-    """(stage label, executor instances, spark.python.use.daemon) of a SparkApplication."""
+    """(stage label, executor pods, spark.python.use.daemon) of a SparkApplication; 0 pods:
+    its tasks run in the driver (no executor count is given)."""
     spec = job["spec"]
-    return (job["metadata"]["labels"].get(STAGE_LABEL, ""), spec["executor"]["instances"],
-            (spec.get("sparkConf") or {}).get("spark.python.use.daemon"))
+    conf = spec.get("sparkConf") or {}
+    executors = (0 if conf.get("spark.derivedviews.tasksInDriver") == "true"
+                 else spec["executor"]["instances"])
+    return (job["metadata"]["labels"].get(STAGE_LABEL, ""), executors,
+            conf.get("spark.python.use.daemon"))
 
 
 @pytest.fixture()
@@ -131,7 +135,7 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
     replay_to_ready = time.monotonic() - replay_seen
     # restarted from its checkpoint with the steady size before it served, and exact
     serving = job_of(custom, namespace, handle.record(revision)["sparkApplication"])
-    assert serving is not None and stage_of(serving) == ("steady", 1, "false")
+    assert serving is not None and stage_of(serving) == ("steady", 0, "false")
     assert serving["metadata"]["uid"] != replaying["metadata"]["uid"]
     assert handle.record(revision).get("stage") == "steady"
     told = core.list_namespaced_event(namespace, field_selector="reason=SteadyStageStarted")
@@ -197,7 +201,7 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
     wait_alias_equals(stack.pg_dsn, table, backlog + live + more, COLUMNS,
                       "the index to hold every record after the job's restart")
     recovered = job_of(custom, namespace, app_name)
-    assert recovered is not None and stage_of(recovered) == ("steady", 1, "false")
+    assert recovered is not None and stage_of(recovered) == ("steady", 0, "false")
     wait_for(settled, timeout=120, interval=0.5, what="the recovered view to settle")
     print(f"settled view: replay-stage job to Ready (through the steady restart) "
           f"{replay_to_ready:.1f}s, new records noticed after {noticed:.2f}s, lost driver "

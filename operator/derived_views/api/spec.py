@@ -759,7 +759,12 @@ class DriverResources(ApiModel):
 class ExecutorResources(ApiModel):
     """Resources of the Spark executors."""
 
-    instances: Annotated[int, Field(ge=1, le=1000, description="Number of executors.")] = 1
+    instances: Annotated[int, Field(
+        ge=0, le=1000,
+        description="Executors of the serving (steady) stage. 0, the default, runs its tasks "
+                    "in the driver pod (Spark's local mode, spec.spark.driver.cores threads): "
+                    "no executor pods, the least a serving view costs. A replay stage runs "
+                    "executors still (spec.spark.replay).")] = 0
     cores: Annotated[int, Field(ge=1, le=64, description="CPU cores per executor.")] = 1
     memory: Annotated[str, Field(max_length=32, pattern=SPARK_MEMORY_PATTERN,
                                  description="Memory per executor in Spark's notation, e.g. 2g.")

@@ -42,8 +42,10 @@ def _pod(pod: PodShape) -> str:
 
 def job_text(job: JobResources) -> str:
     executors = job.executor.instances
-    return (f"driver {_pod(job.driver)}; {executors} executor{'s' if executors != 1 else ''} "
-            f"of {_pod(job.executor)}; in all {_cores(job.cores)}, {_mib(job.memory_mib)}")
+    placed = (f"{executors} executor{'s' if executors != 1 else ''} of {_pod(job.executor)}"
+              if executors else "no executors (its tasks run in the driver)")
+    return (f"driver {_pod(job.driver)}; {placed}; in all {_cores(job.cores)}, "
+            f"{_mib(job.memory_mib)}")
 
 
 def spark_lines(spark: SparkFootprint) -> list[str]:

@@ -26,6 +26,7 @@ from derived_views.adapters.postgres.progress import running_batches
 from derived_views.adapters.postgres.sink import ledger_positions
 from dvjob.batch_progress import PROGRESS_CONF
 from dvjob.first_batch import FIRST_BATCH_CONF
+from dvjob.placement import IN_DRIVER_CONF
 from dvstack.testing import replay
 from dvstack.testing.waiting import wait_for
 from support.spark_job.job_submit import job_config, produce, rows, run_job, start
@@ -161,7 +162,10 @@ def test_a_first_replay_commits_a_bounded_first_batch_then_the_rest(
                         key=["id"], checkpoint=tmp_path / "ckpt")
     config["trigger"] = {"processingTimeSeconds": 1}
     log = tmp_path / "driver.log"
-    job = start(stack, config, {FIRST_BATCH_CONF: "500"}, log)
+    # submitted to local[1], told to run its tasks in its driver with two cores: its own
+    # master then, as on a cluster, where it is submitted to Kubernetes
+    job = start(stack, config, {FIRST_BATCH_CONF: "500", IN_DRIVER_CONF: "true",
+                                "spark.driver.cores": "2"}, log)
     try:
         wait_for(lambda: job.poll() is not None or sum(
             (ledger_batches(stack, schema, "r1") or [{}])[-1].values()) == 3000 + 20,
@@ -174,6 +178,7 @@ def test_a_first_replay_commits_a_bounded_first_batch_then_the_rest(
     assert len(batches) == 2 and batches[-1] == {"0": 3000, "1": 20}, batches
     assert sum(batches[0][str(p)] - start for p, start in log_starts.items()) <= 500, batches
     assert "first batch of at most 500 offsets done" in log.read_text()
+    assert "dvjob: running tasks in the driver (local[2,4])" in log.read_text()
     assert rows(stack, schema, "mirror__r1") == [(i, 58) for i in range(50)]  # 2,900 left
     history = {topic: {str(p): start for p, start in log_starts.items()}}
     assert ledger_history_starts(stack, schema, "r1") == [history, history]

@@ -221,7 +221,7 @@ CASES: list[Case] = [
          "spec.cutover.retainPreviousSeconds"),
     Case("driver memory not in Spark's notation", _spec("spark.driver", {"memory": "lots"}),
          "spec.spark.driver.memory"),
-    Case("0 executors", _spec("spark.executor", {"instances": 0}),
+    Case("a negative executor count", _spec("spark.executor", {"instances": -1}),
          "spec.spark.executor.instances"),
     Case("an unknown restart policy", _spec("spark.restartPolicy", {"type": "Sometimes"}),
          "spec.spark.restartPolicy.type"),

@@ -34,7 +34,7 @@ def test_defaults_of_a_minimal_spec() -> None:
                     "mode": "auto", "progressDeadlineSeconds": 600, "retainPreviousSeconds": 600,
                     "keepPreviousRunningSeconds": 300},
         "spark": {"sparkVersion": "4.0.0", "driver": {"cores": 1, "memory": "1g"},
-                  "executor": {"instances": 1, "cores": 1, "memory": "1g"}, "sparkConf": {},
+                  "executor": {"instances": 0, "cores": 1, "memory": "1g"}, "sparkConf": {},
                   "restartPolicy": {"type": "OnFailure", "onFailureRetries": 3,
                                     "onFailureRetryInterval": 10}},
         "deletionPolicy": "Retain",

@@ -335,10 +335,9 @@ def test_a_replays_footprint_in_text_markdown_and_json(
     assert sizes == [("postgres", "public", I1)]
     assert ("    Spark resources of a job (as the operator renders its SparkApplication, from "
             "the template dv ships): driver 1 core, 1.4 GiB (1.0 GiB + 409 MiB overhead); "
-            "1 executor of 1 core, 1.4 GiB (1.0 GiB + 409 MiB overhead); in all 2 cores, "
-            "2.8 GiB\n") in text
+            "no executors (its tasks run in the driver); in all 1 core, 1.4 GiB\n") in text
     assert ("    while both jobs run (the active's is steady and renders from the same "
-            "spec.spark, restarted if it changed): 4 cores, 5.6 GiB\n") in text
+            "spec.spark, restarted if it changed): 2 cores, 2.8 GiB\n") in text
     # the replay 24s..45s, then stableFor 10 s and the old job following 60 s (keep 300 s
     # capped by retain 60 s); the slow end 3 passes of 5 s more
     assert "    two jobs side by side: 1m34s to 2m10s (the replay, then stableForSeconds 10 s" \
@@ -353,7 +352,7 @@ def test_a_replays_footprint_in_text_markdown_and_json(
     cost = json.loads(out)["views"][0]["cost"]
     assert cost["spark"]["job"]["driver"] == {"instances": 1, "cores": 1, "memoryMiB": 1024,
                                               "overheadMiB": 409, "podMemoryMiB": 1433}
-    assert cost["spark"]["bothJobs"] == {"cores": 4, "memoryMiB": 5732}
+    assert cost["spark"]["bothJobs"] == {"cores": 2, "memoryMiB": 2866}
     assert cost["sideBySide"]["seconds"] == {"low": 94, "high": 130}
     assert cost["sideBySide"]["afterReplaySeconds"] == {"low": 70, "high": 85}
     assert (cost["sink"]["activeBytes"], cost["sink"]["peakBytes"], cost["sink"]["notRead"]) \

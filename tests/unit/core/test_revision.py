@@ -140,7 +140,7 @@ def test_job_settings_hash_of_the_defaults_is_sha256_of_the_written_out_document
     from derived_views.core.revision import job_settings_of
     from support.world.samples import make_spec
     written = ('{"kafka":{"bootstrapServers":"kafka:9092","secretRef":{"name":"kafka-creds"}},'
-               '"maxOffsetsPerTrigger":1000000,"spark":{"driver":{"cores":1,"memory":"1g"},"executor":{"cores":1,"instances":1,'
+               '"maxOffsetsPerTrigger":1000000,"spark":{"driver":{"cores":1,"memory":"1g"},"executor":{"cores":1,"instances":0,'
                '"memory":"1g"},"image":null,"mainApplicationFile":null,"restartPolicy":'
                '{"onFailureRetries":3,"onFailureRetryInterval":10,"type":"OnFailure"},'
                '"serviceAccount":null,"sparkConf":{},"sparkVersion":"4.0.0"}}')

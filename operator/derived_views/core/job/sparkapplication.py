@@ -30,7 +30,7 @@ from derived_views.core import naming
 from derived_views.core.actions import SecretCopy
 from derived_views.core.job import checkpoints
 from derived_views.core.job.job_config import job_config, job_config_json
-from derived_views.core.job.stages import STEADY, JobSize
+from derived_views.core.job.stages import IN_DRIVER_CONF, STEADY, JobSize
 from derived_views.core.judges.source_schema import NONE_KNOWN, ReaderSchemas
 from derived_views.core.revision import job_settings_of
 from derived_views.core.settings import Settings
@@ -180,6 +180,7 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
                             trigger_seconds=trigger_seconds,
                             reader_schemas=reader_schemas)
     spark = spec.spark
+    executors = size.executors_of(spec)
     body.update({
         "type": "Python",
         "pythonVersion": "3",
@@ -191,6 +192,7 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
         "sparkConf": {**(body.get("sparkConf") or {}), **size.spark_conf,
                       **spark.spark_conf,
                       **checkpoints.checkpoint_spark_conf(checkpoint_location),
+                      IN_DRIVER_CONF: "true" if executors == 0 else "false",
                       **PLATFORM_SPARK_CONF},
         "restartPolicy": restart_policy(spec),
     })
@@ -212,8 +214,12 @@ def render_spark_application(template: str, *, settings: Settings, namespace: st
     # The registry is read by the driver alone (it plans the decoding): not the executors.
     executor_mounts = secret_mounts({r: n for r, n in secrets.items()
                                      if r not in DRIVER_ONLY_ROLES})
-    executor.update(instances=size.executors or spark.executor.instances,
-                    cores=spark.executor.cores,
+    # No executors: the job runs its tasks in the driver (IN_DRIVER_CONF), and the Spark
+    # Operator is given no count, as spark-submit refuses 0.
+    executor.pop("instances", None)
+    if executors:
+        executor["instances"] = executors
+    executor.update(cores=spark.executor.cores,
                     memory=spark.executor.memory,
                     secrets=[*(executor.get("secrets") or []), *executor_mounts],
                     labels={**(executor.get("labels") or {}), **labels})

@@ -7,7 +7,10 @@ which forks a Python worker per task at once (staging a PostgreSQL mirror in par
 serving job is paid for as long as the view lives, so it runs with `spec.spark.executor` and
 without the daemon: the daemon and its forked workers, once started by a replay, stay resident
 for the job's life (measured: 597 -> 485 MB resident for a serving view; without the daemon
-a mirror replay is 40 % slower, so that setting is the steady stage's only).
+a mirror replay is 40 % slower, so that setting is the steady stage's only). By default
+(`spec.spark.executor.instances` 0) a serving job has no executors: its tasks run in its
+driver (IN_DRIVER_CONF), as a separate executor JVM cost a view on the real node about 380 MB
+and most of its CPU (heartbeats and task RPC) for a few hundred records a second.
 
 - A build whose backlog reaches `SparkSettings.replay_min_backlog` starts in the `replay`
   stage with `replay_executors_for` executors (or `spec.spark.replay.executor.instances`).
@@ -35,16 +38,26 @@ from derived_views.core.settings import SparkSettings
 
 STEADY_SPARK_CONF = {"spark.python.use.daemon": "false"}
 """Spark settings of the steady stage only, under the view's own `spec.spark.sparkConf`."""
-STEADY_JAVA_OPTIONS = "-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20"
+STEADY_JAVA_OPTIONS = "-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 -XX:MaxHeapFreeRatio=40"
 """JVM settings of the steady stage's driver and executors, after the template's (the last of
 a repeated flag wins). A serving job allocates little per batch, yet its collector sized the
 young generation at a third of the heap and kept old-generation headroom of 30 %: 190 MB
-committed for 93 MB live. A young generation fixed at 16 MB and 5-20 % headroom keep the
+committed for 93 MB live. A young generation fixed at 16 MB and 20-40 % headroom keep the
 heap near what it holds; the limit (driver.memory) is unchanged, so a large batch after an
 outage still fits. Measured (benchmarks/steady_cost.py, one view at 150 events/s): resident
-476 -> 429 MB, no change in cores (0.095 -> 0.096). A replay allocates far faster and keeps
-the template's settings. The executors, which the template leaves to the JVM's defaults, get
+476 -> 429 MB, no change in cores (0.095 -> 0.096). Headroom of 5-20 % was measured too: a
+driver running its tasks (no executors) then filled its old generation every few seconds,
+80 full collections in its first 7 minutes on the real node against 30 with 20-40 %, and
+cost 0.181 instead of 0.155 core for 14 MB less (656 against 670 MB). A replay allocates far
+faster and keeps the template's settings. The executors, which the template leaves to the JVM's defaults, get
 the driver's serial collector too: a serving job's tasks are small."""
+
+
+IN_DRIVER_CONF = "spark.derivedviews.tasksInDriver"
+"""The job's setting (dvjob.placement) that runs its tasks in its driver, Spark's local mode
+in the driver pod: rendered "true" for a job of no executors, else "false", after the
+author's sparkConf. Spark itself has no such setting: spark-submit refuses 0 executors, and
+the Spark Operator submits every job with a cluster master."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,10 @@ class JobSize:
 
     stage: JobStage
     executors: int | None = None
+
+    def executors_of(self, spec: DerivedViewSpec) -> int:
+        """Executor pods of the job (0: its tasks run in the driver)."""
+        return spec.spark.executor.instances if self.executors is None else self.executors
 
     @property
     def spark_conf(self) -> dict[str, str]:
@@ -68,6 +85,13 @@ class JobSize:
 
 
 STEADY = JobSize(JobStage.Steady)
+
+
+def executors_said(executors: int) -> str:
+    """A job's executors in a message: none means its tasks run in the driver."""
+    if executors == 0:
+        return "no executors: its tasks run in the driver"
+    return f"{executors} executor{'s' if executors != 1 else ''}"
 
 
 def replay_executors_for(backlog: int, steady_instances: int, spark: SparkSettings) -> int:

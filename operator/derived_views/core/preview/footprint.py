@@ -31,7 +31,7 @@ from derived_views.api.spec import DerivedViewSpec
 from derived_views.api.status import DerivedViewStatus, JobStage, Phase
 from derived_views.core import naming
 from derived_views.core.job.sparkapplication import render_spark_application
-from derived_views.core.job.stages import STEADY, JobSize
+from derived_views.core.job.stages import IN_DRIVER_CONF, STEADY, JobSize
 from derived_views.core.judges.source_schema import ReaderSchemas
 from derived_views.core.planner.readings import follow_seconds
 from derived_views.core.settings import Settings
@@ -123,7 +123,12 @@ def _pod(body: Mapping[str, Any], conf: Mapping[str, str], role: str, python: bo
             overhead += spark_mib(conf["spark.executor.pyspark.memory"])
         if conf.get("spark.memory.offHeap.enabled", "false").lower() == "true":
             overhead += spark_mib(conf.get("spark.memory.offHeap.size", "0"))
-    instances = int(pod.get("instances") or 1) if role == "executor" else 1
+    if role != "executor":
+        instances = 1
+    elif conf.get(IN_DRIVER_CONF) == "true":
+        instances = 0  # its tasks run in the driver: no executor pods
+    else:
+        instances = int(pod.get("instances") or 1)
     return PodShape(instances, int(pod.get("cores") or 1), memory, overhead)
 
 

@@ -62,10 +62,28 @@ def test_user_spark_conf_is_merged_over_the_template_defaults() -> None:
                     "spark.executor.heartbeatInterval": "3s",
                     "spark.python.use.daemon": "false",  # the steady stage's (core.job.stages)
                     "spark.sql.streaming.checkpointFileManagerClass":  # s3a:// (checkpoints)
-                    "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"}
+                    "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager",
+                    "spark.derivedviews.tasksInDriver": "false"}  # BODY has executors
     body = copy.deepcopy(BODY)
     del body["spark"]["sparkConf"]
     assert render(body)["spec"]["sparkConf"]["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_a_job_of_no_executors_runs_its_tasks_in_the_driver() -> None:
+    """The default steady job asks the Spark Operator for no executor count (spark-submit
+    refuses 0) and tells the job to run its tasks in the driver, whatever the author says."""
+    body = copy.deepcopy(BODY)
+    body["spark"]["executor"] = {"memory": "2g"}  # instances: the default
+    body["spark"]["sparkConf"] = {"spark.derivedviews.tasksInDriver": "false"}
+    spec = render(body)["spec"]
+    assert spec["sparkConf"]["spark.derivedviews.tasksInDriver"] == "true"
+    assert "instances" not in spec["executor"]
+    assert (spec["executor"]["cores"], spec["executor"]["memory"]) == (1, "2g")
+    body["spark"]["executor"] = {"instances": 1}
+    body["spark"]["sparkConf"] = {"spark.derivedviews.tasksInDriver": "true"}
+    spec = render(body)["spec"]
+    assert spec["sparkConf"]["spark.derivedviews.tasksInDriver"] == "false"
+    assert spec["executor"]["instances"] == 1
 
 
 def test_variable_substitution_is_off_whatever_the_author_or_template_says() -> None:

@@ -21,8 +21,9 @@ SIZING = SparkSettings(replay_min_backlog=10_000_000, replay_records_per_executo
                        replay_max_executors=8)
 
 STEADY_HASH = "34c123f017"
-"""The job settings hash of make_spec() as the operator computed it before stages existed:
-a steady job keeps it."""
+"""The job settings hash of make_spec() with one executor (the default before jobs ran their
+tasks in the driver, and what a view stored then keeps) as the operator computed it before
+stages existed: a steady job keeps it."""
 
 
 @pytest.mark.parametrize(("backlog", "steady", "expected"), [
@@ -92,9 +93,9 @@ def test_a_replay_is_done_once_its_index_is_hydrated() -> None:
 def test_a_steady_job_keeps_the_hash_it_had_before_stages() -> None:
     """An operator upgrade restarts no job: the steady hash is the old one, with or without
     spec.spark.replay; only a replay-stage job hashes its executors."""
-    assert job_settings_of(make_spec()) == STEADY_HASH
+    assert job_settings_of(_spec()) == STEADY_HASH
     assert job_settings_of(_spec(replay=6)) == STEADY_HASH
-    replay = {job_settings_of(make_spec(), 1.0, n) for n in (1, 3, 4)}
+    replay = {job_settings_of(_spec(), 1.0, n) for n in (1, 3, 4)}
     assert len(replay) == 3 and STEADY_HASH not in replay
 
 
@@ -114,7 +115,7 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
     # the steady stage's heap settings follow the template's, for the executors too; a
     # replay keeps the template's alone
     template = "-XX:+UseSerialGC -Xms32m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
-    steady_heap = "-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=5 -XX:MaxHeapFreeRatio=20"
+    steady_heap = "-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 -XX:MaxHeapFreeRatio=40"
     assert steady["spec"]["driver"]["javaOptions"] == f"{template} {steady_heap}"
     assert steady["spec"]["executor"]["javaOptions"] == steady_heap
     assert replay["spec"]["driver"]["javaOptions"] == template

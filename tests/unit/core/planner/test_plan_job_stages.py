@@ -27,10 +27,13 @@ def replay_world(body: dict[str, Any] | None = None) -> World:
 
 
 def job(world: World, name: str) -> tuple[str, int, str | None]:
-    """(stage label, executor instances, the daemon setting) of a job object."""
-    manifest = world.apps[name].obj
-    return (manifest["metadata"]["labels"][STAGE], manifest["spec"]["executor"]["instances"],
-            manifest["spec"]["sparkConf"].get(DAEMON))
+    """(stage label, executor pods, the daemon setting) of a job object; 0 executor pods: the
+    job runs its tasks in the driver, and is rendered with no executor count."""
+    spec = world.apps[name].obj["spec"]
+    in_driver = spec["sparkConf"]["spark.derivedviews.tasksInDriver"] == "true"
+    assert in_driver == ("instances" not in spec["executor"])
+    return (world.apps[name].obj["metadata"]["labels"][STAGE],
+            0 if in_driver else spec["executor"]["instances"], spec["sparkConf"].get(DAEMON))
 
 
 def created(world: World) -> list[str]:
@@ -56,7 +59,7 @@ def test_a_big_backlog_replays_wide_then_restarts_steady_before_the_switch() -> 
     reasons = world.event_reasons()
     assert reasons.count("SteadyStageStarted") == 1 and "JobRestarted" not in reasons
     assert reasons.index("SteadyStageStarted") < reasons.index("CutoverCompleted")
-    assert job(world, APP1) == ("steady", 1, "false")
+    assert job(world, APP1) == ("steady", 0, "false")
     assert created(world) == [APP1, APP1]  # one restart, from the same checkpoint
     assert world.parsed_status().revisions[0].stage == "steady"
     assert world.violations == []  # never a fresh checkpoint over its ledger, nor a spent one
@@ -74,7 +77,7 @@ def test_a_candidate_replays_beside_the_active_and_goes_steady_before_it_serves(
     world.reconcile()
     assert job(world, APP2) == ("replay", 4, None)
     run_until(world, lambda w: w.alias == I2, ticks=40)
-    assert job(world, APP2) == ("steady", 1, "false")
+    assert job(world, APP2) == ("steady", 0, "false")
     told = [(e.reason, e.message) for e in world.events
             if e.reason in ("SteadyStageStarted", "CutoverCompleted")]
     assert [reason for reason, _ in told] == ["SteadyStageStarted", "CutoverCompleted"] * 2
@@ -85,7 +88,7 @@ def test_a_candidate_replays_beside_the_active_and_goes_steady_before_it_serves(
 
 def test_a_backlog_below_the_threshold_starts_steady_and_never_restarts() -> None:
     world = served_world()  # the installation's default threshold: 10,000,000 records
-    assert job(world, APP1) == ("steady", 1, "false")
+    assert job(world, APP1) == ("steady", 0, "false")
     assert created(world) == [APP1]
     assert not any(isinstance(a, A.DeleteSparkApplication) for p in world.plans for a in p)
     assert "SteadyStageStarted" not in world.event_reasons()
@@ -101,7 +104,7 @@ def test_a_caught_up_job_restarted_later_comes_back_steady() -> None:
     world.annotations["derivedviews.io/retry"] = "2026-03-01"
     assert effects(world.reconcile()) == [A.DeleteSparkApplication(R1, APP1)]
     world.settle(ticks=3)
-    assert job(world, APP1) == ("steady", 1, "false")
+    assert job(world, APP1) == ("steady", 0, "false")
     # a settings change: steady, with the new executors
     world.edit(spec_body(SQL_V1, spark={"executor": {"instances": 2}}))
     world.settle(ticks=3)

@@ -54,10 +54,14 @@ def test_a_size_spark_would_not_read_is_refused() -> None:
 
 
 def test_the_defaults_ask_a_python_jobs_overhead_of_four_tenths() -> None:
-    # 1 GiB heaps; a Python job's overhead 0.4 x 1024 = 409.6 -> 409 MiB (over the 384 floor)
+    # 1 GiB heaps; a Python job's overhead 0.4 x 1024 = 409.6 -> 409 MiB (over the 384 floor);
+    # by default no executor pods: the tasks run in the driver
     job = job_of(spec_body(SQL_V2))
-    assert job == JobResources(PodShape(1, 1, 1024, 409), PodShape(1, 1, 1024, 409))
-    assert (job.pods, job.cores, job.memory_mib) == (2, 2, 2866)
+    assert job == JobResources(PodShape(1, 1, 1024, 409), PodShape(0, 1, 1024, 409))
+    assert (job.pods, job.cores, job.memory_mib) == (1, 1, 1433)
+    one = job_of(spec_body(SQL_V2, spark={"executor": {"instances": 1}}))
+    assert one.executor == PodShape(1, 1, 1024, 409)
+    assert (one.pods, one.cores, one.memory_mib) == (2, 2, 2866)
 
 
 def test_a_small_driver_gets_the_floor_and_big_executors_their_factor() -> None:
@@ -72,7 +76,7 @@ def test_a_small_driver_gets_the_floor_and_big_executors_their_factor() -> None:
 
 def test_spark_conf_overheads_win_over_the_factor() -> None:
     job = job_of(spec_body(SQL_V2, spark={
-        "driver": {"memory": "8g"},
+        "driver": {"memory": "8g"}, "executor": {"instances": 1},
         "sparkConf": {"spark.executor.memoryOverhead": "1g",
                       "spark.driver.memoryOverheadFactor": "0.1"}}))
     assert job.driver == PodShape(1, 1, 8192, 819)  # 0.1 x 8192 = 819.2
@@ -85,7 +89,7 @@ def test_a_templates_factor_and_off_heap_memory_count() -> None:
         "  sparkConf:\n", '  sparkConf:\n    spark.memory.offHeap.enabled: "true"\n'
         '    spark.memory.offHeap.size: 512m\n', 1)
     settings = make_settings(spark=SparkSettings(template=template))
-    job = job_of(spec_body(SQL_V2), settings)
+    job = job_of(spec_body(SQL_V2, spark={"executor": {"instances": 1}}), settings)
     assert job.driver == PodShape(1, 1, 1024, 384)  # 0.25 x 1024 = 256 < 384
     assert job.executor == PodShape(1, 1, 1024, 384 + 512)  # and the off-heap memory
 
@@ -95,7 +99,7 @@ def test_both_jobs_of_a_replay_beside_the_active_and_what_runs_now() -> None:
     assert preview.footprint is not None
     spark = preview.footprint.spark
     assert spark.side_by_side
-    assert spark.running == JobResources(PodShape(1, 1, 1024, 409), PodShape(1, 1, 1024, 409))
+    assert spark.running == JobResources(PodShape(1, 1, 1024, 409), PodShape(0, 1, 1024, 409))
     assert spark.job is not None and spark.job.executor.instances == 3
 
 
@@ -190,11 +194,12 @@ def test_a_replay_past_the_backlog_threshold_is_sized_for_it_then_restarts_stead
     assert preview.cost is not None and preview.cost.records == 12_000
     assert preview.footprint is not None
     footprint = preview.footprint.spark
-    pod = PodShape(1, 1, 1024, 409)
+    pod, in_driver = PodShape(1, 1, 1024, 409), PodShape(0, 1, 1024, 409)
     assert footprint.job == JobResources(pod, PodShape(4, 1, 1024, 409))
-    assert footprint.steady == JobResources(pod, pod)
-    assert footprint.both == (1 + 4 + 1 + 1, (1433 * 5) + (1433 * 2))
+    assert footprint.steady == JobResources(pod, in_driver)
+    # the replay's driver and 4 executors beside the active's driver (its tasks in it)
+    assert footprint.both == (1 + 4 + 1, (1433 * 5) + 1433)
     below = dataclasses.replace(sized, spark=dataclasses.replace(spark, replay_min_backlog=12_001))
     small = of(spec_body(SQL_V2), live=LiveView(make_spec(), status), settings=below)
     assert small.footprint is not None and small.footprint.spark.steady is None
-    assert small.footprint.spark.job == JobResources(pod, pod)
+    assert small.footprint.spark.job == JobResources(pod, in_driver)

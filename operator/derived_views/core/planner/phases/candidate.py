@@ -146,8 +146,8 @@ def apply_job_settings(ctx: Context, draft: Draft) -> None:
         if app.stage == JobStage.Replay and size.stage is JobStage.Steady:
             draft.event(reasons.STEADY_STAGE_STARTED,
                         f"Restarted the job of revision {revision} from its checkpoint in its "
-                        f"steady stage ({ctx.spec.spark.executor.instances} executors, "
-                        "spec.spark.executor): its index holds the backlog it replayed; "
+                        f"steady stage ({stages.executors_said(ctx.spec.spark.executor.instances)}"
+                        ", spec.spark.executor): its index holds the backlog it replayed; "
                         "readers switch only after.")
         else:
             draft.event(reasons.JOB_RESTARTED, f"Restarted the job of revision {revision} from "

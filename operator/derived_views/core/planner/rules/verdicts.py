@@ -64,8 +64,9 @@ def building(s: Standing) -> Verdict | None:
         message += f"; {hydrating}"
     replay = stages.size_of(s.ctx.spec, candidate)
     if replay.stage is JobStage.Replay:
-        message += (f"; replay stage: {replay.executors} executors, restarted from its "
-                    "checkpoint in its steady stage once its backlog is in its index")
+        executors = stages.executors_said(replay.executors_of(s.ctx.spec))
+        message += (f"; replay stage: {executors}, restarted from its checkpoint in its steady "
+                    "stage once its backlog is in its index")
     if hold is not None and hold.said:
         message += f"; {hold.said}"
     if s.ctx.spec.source.history == "fromLogStart":

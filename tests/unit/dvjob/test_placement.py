@@ -1,0 +1,34 @@
+"""Where a job runs its tasks: the master its session starts with, from what it was given."""
+
+from __future__ import annotations
+
+import pytest
+
+from dvjob.errors import ConfigError
+from dvjob.placement import in_driver_master
+
+
+@pytest.mark.parametrize(("conf", "master"), [
+    ({}, None),  # a job rendered before placements: on its executors
+    ({"spark.derivedviews.tasksInDriver": "false"}, None),
+    ({"spark.derivedviews.tasksInDriver": "true"}, "local[1,4]"),
+    ({"spark.derivedviews.tasksInDriver": " TRUE ", "spark.driver.cores": "3"}, "local[3,4]"),
+    ({"spark.derivedviews.tasksInDriver": "true", "spark.driver.cores": "2",
+      "spark.task.maxFailures": "8"}, "local[2,8]"),
+])
+def test_the_master_of_a_jobs_session(conf: dict[str, str], master: str | None) -> None:
+    assert in_driver_master(conf.get) == master
+
+@pytest.mark.parametrize(("conf", "message"), [
+    ({"spark.derivedviews.tasksInDriver": "yes"},
+     "spark.derivedviews.tasksInDriver is 'yes': give true or false"),
+    ({"spark.derivedviews.tasksInDriver": "true", "spark.driver.cores": "0"},
+     "spark.driver.cores is '0': give a whole number of at least 1"),
+    ({"spark.derivedviews.tasksInDriver": "true", "spark.task.maxFailures": "two"},
+     "spark.task.maxFailures is 'two': give a whole number of at least 1"),
+])
+def test_a_setting_it_cannot_read_is_refused_before_the_session(
+        conf: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        in_driver_master(conf.get)
+    assert str(raised.value) == message
