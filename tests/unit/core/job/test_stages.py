@@ -115,7 +115,8 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
     # the steady stage's heap settings follow the template's, for the executors too; a
     # replay keeps the template's alone
     template = "-XX:+UseSerialGC -Xms32m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
-    steady_heap = "-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 -XX:MaxHeapFreeRatio=40"
+    steady_heap = ("-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 "
+                   "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1")
     assert steady["spec"]["driver"]["javaOptions"] == f"{template} {steady_heap}"
     assert steady["spec"]["executor"]["javaOptions"] == steady_heap
     assert replay["spec"]["driver"]["javaOptions"] == template
