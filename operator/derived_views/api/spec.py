@@ -750,7 +750,9 @@ class Cutover(ApiModel):
 class DriverResources(ApiModel):
     """Resources of the Spark driver (it also writes every row to PostgreSQL)."""
 
-    cores: Annotated[int, Field(ge=1, le=64, description="CPU cores of the driver.")] = 1
+    cores: Annotated[int, Field(ge=1, le=64, description=(
+        "CPU cores of the driver; with no executors (spec.spark.executor.instances 0, the "
+        "default) also its task threads."))] = 1
     memory: Annotated[str, Field(max_length=32, pattern=SPARK_MEMORY_PATTERN,
                                  description="Driver memory in Spark's notation, e.g. 1g or "
                                              "512m.")] = "1g"

@@ -16,6 +16,8 @@ def test_up_again_reuses_running_components() -> None:
     assert "s3proxy" in names
     before = {n: processes.running(settings, n) for n in names}
     assert all(before.values()), f"stack not fully up: {before}"
-    subprocess.run([sys.executable, "-m", "dvstack", "up"], check=True, capture_output=True)
+    again = subprocess.run([sys.executable, "-m", "dvstack", "up"], capture_output=True,
+                           text=True, check=False)
+    assert again.returncode == 0, f"dvstack up again failed:\n{again.stdout}\n{again.stderr}"
     after = {n: processes.running(settings, n) for n in names}
     assert after == before
