@@ -273,6 +273,17 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
+def flag_setting(key: str, value: str | None, default: bool) -> bool:
+    """A true/false Spark setting of the job's own (unset: `default`); anything else is
+    refused before any query starts."""
+    if value is None or value.strip() == "":
+        return default
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key} is {value!r}: give true or false")
+    return text == "true"
+
+
 def parse_config(text: str, *, origin: str = "--config-json") -> JobConfig:
     """Validate the JSON document; raise ConfigError naming every bad field."""
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dvjob.config import flag_setting
 from dvjob.errors import ConfigError
 
 IN_DRIVER_CONF = "spark.derivedviews.tasksInDriver"
@@ -37,12 +38,8 @@ def _count(key: str, value: str | None, default: int) -> int:
 def in_driver_master(get: Callable[[str], str | None]) -> str | None:
     """The Spark master that runs a job's tasks in its driver (`local[cores,maxFailures]`), or
     None when its tasks run on executors; `get` reads the submitted Spark configuration."""
-    value = get(IN_DRIVER_CONF)
-    text = (value or "").strip().lower()
-    if text in ("", "false"):
+    if not flag_setting(IN_DRIVER_CONF, get(IN_DRIVER_CONF), default=False):
         return None
-    if text != "true":
-        raise ConfigError(f"{IN_DRIVER_CONF} is {value!r}: give true or false")
     cores = _count("spark.driver.cores", get("spark.driver.cores"), 1)
     failures = _count("spark.task.maxFailures", get("spark.task.maxFailures"),
                       DEFAULT_TASK_MAX_FAILURES)

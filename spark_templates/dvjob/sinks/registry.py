@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dvjob.config import JobConfig
+from dvjob.config import JobConfig, flag_setting
 from dvjob.errors import ConfigError
 from dvjob.sinks.contract import Sink
 from dvjob.sinks.schema import TableLayout
@@ -29,12 +29,7 @@ BULK_LOAD_CONF = "spark.derivedviews.bulkLoad"
 
 def bulk_load_setting(value: str | None) -> bool:
     """BULK_LOAD_CONF (unset: on); anything but true or false is refused before any query."""
-    if value is None or value.strip() == "":
-        return True
-    text = value.strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"{BULK_LOAD_CONF} is {value!r}: give true or false")
-    return text == "true"
+    return flag_setting(BULK_LOAD_CONF, value, default=True)
 
 
 def open_sink(config: JobConfig, layout: TableLayout, credentials: Credentials, *,

@@ -32,3 +32,10 @@ def test_a_setting_it_cannot_read_is_refused_before_the_session(
     with pytest.raises(ConfigError) as raised:
         in_driver_master(conf.get)
     assert str(raised.value) == message
+
+
+def test_the_operator_renders_the_setting_the_job_reads() -> None:
+    """The operator cannot import the job (an import contract): the key is written twice."""
+    from derived_views.core.job import stages
+    from dvjob import placement
+    assert stages.IN_DRIVER_CONF == placement.IN_DRIVER_CONF

@@ -50,15 +50,16 @@ outage still fits. Measured (benchmarks/steady_cost.py, one view at 150 events/s
 driver running its tasks (no executors) then filled its old generation every few seconds,
 80 full collections in its first 7 minutes on the real node against 30 with 20-40 %, and
 cost 0.181 instead of 0.155 core for 14 MB less (656 against 670 MB). A replay allocates far
-faster and keeps the template's settings.
+faster and keeps the template's settings. The executors, which the template leaves to the
+JVM's defaults, get the driver's serial collector too: a serving job's tasks are small.
 
 `-XX:TieredStopAtLevel=1` compiles with C1 alone. A serving job runs the same few plans for
 its life, yet C2 was still compiling 6 minutes in: its compiler thread was the driver's
-busiest (0.034 core), and a driver's code cache had grown past 57 MB (stop 55). Measured on the real node over 300 s:
-0.155 -> 0.106 core, 670 -> 590 MB; the task thread's own CPU rose 0.028 -> 0.033. The cost
-is a slower catch-up: a 1,000,000-record backlog replayed in the steady stage reached Ready
-in 45.8 instead of 40.9 s (the replay stage, from DV_REPLAY_MIN_BACKLOG, keeps C2). The executors, which the template leaves to the JVM's defaults, get
-the driver's serial collector too: a serving job's tasks are small."""
+busiest (0.034 core), and a driver's code cache had grown past 57 MB. Measured on the real
+node over 300 s: 0.155 -> 0.106 core, 670 -> 590 MB; the task thread's own CPU rose 0.028 ->
+0.033. The cost is a slower catch-up: a 1,000,000-record backlog replayed in the steady stage
+reached Ready in 45.8 instead of 40.9 s (the replay stage, from DV_REPLAY_MIN_BACKLOG, keeps
+C2)."""
 
 
 IN_DRIVER_CONF = "spark.derivedviews.tasksInDriver"
