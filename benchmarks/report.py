@@ -671,7 +671,32 @@ def _steady_section(steady: Sequence[Json]) -> list[str]:
     lines += _table(["Views", "Jobs", "Rate per view", "Interval", "Cores per view",
                      "Resident per view (max)", "PSS per view", "Kafka broker cores",
                      "Gate held", "Goal", "Met"], rows)
+    profiles = [row for r in steady if (row := _memory_row(r)) is not None]
+    if profiles:
+        lines += ["", "Where one view's resident memory goes at its peak: the JVM's heap and "
+                  "class metadata as committed (its hsperfdata counters), the rest of the JVM "
+                  "(compiled code, thread stacks, symbols, the allocator's own), and the "
+                  "Python driver. On the stand-in the rest includes its class archive.", ""]
+        lines += _table(["Views", "Jobs", "JVM resident", "Heap committed (used)",
+                         "Class metadata", "Rest of the JVM", "JVM threads", "Python"],
+                        profiles)
     return [*lines, ""]
+
+
+def _memory_row(result: Json) -> list[str] | None:
+    """The first view's memory profile at its peak, when the run recorded one."""
+    views = result.get("per_view")
+    first = next(iter(views.values()), None) if isinstance(views, dict) and views else None
+    memory = first.get("memory_at_peak") if isinstance(first, dict) else None
+    if not isinstance(memory, dict):
+        return None
+    return [_count(result.get("views")), "real node" if result.get("node") else "stand-in",
+            _fixed(memory.get("jvm_rss_mb"), 0, " MB"),
+            f"{_fixed(memory.get('heap_committed_mb'), 0, ' MB')} "
+            f"({_fixed(memory.get('heap_used_mb'), 0, ' MB')})",
+            _fixed(memory.get("metaspace_mb"), 0, " MB"),
+            _fixed(memory.get("jvm_rest_mb"), 0, " MB"), _count(memory.get("jvm_threads")),
+            _fixed(memory.get("python_rss_mb"), 0, " MB")]
 
 
 def _slowest_of(scale: Json) -> str:

@@ -58,6 +58,7 @@ from dvstack.services.s3_store import S3_NAME
 from dvstack.settings import load
 from dvstack.testing import replay
 from dvstack.testing import results as results_file
+from dvstack.testing.jvm_perfdata import PerfDataError, jvm_memory, perfdata_path, read_longs
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
 
@@ -121,6 +122,29 @@ def staleness_seconds(status: Mapping[str, Any]) -> float | None:
     return float(seconds) if seconds is not None else None
 
 
+def memory_profile(processes_rss: Iterable[tuple[str, float, Mapping[str, int] | None]]
+                   ) -> dict[str, float | int | None]:
+    """Where a view's resident memory goes, from its processes' (command, RSS MB, JVM
+    counters): the JVM's heap and class metadata as committed, the rest of the JVM (code,
+    thread stacks, symbols, the allocator's own), and the Python processes."""
+    jvm_rss = python_rss = heap = heap_used = metaspace = 0.0
+    threads = 0
+    for command, rss, counters in processes_rss:
+        if counters is not None:
+            memory = jvm_memory(counters)
+            jvm_rss += rss
+            heap += memory.heap_committed
+            heap_used += memory.heap_used
+            metaspace += memory.metaspace_committed
+            threads += memory.threads
+        elif command.startswith("python"):
+            python_rss += rss
+    return {"jvm_rss_mb": round(jvm_rss, 1), "heap_committed_mb": round(heap, 1),
+            "heap_used_mb": round(heap_used, 1), "metaspace_mb": round(metaspace, 1),
+            "jvm_rest_mb": round(jvm_rss - heap - metaspace, 1), "jvm_threads": threads,
+            "python_rss_mb": round(python_rss, 1)}
+
+
 # --- reading the machine ----------------------------------------------------------------------
 
 def all_stats() -> list[processes.ProcStat]:
@@ -171,6 +195,29 @@ def archive_mb(pids: Iterable[int]) -> float:
             elif inside and line.startswith("Rss:"):
                 total += int(line.split()[1])
     return total / 1024
+
+
+def jvm_counters(pid: int) -> Mapping[str, int] | None:
+    """A process's JVM counters (its hsperfdata file), None for a process that is no JVM."""
+    path = perfdata_path(pid)
+    try:
+        return None if path is None else read_longs(path.read_bytes())
+    except (OSError, PerfDataError):
+        return None
+
+
+def profile_of(pids: Iterable[int], by_pid: Mapping[int, processes.ProcStat]
+               ) -> dict[str, float | int | None]:
+    """memory_profile of these processes as they are now."""
+    seen = []
+    for pid in pids:
+        if pid in by_pid:
+            try:
+                command = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            seen.append((command, by_pid[pid].rss_mb, jvm_counters(pid)))
+    return memory_profile(seen)
 
 
 def driver_session(core: Any, namespace: str, view: str) -> int | None:
@@ -309,6 +356,7 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
     s3, kafka = Series(), Series()
     staleness: dict[str, list[float]] = {name: [] for name in names}
     not_ready: dict[str, int] = dict.fromkeys(names, 0)
+    profiles: dict[str, dict[str, float | int | None]] = {}
     start = time.monotonic()
     while True:
         now = time.monotonic()
@@ -325,6 +373,8 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
             series[name].rss_mb.append(rss)
             series[name].pss_mb.append(pss_mb(members))
             series[name].archive_mb.append(archive_mb(members))
+            if rss >= max(series[name].rss_mb):  # where the memory goes at its peak
+                profiles[name] = profile_of(members, by_pid)
         for pid, target in ((s3_pid, s3), (kafka_pid, kafka)):
             if pid is not None and pid in by_pid:
                 target.cpu.append((now, by_pid[pid].cpu_seconds + by_pid[pid].children_seconds))
@@ -343,7 +393,8 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
                  what="the next sample")
     per_view = {name: {**series[name].summary(),
                        "staleness_max_s": max(staleness[name]) if staleness[name] else None,
-                       "not_ready_samples": not_ready[name]} for name in names}
+                       "not_ready_samples": not_ready[name],
+                       "memory_at_peak": profiles.get(name)} for name in names}
     s3_cores = s3.cores()
     views = len(names)
     totals = [(series[n].cores() or 0.0) + (s3_cores or 0.0) / views for n in names]

@@ -391,6 +391,18 @@ def test_a_serving_views_cost_is_judged_on_cores_memory_and_the_gate() -> None:
     assert "| no | ≤ 0.10 core, ≤ 400 MB | **not met** |" in held_not
 
 
+def test_where_a_views_memory_goes_is_shown_for_runs_that_recorded_it() -> None:
+    memory = {"jvm_rss_mb": 497.0, "heap_committed_mb": 160.2, "heap_used_mb": 120.0,
+              "metaspace_mb": 156.4, "jvm_rest_mb": 180.4, "jvm_threads": 217,
+              "python_rss_mb": 80.4}
+    node = {**STEADY, "node": True, "per_view": {"steady-0": {"memory_at_peak": memory}}}
+    text = report.render_markdown(None, None, steady=[STEADY, node])
+    assert ("| 1 | real node | 497 MB | 160 MB (120 MB) | 156 MB | 180 MB | 217 | 80 MB |"
+            in text.splitlines())
+    assert "Where one view's resident memory goes" in text
+    assert "Where one view's" not in report.render_markdown(None, None, steady=[STEADY])
+
+
 def test_apply_to_ready_beside_a_serving_view_is_its_own_goal_row() -> None:
     beside = {**READY, "goal_seconds": 40.0,
               "beside_serving": {"rate": 150, "samples": 400, "not_ready_samples": 3}}
