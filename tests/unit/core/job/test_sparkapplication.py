@@ -60,7 +60,10 @@ def test_user_spark_conf_is_merged_over_the_template_defaults() -> None:
     assert conf == {"spark.sql.shuffle.partitions": "8", "spark.sql.session.timeZone": "UTC",
                     "spark.ui.enabled": "false", "spark.sql.variable.substitute": "false",
                     "spark.executor.heartbeatInterval": "3s",
-                    "spark.python.use.daemon": "false",  # the steady stage's (core.job.stages)
+                    # the steady stage's (core.job.stages)
+                    "spark.python.use.daemon": "false", "spark.ui.retainedJobs": "50",
+                    "spark.ui.retainedStages": "50", "spark.ui.retainedTasks": "500",
+                    "spark.sql.ui.retainedExecutions": "50",
                     "spark.sql.streaming.checkpointFileManagerClass":  # s3a:// (checkpoints)
                     "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager",
                     "spark.derivedviews.tasksInDriver": "false"}  # BODY has executors

@@ -78,7 +78,12 @@ def test_size_of_a_revisions_job() -> None:
     for record in (_record(stage="steady"), _record()):
         size = stages.size_of(_spec(replay=6), record)
         assert size == stages.STEADY and size.executors is None
-        assert size.spark_conf == {"spark.python.use.daemon": "false"}
+        assert size.spark_conf == {"spark.python.use.daemon": "false",
+                                   "spark.ui.enabled": "false",
+                                   "spark.ui.retainedJobs": "50",
+                                   "spark.ui.retainedStages": "50",
+                                   "spark.ui.retainedTasks": "500",
+                                   "spark.sql.ui.retainedExecutions": "50"}
     assert stages.JobSize(JobStage.Replay, 3).spark_conf == {}
 
 
@@ -109,6 +114,7 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
     assert replay["spec"]["executor"]["instances"] == 7
     assert replay["spec"]["executor"]["cores"] == steady["spec"]["executor"]["cores"]
     assert "spark.python.use.daemon" not in replay["spec"]["sparkConf"]
+    assert "spark.ui.retainedJobs" not in replay["spec"]["sparkConf"]
     annotation = "derivedviews.io/job-settings"
     assert replay["metadata"]["annotations"][annotation] != \
         steady["metadata"]["annotations"][annotation]
@@ -123,5 +129,6 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
     assert "javaOptions" not in replay["spec"]["executor"]
     # the author's own setting wins over the steady stage's
     body = copy.deepcopy(BODY)
-    body["spark"]["sparkConf"] = {"spark.python.use.daemon": "true"}
-    assert render(body)["spec"]["sparkConf"]["spark.python.use.daemon"] == "true"
+    body["spark"]["sparkConf"] = {"spark.python.use.daemon": "true", "spark.ui.enabled": "true"}
+    conf = render(body)["spec"]["sparkConf"]
+    assert (conf["spark.python.use.daemon"], conf["spark.ui.enabled"]) == ("true", "true")
