@@ -746,6 +746,9 @@ SMOKE_CHECKS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("/opt/entrypoint.sh", "driver", "--version"),
         ("python3", "-c", "import pyspark, psycopg, pydantic, opensearchpy; "
          "print('pyspark', pyspark.__version__)"),
+        ("python3", "-c", "import importlib.util, sys; sys.exit('grpc is installed: PySpark "
+         "imports it into every driver (spark_templates/Dockerfile)' if importlib.util."
+         "find_spec('grpc') else 0)"),
         ("sh", "-c", "cd /opt/spark/jars && for jar in " + " ".join(
             f"'{j}-[0-9]*.jar'" for j in CONNECTOR_JARS) + "; do ls $jar || exit 1; done"),
         ("env", "SPARK_DRIVER_BIND_ADDRESS=127.0.0.1", "/opt/entrypoint.sh", "driver",
