@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-MAGIC = b"\xca\xfe\xc0\xc0"
+PERFDATA_MAGIC = b"\xca\xfe\xc0\xc0"
 PROLOGUE = struct.Struct("4sbbbbiiqii")
 ENTRY = "iiibbbbi"
 LONG = ord("J")
@@ -33,7 +33,7 @@ class PerfDataError(ValueError):
 
 def read_longs(data: bytes) -> dict[str, int]:
     """Every scalar long counter of a perfdata file, by name."""
-    if len(data) < PROLOGUE.size or data[:4] != MAGIC:
+    if len(data) < PROLOGUE.size or data[:4] != PERFDATA_MAGIC:
         raise PerfDataError("no hsperfdata magic at the start")
     order = "<" if data[4] == 1 else ">"
     _, _, major, _, _, _, _, _, offset, count = struct.unpack_from(order + PROLOGUE.format,

@@ -67,8 +67,8 @@ outage still fits. Measured (benchmarks/steady_cost.py, one view at 150 events/s
 driver running its tasks (no executors) then filled its old generation every few seconds,
 80 full collections in its first 7 minutes on the real node against 30 with 20-40 %, and
 cost 0.181 instead of 0.155 core for 14 MB less (656 against 670 MB). A replay allocates far
-faster and keeps the template's settings. The executors, which the template leaves to the
-JVM's defaults, get the driver's serial collector too: a serving job's tasks are small.
+faster and keeps the template's settings. The executors, whose collector the template leaves
+to the JVM's default, get the driver's serial collector too: a serving job's tasks are small.
 
 `-XX:TieredStopAtLevel=1` compiles with C1 alone. A serving job runs the same few plans for
 its life, yet C2 was still compiling 6 minutes in: its compiler thread was the driver's

@@ -120,13 +120,14 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
         steady["metadata"]["annotations"][annotation]
     # the steady stage's heap settings follow the template's, for the executors too; a
     # replay keeps the template's alone
-    template = "-XX:+UseSerialGC -Xms32m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+    trim = "-XX:TrimNativeHeapInterval=10000"
+    template = f"-XX:+UseSerialGC -Xms32m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 {trim}"
     steady_heap = ("-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 "
                    "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1")
     assert steady["spec"]["driver"]["javaOptions"] == f"{template} {steady_heap}"
-    assert steady["spec"]["executor"]["javaOptions"] == steady_heap
+    assert steady["spec"]["executor"]["javaOptions"] == f"{trim} {steady_heap}"
     assert replay["spec"]["driver"]["javaOptions"] == template
-    assert "javaOptions" not in replay["spec"]["executor"]
+    assert replay["spec"]["executor"]["javaOptions"] == trim
     # the author's own setting wins over the steady stage's
     body = copy.deepcopy(BODY)
     body["spark"]["sparkConf"] = {"spark.python.use.daemon": "true", "spark.ui.enabled": "true"}
