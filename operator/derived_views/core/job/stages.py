@@ -38,7 +38,6 @@ from derived_views.core.settings import SparkSettings
 
 STEADY_SPARK_CONF = {
     "spark.python.use.daemon": "false",
-    "spark.ui.enabled": "false",
     "spark.ui.retainedJobs": "50",
     "spark.ui.retainedStages": "50",
     "spark.ui.retainedTasks": "500",
@@ -50,11 +49,7 @@ A serving job runs for months, a micro-batch every few seconds, and Spark's stat
 by default the last 1,000 jobs, stages and SQL executions and 100,000 tasks, each with its
 plan and metrics: a heap that grows for the first hours of a job's life, which no benchmark
 window sees. Fifty of each (a few minutes of batches) is what someone looking at a live job
-reads. No web UI either (`spark.ui.enabled`, which a view can turn back on): its server's
-threads and classes serve nobody on a job that is not being debugged. Measured on the real
-node over 300 s (benchmarks/steady_cost.py --node), one run before and two after: resident
-599 -> 589 and 588 MB at most (mean 581 -> 574 and 575), cores 0.106 -> 0.101 and 0.105 (no
-change beyond the runs' spread)."""
+reads; the web UI and its REST API, which monitoring and the tests read, stay on."""
 STEADY_JAVA_OPTIONS = ("-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 "
                        "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1")
 """JVM settings of the steady stage's driver and executors, after the template's (the last of

@@ -79,7 +79,6 @@ def test_size_of_a_revisions_job() -> None:
         size = stages.size_of(_spec(replay=6), record)
         assert size == stages.STEADY and size.executors is None
         assert size.spark_conf == {"spark.python.use.daemon": "false",
-                                   "spark.ui.enabled": "false",
                                    "spark.ui.retainedJobs": "50",
                                    "spark.ui.retainedStages": "50",
                                    "spark.ui.retainedTasks": "500",
@@ -130,6 +129,5 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
     assert replay["spec"]["executor"]["javaOptions"] == trim
     # the author's own setting wins over the steady stage's
     body = copy.deepcopy(BODY)
-    body["spark"]["sparkConf"] = {"spark.python.use.daemon": "true", "spark.ui.enabled": "true"}
-    conf = render(body)["spec"]["sparkConf"]
-    assert (conf["spark.python.use.daemon"], conf["spark.ui.enabled"]) == ("true", "true")
+    body["spark"]["sparkConf"] = {"spark.python.use.daemon": "true"}
+    assert render(body)["spec"]["sparkConf"]["spark.python.use.daemon"] == "true"
