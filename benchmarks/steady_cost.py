@@ -20,7 +20,10 @@ once a second for WINDOW seconds:
   image on the real node: each view's processes are those of its pods' cgroups (driver and
   executors), their CPU the pods' cgroup accounting; there is no class archive to subtract;
 - each view's status: Ready, and the serving index's staleness, which the 10 s gate
-  (`cutover.maxLagSeconds`, default) must hold the whole window.
+  (`cutover.maxLagSeconds`, default) must hold the whole window;
+- at each view's peak, where its memory goes (`memory_at_peak`): its JVMs' heap and class
+  metadata from their hsperfdata counters (dvstack.testing.jvm_perfdata, read without
+  attaching), the rest of their resident memory, and its Python processes.
 
 Results: .stack/results/<save-as>.json (default steady_cost, or steady_cost_<N>views; _node
 with --node),
