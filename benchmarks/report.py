@@ -641,7 +641,7 @@ def _steady_row(result: Json) -> list[str]:
     rss_ok = _below(rss, _num(goal.get("rss_mb")) or 0.0, inclusive=True)
     gate = result.get("gate_held")
     met = None if cores_ok is None or rss_ok is None else cores_ok and rss_ok and gate is True
-    return [_count(result.get("views")), "real node" if result.get("node") else "stand-in",
+    return [_count(result.get("views")), _jobs_where(result),
             f"{_fixed(result.get('rate_per_view'), 0, ' ev/s')}",
             _fixed(result.get("trigger_seconds"), 1, " s"),
             _fixed(cores, 3), _fixed(rss, 0, " MB"), _fixed(result.get("pss_mb_per_view_mean"), 0,
@@ -683,6 +683,10 @@ def _steady_section(steady: Sequence[Json]) -> list[str]:
     return [*lines, ""]
 
 
+def _jobs_where(result: Json) -> str:
+    return "real node" if result.get("node") else "stand-in"
+
+
 def _memory_row(result: Json) -> list[str] | None:
     """The first view's memory profile at its peak, when the run recorded one."""
     views = result.get("per_view")
@@ -690,7 +694,7 @@ def _memory_row(result: Json) -> list[str] | None:
     memory = first.get("memory_at_peak") if isinstance(first, dict) else None
     if not isinstance(memory, dict):
         return None
-    return [_count(result.get("views")), "real node" if result.get("node") else "stand-in",
+    return [_count(result.get("views")), _jobs_where(result),
             _fixed(memory.get("jvm_rss_mb"), 0, " MB"),
             f"{_fixed(memory.get('heap_committed_mb'), 0, ' MB')} "
             f"({_fixed(memory.get('heap_used_mb'), 0, ' MB')})",

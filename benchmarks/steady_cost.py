@@ -126,7 +126,7 @@ def staleness_seconds(status: Mapping[str, Any]) -> float | None:
 
 
 def memory_profile(processes_rss: Iterable[tuple[str, float, Mapping[str, int] | None]]
-                   ) -> dict[str, float | int | None]:
+                   ) -> dict[str, float | int]:
     """Where a view's resident memory goes, from its processes' (command, RSS MB, JVM
     counters): the JVM's heap and class metadata as committed, the rest of the JVM (code,
     thread stacks, symbols, the allocator's own), and the Python processes."""
@@ -210,17 +210,10 @@ def jvm_counters(pid: int) -> Mapping[str, int] | None:
 
 
 def profile_of(pids: Iterable[int], by_pid: Mapping[int, processes.ProcStat]
-               ) -> dict[str, float | int | None]:
+               ) -> dict[str, float | int]:
     """memory_profile of these processes as they are now."""
-    seen = []
-    for pid in pids:
-        if pid in by_pid:
-            try:
-                command = Path(f"/proc/{pid}/comm").read_text().strip()
-            except OSError:
-                continue
-            seen.append((command, by_pid[pid].rss_mb, jvm_counters(pid)))
-    return memory_profile(seen)
+    return memory_profile((by_pid[pid].command, by_pid[pid].rss_mb, jvm_counters(pid))
+                          for pid in pids if pid in by_pid)
 
 
 def driver_session(core: Any, namespace: str, view: str) -> int | None:
@@ -359,7 +352,7 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
     s3, kafka = Series(), Series()
     staleness: dict[str, list[float]] = {name: [] for name in names}
     not_ready: dict[str, int] = dict.fromkeys(names, 0)
-    profiles: dict[str, dict[str, float | int | None]] = {}
+    profiles: dict[str, dict[str, float | int]] = {}
     start = time.monotonic()
     while True:
         now = time.monotonic()

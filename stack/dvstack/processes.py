@@ -163,6 +163,8 @@ class ProcStat:
     """One process's CPU and memory as /proc/<pid>/stat gives them (the benchmarks' meter)."""
 
     pid: int
+    command: str
+    """The executable's name (proc(5)'s `comm`, at most 15 characters)."""
     session: int
     cpu_seconds: float
     """utime + stime of the process itself."""
@@ -173,10 +175,11 @@ class ProcStat:
 
 def parse_stat(pid: int, text: str) -> ProcStat:
     """/proc/<pid>/stat, whose second field (the command) may hold spaces and parentheses."""
-    fields = text.rsplit(")", 1)[1].split()
+    command, rest = text.split("(", 1)[1].rsplit(")", 1)
+    fields = rest.split()
     # fields[0] is the state (field 3 of proc(5)); session is field 6, utime 14, stime 15,
     # cutime 16, cstime 17, rss 24 (pages)
-    return ProcStat(pid=pid, session=int(fields[3]),
+    return ProcStat(pid=pid, command=command, session=int(fields[3]),
                     cpu_seconds=(int(fields[11]) + int(fields[12])) / _CLOCK,
                     children_seconds=(int(fields[13]) + int(fields[14])) / _CLOCK,
                     rss_mb=int(fields[21]) * _PAGE_KB / 1024)

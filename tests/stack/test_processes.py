@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from dvstack import processes
 
@@ -17,7 +18,7 @@ def test_a_command_with_spaces_and_parentheses_does_not_shift_the_fields() -> No
     page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
     text = LINE.format(utime=3 * tick, stime=tick, cutime=2 * tick, cstime=0, rss=2048)
     stat = processes.parse_stat(4242, text)
-    assert (stat.pid, stat.session) == (4242, 4240)
+    assert (stat.pid, stat.command, stat.session) == (4242, "java (x) y", 4240)
     assert (stat.cpu_seconds, stat.children_seconds) == (4.0, 2.0)
     assert stat.rss_mb == 2048 * page_kb / 1024
 
@@ -25,4 +26,5 @@ def test_a_command_with_spaces_and_parentheses_does_not_shift_the_fields() -> No
 def test_this_process_is_read_from_proc() -> None:
     stat = processes.proc_stat(os.getpid())
     assert stat.pid == os.getpid() and stat.session == os.getsid(0)
+    assert stat.command == Path(f"/proc/{os.getpid()}/comm").read_text().strip()
     assert stat.cpu_seconds > 0 and stat.rss_mb > 1
