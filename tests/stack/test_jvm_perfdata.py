@@ -69,6 +69,8 @@ def test_the_profile_is_both_generations_and_metaspace_which_holds_the_class_spa
 def test_a_file_that_is_not_perfdata_is_refused() -> None:
     with pytest.raises(PerfDataError, match="magic"):
         read_longs(b"\0" * 64)
+    with pytest.raises(PerfDataError, match="past the end"):
+        read_longs(perfdata(SERIAL)[:-8])  # the last value cut short (4 bytes of padding)
     with pytest.raises(PerfDataError, match="version 1"):
         read_longs(perfdata(SERIAL)[:5] + b"\x01" + perfdata(SERIAL)[6:])
 

@@ -48,7 +48,9 @@ def read_longs(data: bytes) -> dict[str, int]:
         length, name_at, vector, kind, _, _, _, data_at = entry.unpack_from(data, offset)
         if length <= 0:
             raise PerfDataError("an entry of no length")
-        name_end = data.index(b"\0", offset + name_at)
+        name_end = data.find(b"\0", offset + name_at)
+        if name_end < 0 or (kind == LONG and offset + data_at + 8 > len(data)):
+            raise PerfDataError("an entry's name or value runs past the end of the file")
         name = data[offset + name_at:name_end].decode("ascii", errors="replace")
         if kind == LONG and vector == 0:
             (found[name],) = struct.unpack_from(order + "q", data, offset + data_at)
