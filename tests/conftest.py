@@ -24,6 +24,10 @@ OFFLINE = ("unit", "stack", "chart", "benchmarks")
 """Folders of tests that never touch the running stack: `dvstack test` runs them beside the
 exclusive phase. Those under `unit` test the product and never import the stack (dvstack):
 its fixtures and helpers are imported where a test asks for them."""
+SERVICES_ONLY = ("integration/spark_job",)
+"""Folders of tests that use the stack's services (Kafka, PostgreSQL, S3, OpenSearch, the
+registry) but no Kubernetes object: `dvstack test` runs them beside the `all_namespaces`
+tests, which touch every namespace's views and nothing else."""
 
 
 FOLDER_ORDER = ("faults", "e2e", "integration", "unit")
@@ -34,8 +38,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: minutes of work beyond the usual integration test "
                                        "(deselect with -m 'not slow')")
     config.addinivalue_line("markers", "exclusive: needs the stack to itself (restarts a shared "
-                                       "component, replaces the CRD, or watches all namespaces); "
-                                       "`dvstack test` runs these after the parallel phase")
+                                       "component, or needs the machine quiet); `dvstack test` "
+                                       "runs these after the parallel phase")
+    config.addinivalue_line("markers", "all_namespaces: touches every namespace's DerivedViews "
+                                       "(an operator over all namespaces, or the CRD replaced); "
+                                       "`dvstack test` runs these last, beside the tests of "
+                                       "SERVICES_ONLY folders only")
     config.addinivalue_line("markers", "product_defaults: the test's operator keeps every "
                                        "product default (the e2e operator otherwise sets a "
                                        "longer trigger interval, e2e_operator.TRIGGER_SECONDS)")
@@ -60,12 +68,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if phase:
         from dvstack.testing.phases import in_phase
 
-        def offline(item: pytest.Item) -> bool:
+        def under(item: pytest.Item, folders: tuple[str, ...]) -> bool:
             parents = Path(str(item.fspath)).parents
-            return any(TESTS / folder in parents for folder in OFFLINE)
+            return any(TESTS / folder in parents for folder in folders)
 
         keep = [i for i in items if in_phase(
-            phase, exclusive=i.get_closest_marker("exclusive") is not None, unit=offline(i))]
+            phase, exclusive=i.get_closest_marker("exclusive") is not None,
+            all_namespaces=i.get_closest_marker("all_namespaces") is not None,
+            unit=under(i, OFFLINE), services_only=under(i, SERVICES_ONLY))]
         kept = set(keep)
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = keep

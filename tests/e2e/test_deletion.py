@@ -61,8 +61,8 @@ def test_a_view_whose_secret_is_gone_is_deleted_and_says_what_stayed(
 
 @pytest.mark.slow
 # Kopf stops serving a watched namespace once it is terminating (before the views in it are
-# gone), so only an operator over all namespaces releases them: this test runs alone
-@pytest.mark.exclusive
+# gone), so only an operator over all namespaces releases them: no other test's views beside
+@pytest.mark.all_namespaces
 def test_deleting_the_namespace_of_a_healthy_delete_view_drops_its_alias_and_indexes(
         stack: Any, kube_api_client: Any, namespace: str, operator_process: Path) -> None:
     core, custom = client.CoreV1Api(kube_api_client), client.CustomObjectsApi(kube_api_client)

@@ -35,7 +35,7 @@ from support.paths import REPO
 
 # the tutorial's operator watches all namespaces, as the chart installs it: it would
 # reconcile the views of the tests running beside it
-pytestmark = pytest.mark.exclusive
+pytestmark = pytest.mark.all_namespaces
 
 TUTORIAL = REPO / "docs" / "tutorial"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

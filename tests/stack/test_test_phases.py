@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from dvstack.testing import phases as test_phases
@@ -12,7 +13,8 @@ def test_parallel_then_alone_beside_the_unit_tests() -> None:
     assert phases(["-m", "not slow"], 3) == [
         [("shared", ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder",
                      "-m", "not slow"])],
-        [("exclusive", ["-m", "not slow"]), ("unit", ["-m", "not slow"])]]
+        [("exclusive", ["-m", "not slow"]), ("unit", ["-m", "not slow"])],
+        [("all_namespaces", ["-m", "not slow"]), ("services_only", ["-m", "not slow"])]]
 
 
 def test_one_plain_run_when_the_caller_distributes_or_parallelism_is_off() -> None:
@@ -23,12 +25,28 @@ def test_one_plain_run_when_the_caller_distributes_or_parallelism_is_off() -> No
 
 
 def test_each_test_in_exactly_one_phase() -> None:
-    for exclusive in (False, True):
-        for unit in (False, True):
-            homes = [p for p in ("shared", "exclusive", "unit")
-                     if in_phase(p, exclusive=exclusive, unit=unit)]
-            assert len(homes) == 1, (exclusive, unit, homes)
-            assert in_phase("", exclusive=exclusive, unit=unit)
+    for exclusive, all_namespaces, unit, services_only in itertools.product((False, True),
+                                                                            repeat=4):
+        if unit and services_only:
+            continue  # folders: a file is under one of them at most
+        said = {"exclusive": exclusive, "all_namespaces": all_namespaces, "unit": unit,
+                "services_only": services_only}
+        homes = [p for p in test_phases.PHASES if in_phase(p, **said)]
+        assert len(homes) == 1, (said, homes)
+        assert in_phase("", **said)
+
+
+def test_a_marker_places_a_test_before_its_folder() -> None:
+    """An exclusive unit test still runs alone; an `all_namespaces` test under a
+    services-only folder still runs with no other test's views."""
+    assert in_phase("exclusive", exclusive=True, all_namespaces=True, unit=True,
+                    services_only=False)
+    assert in_phase("all_namespaces", exclusive=False, all_namespaces=True, unit=False,
+                    services_only=True)
+    assert in_phase("shared", exclusive=False, all_namespaces=False, unit=False,
+                    services_only=False)
+    assert not in_phase("shared", exclusive=False, all_namespaces=False, unit=False,
+                        services_only=True)
 
 
 def test_a_phase_with_nothing_to_run_is_no_failure() -> None:

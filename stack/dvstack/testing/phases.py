@@ -4,10 +4,13 @@ Most tests own what they touch (a namespace, a topic, a table, an operator that 
 only their namespaces), so they run in parallel workers (pytest-xdist, a whole file per
 worker, the longest files first: `tests/conftest.py` orders them from the last run's
 times). A file or test marked `exclusive` needs the stack to itself: it restarts a
-component every test uses, replaces the CRD, or runs an operator over all namespaces.
-Those run after, one at a time, while the unit tests (which never touch the stack) run
-beside them in a pytest of their own. The phases' time tables are merged into the one
-`results/test_times.json`.
+component every test uses, or needs the machine quiet. Those run after, one at a time,
+while the unit tests (which never touch the stack) run beside them in a pytest of their
+own. Last, the tests marked `all_namespaces` (an operator over all namespaces, or the CRD
+replaced: they would touch any other test's views) run one at a time beside the tests that
+use the stack's services but no Kubernetes object (`services_only`): on 2 cores the
+parallel phase is CPU-bound, and this moves some of its work to where one test ran alone.
+The phases' time tables are merged into the one `results/test_times.json`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 PHASE_ENV = "DV_TEST_PHASE"
-"""Set by `dvstack test` for each pytest it runs: `shared`, `exclusive` or `unit`."""
+"""Set by `dvstack test` for each pytest it runs: one of PHASES."""
+PHASES = ("shared", "exclusive", "unit", "all_namespaces", "services_only")
 WORKERS_ENV = "DV_TEST_WORKERS"
 DEFAULT_WORKERS = 3
 """On 2 cores: most e2e time is waiting on the log, the operator and Spark's batches."""
@@ -38,18 +42,27 @@ def phases(pytest_args: Sequence[str], workers: int) -> list[list[tuple[str, lis
         return [[("", args)]]
     return [[("shared", ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
                          *args])],
-            [("exclusive", args), ("unit", args)]]
+            [("exclusive", args), ("unit", args)],
+            [("all_namespaces", args), ("services_only", args)]]
 
 
-def in_phase(phase: str, *, exclusive: bool, unit: bool) -> bool:
-    """Whether a test runs in `phase` ("" is the plain run: every test)."""
-    if phase == "exclusive":
-        return exclusive
-    if phase == "unit":
-        return unit and not exclusive
-    if phase == "shared":
-        return not exclusive and not unit
-    return True
+def in_phase(phase: str, *, exclusive: bool, all_namespaces: bool, unit: bool,
+             services_only: bool) -> bool:
+    """Whether a test runs in `phase` ("" is the plain run: every test). The markers
+    (`exclusive`, then `all_namespaces`) decide before the folders (`unit`, `services_only`)."""
+    if not phase:
+        return True
+    if exclusive:
+        home = "exclusive"
+    elif all_namespaces:
+        home = "all_namespaces"
+    elif unit:
+        home = "unit"
+    elif services_only:
+        home = "services_only"
+    else:
+        home = "shared"
+    return phase == home
 
 
 def exit_status(statuses: Sequence[int]) -> int:

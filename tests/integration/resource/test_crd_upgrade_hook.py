@@ -22,7 +22,7 @@ from dvstack.cli import apply_crds
 from support.paths import REPO
 
 # replaces the CRD every other test's views are admitted by
-pytestmark = pytest.mark.exclusive
+pytestmark = pytest.mark.all_namespaces
 
 CRD = REPO / "crds" / "derivedviews.io_derivedviews.yaml"
 NAME = "derivedviews.derivedviews.io"
