@@ -39,10 +39,10 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "(deselect with -m 'not slow')")
     config.addinivalue_line("markers", "exclusive: needs the stack to itself (restarts a shared "
                                        "component, or needs the machine quiet); `dvstack test` "
-                                       "runs these after the parallel phase")
+                                       "runs these last")
     config.addinivalue_line("markers", "all_namespaces: touches every namespace's DerivedViews "
                                        "(an operator over all namespaces, or the CRD replaced); "
-                                       "`dvstack test` runs these last, beside the tests of "
+                                       "`dvstack test` runs these after the parallel phase, beside the tests of "
                                        "SERVICES_ONLY folders only")
     config.addinivalue_line("markers", "product_defaults: the test's operator keeps every "
                                        "product default (the e2e operator otherwise sets a "
@@ -80,6 +80,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = keep
     items[:] = longest_files_first(items)
+    if phase == "exclusive":  # the restarts last: what they leave behind touches no other test
+        items.sort(key=lambda i: i.get_closest_marker("faults") is not None)
 
 
 def longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:

@@ -13,8 +13,8 @@ def test_parallel_then_alone_beside_the_unit_tests() -> None:
     assert phases(["-m", "not slow"], 3) == [
         [("shared", ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder",
                      "-m", "not slow"])],
-        [("exclusive", ["-m", "not slow"]), ("unit", ["-m", "not slow"])],
-        [("all_namespaces", ["-m", "not slow"]), ("services_only", ["-m", "not slow"])]]
+        [("all_namespaces", ["-m", "not slow"]), ("services_only", ["-m", "not slow"])],
+        [("exclusive", ["-m", "not slow"]), ("unit", ["-m", "not slow"])]]
 
 
 def test_one_plain_run_when_the_caller_distributes_or_parallelism_is_off() -> None:

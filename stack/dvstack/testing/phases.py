@@ -3,13 +3,15 @@
 Most tests own what they touch (a namespace, a topic, a table, an operator that watches
 only their namespaces), so they run in parallel workers (pytest-xdist, a whole file per
 worker, the longest files first: `tests/conftest.py` orders them from the last run's
-times). A file or test marked `exclusive` needs the stack to itself: it restarts a
-component every test uses, or needs the machine quiet. Those run after, one at a time,
-while the unit tests (which never touch the stack) run beside them in a pytest of their
-own. Last, the tests marked `all_namespaces` (an operator over all namespaces, or the CRD
-replaced: they would touch any other test's views) run one at a time beside the tests that
+times). Then the tests marked `all_namespaces` (an operator over all namespaces, or the CRD
+replaced: they would touch any other test's views) run one at a time, beside the tests that
 use the stack's services but no Kubernetes object (`services_only`): on 2 cores the
 parallel phase is CPU-bound, and this moves some of its work to where one test ran alone.
+Last, a file or test marked `exclusive` needs the stack to itself: it restarts a component
+every test uses, or needs the machine quiet. Those run one at a time, the fault suite's
+last (`tests/conftest.py`): after the API server restarts, the controller manager took
+minutes to delete a namespace again, and a namespace deletion test run after it timed out.
+The unit tests (which never touch the stack) run beside them in a pytest of their own.
 The phases' time tables are merged into the one `results/test_times.json`.
 """
 
@@ -42,8 +44,8 @@ def phases(pytest_args: Sequence[str], workers: int) -> list[list[tuple[str, lis
         return [[("", args)]]
     return [[("shared", ["-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
                          *args])],
-            [("exclusive", args), ("unit", args)],
-            [("all_namespaces", args), ("services_only", args)]]
+            [("all_namespaces", args), ("services_only", args)],
+            [("exclusive", args), ("unit", args)]]
 
 
 def in_phase(phase: str, *, exclusive: bool, all_namespaces: bool, unit: bool,
