@@ -99,8 +99,10 @@ def operator_process(request: pytest.FixtureRequest, stack: Any, kube_api_client
     """`derived-views-operator` against the local stack, watching the test's namespaces
     (`watched`); yields its log file."""
     apply_crds(kube_api_client, [REPO / "crds" / "derivedviews.io_derivedviews.yaml"])
-    # a test that runs alone may watch every namespace, as the chart's default does
-    alone = request.node.get_closest_marker("exclusive") is not None
+    # a test that no other test's views run beside may watch every namespace, as the
+    # chart's default does
+    alone = any(request.node.get_closest_marker(m) is not None
+                for m in ("exclusive", "all_namespaces"))
     namespaces = ["--all-namespaces"] if alone else watched(namespace, jobs=job_namespaces)
     log_path = Path(stack.logs_dir) / f"operator-e2e-{tmp_path.name}.log"
     log = open(log_path, "ab")  # noqa: SIM115

@@ -9,9 +9,8 @@ use the stack's services but no Kubernetes object (`services_only`): on 2 cores 
 parallel phase is CPU-bound, and this moves some of its work to where one test ran alone.
 Last, a file or test marked `exclusive` needs the stack to itself: it restarts a component
 every test uses, or needs the machine quiet. Those run one at a time, the fault suite's
-last (`tests/conftest.py`): after the API server restarts, the controller manager took
-minutes to delete a namespace again, and a namespace deletion test run after it timed out.
-The unit tests (which never touch the stack) run beside them in a pytest of their own.
+last (`tests/conftest.py`), so that what a restart leaves behind (clients of the API server
+reconnecting, a broker electing leaders) meets no other test. The unit tests (which never touch the stack) run beside them in a pytest of their own.
 The phases' time tables are merged into the one `results/test_times.json`.
 """
 
