@@ -42,8 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "runs these last")
     config.addinivalue_line("markers", "all_namespaces: touches every namespace's DerivedViews "
                                        "(an operator over all namespaces, or the CRD replaced); "
-                                       "`dvstack test` runs these after the parallel phase, beside the tests of "
-                                       "SERVICES_ONLY folders only")
+                                       "`dvstack test` runs these after the parallel phase, "
+                                       "beside the tests of SERVICES_ONLY folders only")
     config.addinivalue_line("markers", "product_defaults: the test's operator keeps every "
                                        "product default (the e2e operator otherwise sets a "
                                        "longer trigger interval, e2e_operator.TRIGGER_SECONDS)")

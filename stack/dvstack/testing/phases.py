@@ -10,8 +10,9 @@ parallel phase is CPU-bound, and this moves some of its work to where one test r
 Last, a file or test marked `exclusive` needs the stack to itself: it restarts a component
 every test uses, or needs the machine quiet. Those run one at a time, the fault suite's
 last (`tests/conftest.py`), so that what a restart leaves behind (clients of the API server
-reconnecting, a broker electing leaders) meets no other test. The unit tests (which never touch the stack) run beside them in a pytest of their own.
-The phases' time tables are merged into the one `results/test_times.json`.
+reconnecting, a broker electing leaders) meets no other test. The unit tests (which never
+touch the stack) run beside them in a pytest of their own. The phases' time tables are
+merged into the one `results/test_times.json`.
 """
 
 from __future__ import annotations
