@@ -83,6 +83,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "spark_templates"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import jdbc_sink  # noqa: E402
 from spark_batch import DSN_ENV  # noqa: E402
 
 from dvjob.first_batch import FIRST_BATCH_CONF  # noqa: E402
@@ -471,6 +472,8 @@ GOALS = {
 BATCH_GOAL = Goal("spark_batch_events_per_s", "ratio_vs_spark_batch", 1.0,
                   "Spark's batch job")
 """Issue 50: a replay at least as fast as the same SQL as Spark's own batch job, per shape."""
+SINK_GOAL = Goal("jdbc_sink_events_per_s", "ratio_vs_jdbc_sink", 1.0, "Debezium's JDBC sink")
+"""Issue 50: the mirror at least as fast as what a user would run instead of it."""
 
 
 def _ratio(rate: float | None, baseline: float | None) -> float | None:
@@ -487,6 +490,7 @@ def ratios(point: Mapping[str, Any]) -> dict[str, Any]:
             "ratio_vs_spark_batch_cold": _ratio(steady, point.get("spark_batch_cold_events_per_s")),
             "ratio_vs_consumer_perf": _ratio(steady, point.get("consumer_perf_events_per_s")),
             "ratio_vs_copy": _ratio(steady, point.get("copy_ingest_rows_per_s")),
+            "ratio_vs_jdbc_sink": _ratio(steady, point.get("jdbc_sink_events_per_s")),
             "ratio_vs_raw": _ratio(steady, point.get("raw_consume_events_per_s"))}
 
 
@@ -538,6 +542,8 @@ def judged(point: dict[str, Any]) -> dict[str, Any]:
     point["goal"] = goal(point)
     if point.get(BATCH_GOAL.baseline) is not None:
         point["batch_goal"] = goal(point, BATCH_GOAL)
+    if point.get(SINK_GOAL.baseline) is not None:
+        point["sink_goal"] = goal(point, SINK_GOAL)
     point["ceilings"] = ceilings(point)
     return point
 
@@ -634,7 +640,6 @@ def main() -> None:
         try:
             ends = write_topics(info, topics, orders)
             copy_rate = copy_ingest_rate(info["pg_dsn"], orders)
-            del orders
             baselines = {fmt: {**read_baselines(settings, info["kafka_bootstrap"], name, size),
                                "copy_ingest_rows_per_s": round(copy_rate)}
                          for fmt, name in topics.items()}
@@ -643,6 +648,12 @@ def main() -> None:
             batch = {shape.name: spark_batch_rates(settings, info, shape, topics["json"], size)
                      for shape, _, which in runs
                      if which == "headline" and shape.format == "json"}
+            if "mirror" in batch:  # what a user would run instead of the mirror view
+                table = f"bench_sink_{uuid.uuid4().hex[:8]}"
+                batch["mirror"].update(jdbc_sink.sink_rate(
+                    info, orders, index_ddl("public", table, mirror_layout()), table,
+                    PARTITIONS))
+            del orders
             for name, figures in batch.items():
                 print(json.dumps({"events": size, "shape": name, **figures}), flush=True)
             for shape, bound, which in runs:
@@ -674,6 +685,9 @@ def main() -> None:
                   for shape, g in GOALS.items()},
         "batch_goal": {"baseline": BATCH_GOAL.label, "at_least": BATCH_GOAL.at_least,
                        "ranges": BATCH_RANGES, "job": "benchmarks/spark_batch.py"},
+        "sink_goal": {"baseline": SINK_GOAL.label, "at_least": SINK_GOAL.at_least,
+                      "tasks": PARTITIONS, "batch_size": jdbc_sink.BATCH_SIZE,
+                      "connector": "benchmarks/jdbc_sink.py"},
         "consumer_perf": {"class": CONSUMER_PERF, "runs": CONSUMER_PERF_RUNS,
                           "figure": "nMsg.sec (the better run)"},
         "avro": ({"reader_schema": avro_orders.ORDER_EVENT, "events": max(sizes)}

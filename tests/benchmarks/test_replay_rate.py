@@ -103,7 +103,8 @@ def test_ratios_are_against_each_baseline_and_none_without_a_steady_rate(
     assert rr.ratios(point("aggregate")) == {
         "ratio_vs_spark_batch": None, "ratio_vs_spark_batch_ranges": None,
         "ratio_vs_spark_batch_cold": None,
-        "ratio_vs_consumer_perf": 0.15, "ratio_vs_copy": 0.8, "ratio_vs_raw": 1.446}
+        "ratio_vs_consumer_perf": 0.15, "ratio_vs_copy": 0.8, "ratio_vs_jdbc_sink": None,
+        "ratio_vs_raw": 1.446}
     assert set(rr.ratios(point("aggregate", replay_events_per_s_steady=None)).values()) == {None}
     assert rr.ratios(point("mirror", copy_ingest_rows_per_s=None))["ratio_vs_copy"] is None
 
@@ -129,6 +130,15 @@ def test_a_point_with_spark_s_batch_job_is_judged_against_it_too(rr: ModuleType)
     slower = rr.judged(point("mirror", spark_batch_events_per_s=250_000))
     assert slower["batch_goal"]["met"] is False
     assert "batch_goal" not in rr.judged(point("mirror"))  # not measured: not judged
+
+
+def test_the_mirror_is_judged_against_debezium_s_jdbc_sink(rr: ModuleType) -> None:
+    judged = rr.judged(point("mirror", jdbc_sink_events_per_s=300_000))
+    assert judged["ratio_vs_jdbc_sink"] == 0.8
+    assert judged["sink_goal"] == {"baseline": "Debezium's JDBC sink", "at_least": 1.0,
+                                   "ratio": 0.8, "needed_events_per_s": 300_000, "met": False}
+    assert judged["goal"]["baseline"] == "COPY ingest"  # issue 29's goal is kept
+    assert "sink_goal" not in rr.judged(point("mirror"))  # not measured: not judged
 
 
 def test_the_batch_job_gets_the_kafka_source_and_postgres_jdbc_driver(

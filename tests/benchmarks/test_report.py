@@ -152,6 +152,31 @@ def test_the_batch_job_ceiling_is_shown_beside_the_replay_and_judged() -> None:
         in goals
 
 
+def test_the_mirror_is_shown_beside_debezium_s_jdbc_sink_and_judged() -> None:
+    sink = {"spark_batch_events_per_s": 50_000, "spark_batch_seconds": [25.1, 20.0],
+            "jdbc_sink_events_per_s": 75_000, "jdbc_sink_events_per_s_including_startup": 62_500,
+            "jdbc_sink_seconds": 16.0, "jdbc_sink_output_rows": 1_000_000,
+            "ratio_vs_jdbc_sink": 0.8,
+            "sink_goal": {"baseline": "Debezium's JDBC sink", "at_least": 1.0, "ratio": 0.8,
+                          "needed_events_per_s": 75_000, "met": False}}
+    mirror = next(s for s in REPLAY["shapes"] if s["shape"] == "mirror")
+    replay = {**REPLAY, "sink_goal": {"baseline": "Debezium's JDBC sink", "at_least": 1.0,
+                                      "tasks": 3, "batch_size": 10_000},
+              "shapes": [{**s, **sink} if s is mirror else s for s in REPLAY["shapes"]]}
+    text = report.render_markdown(replay, SCALE)
+    section = text.split("## The ceiling")[1].split("\n## ")[0]
+    assert "3 tasks and batches of 10,000 rows" in section
+    table = section.split("JDBC sink steady")[1]
+    mirror_row = row(table, "mirror")
+    for cell in ("75,000", "62,500", "16.0", "1,000,000", "110,000", f"0.80{X}",
+                 f"≥ 1.00{X} Debezium's JDBC sink", "**not met**"):
+        assert f"| {cell} |" in mirror_row
+    goals = text.split("## Goals")[1].split("\n## ")[0]
+    assert (f"| `mirror` replay steady ≥ 1.00{X} Debezium's JDBC sink | 0.80{X} (110,000 ev/s) "
+            "| 1,000,000 events, Debezium's JDBC sink on the same events | 75,000 ev/s |") \
+        in goals
+
+
 def test_baselines_are_shown_once_per_topic_size_smallest_first() -> None:
     text = report.render_markdown(REPLAY, None)
     section = text.split("## Baselines")[1].split("## Replay rate")[0]

@@ -56,11 +56,14 @@ def test_a_capture_keeps_the_workers_json_unless_avro_is_asked_for() -> None:
                     "schema.name.adjustment.mode": "avro", "field.name.adjustment.mode": "avro"}
 
 
-def test_a_worker_is_ready_once_it_lists_the_connector_and_the_converter() -> None:
+def test_a_worker_is_ready_once_it_lists_the_connectors_and_the_converter() -> None:
     connector = {"class": kafka_connect.POSTGRES_CONNECTOR, "type": "source"}
+    sink = {"class": kafka_connect.JDBC_SINK_CONNECTOR, "type": "sink"}
     converter = {"class": kafka_connect.AVRO_CONVERTER, "type": "converter"}
-    assert kafka_connect.missing_plugins([connector, converter]) == []
-    assert kafka_connect.missing_plugins([connector]) == [kafka_connect.AVRO_CONVERTER]
+    assert kafka_connect.missing_plugins([connector, sink, converter]) == []
+    assert kafka_connect.missing_plugins([connector, sink]) == [kafka_connect.AVRO_CONVERTER]
+    assert kafka_connect.missing_plugins([connector, converter]) == [
+        kafka_connect.JDBC_SINK_CONNECTOR]
     assert kafka_connect.missing_plugins([]) == list(kafka_connect.REQUIRED_PLUGINS)
 
 

@@ -1,8 +1,9 @@
 """Kafka Connect in standalone mode with the Debezium PostgreSQL connector: real CDC.
 
 The worker runs from Maven Central's jars (`stack/jars/kafka-connect`), with the
-Debezium connector's plugin archive unpacked into its `plugin.path`, so the
-connector's own dependencies stay in their plugin class loader. It starts with
+Debezium connectors' plugin archives unpacked into its `plugin.path`, so each
+connector's own dependencies stay in its plugin class loader. Debezium's JDBC sink
+is there too: what a user would run instead of a mirror view, the benchmarks' baseline. It starts with
 no connector: whoever wants changes captured (a test, the CDC demo) registers
 one through the REST API (`put_connector`), on a "system of record" database of
 the stack's PostgreSQL (started with `wal_level=logical`). Source offsets live
@@ -18,6 +19,7 @@ its Avro, Jackson, Vert.x and Netty never meet the worker's classpath or Debeziu
 from __future__ import annotations
 
 import json
+import shutil
 import tarfile
 import urllib.error
 import urllib.request
@@ -32,10 +34,15 @@ from dvstack.testing.waiting import wait_for
 
 CONNECT_NAME = "kafka-connect"
 _HEAP = "-Xmx512m"
-PLUGIN_ARCHIVE = "debezium-connector-postgres-*-plugin.tar.gz"
+PLUGIN_ARCHIVES = "*-plugin.tar.gz"
+PLUGIN_PATTERNS = ("debezium-connector-postgres-*-plugin.tar.gz",
+                   "debezium-connector-jdbc-*-plugin.tar.gz")
+"""The plugin archives stack/jars/kafka-connect/pom.xml fetches: the CDC source, and the
+JDBC sink the benchmarks set beside the mirror view (benchmarks/jdbc_sink.py)."""
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
+JDBC_SINK_CONNECTOR = "io.debezium.connector.jdbc.JdbcSinkConnector"
 AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
-REQUIRED_PLUGINS = (POSTGRES_CONNECTOR, AVRO_CONVERTER)
+REQUIRED_PLUGINS = (POSTGRES_CONNECTOR, JDBC_SINK_CONNECTOR, AVRO_CONVERTER)
 """What a ready worker lists: a plugin that failed to load would otherwise show only when
 a connector asks for it."""
 REGISTRY_CORE_API = "/apis/registry/v3"
@@ -51,19 +58,27 @@ def rest_url(settings: Settings) -> str:
 
 
 def plugin_path(libs: Path) -> Path:
-    """The plugin archive unpacked beside the worker's jars (once; the cache keeps it)."""
+    """Every plugin archive unpacked beside the worker's jars, each into its own directory
+    (its archive's top directory): once per set of archives, which the marker names, so a
+    cache unpacked before an archive was added to the pom is unpacked again."""
     plugins = libs.parent / "plugins"
     marker = plugins / ".complete"
-    if marker.is_file():
+    archives = sorted(libs.glob(PLUGIN_ARCHIVES))
+    wanted = "".join(f"{archive.name}\n" for archive in archives)
+    if marker.is_file() and marker.read_text() == wanted:
         return plugins
-    archives = sorted(libs.glob(PLUGIN_ARCHIVE))
-    if not archives:
-        raise SystemExit(f"no Debezium plugin archive in {libs}: delete that directory and "
-                         "run again")
-    plugins.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archives[0]) as tar:
-        tar.extractall(plugins, filter="data")
-    marker.write_text("ok\n")
+    missing = [pattern for pattern in PLUGIN_PATTERNS
+               if not any(archive.match(pattern) for archive in archives)]
+    if missing:
+        raise SystemExit(f"no plugin archive {', '.join(missing)} in {libs}: delete that "
+                         "directory and run again")
+    if plugins.exists():
+        shutil.rmtree(plugins)
+    plugins.mkdir(parents=True)
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            tar.extractall(plugins, filter="data")
+    marker.write_text(wanted)
     return plugins
 
 
@@ -157,8 +172,8 @@ def start_connect(settings: Settings, libs: Path) -> None:
             java(), _HEAP, "-Xms128m", f"-Dlog4j2.configurationFile={d / 'log4j2.properties'}",
             "-cp", f"{libs}/*", "org.apache.kafka.connect.cli.ConnectStandalone", str(config)])
     wait_for(lambda: _ready(settings), timeout=120, interval=0.5,
-             what=f"Kafka Connect at {rest_url(settings)} with the Debezium PostgreSQL connector "
-                  "and Apicurio's Avro converter",
+             what=f"Kafka Connect at {rest_url(settings)} with Debezium's PostgreSQL "
+                  "connector and JDBC sink and Apicurio's Avro converter",
              on_timeout=lambda: processes.tail(processes.log_file(settings, CONNECT_NAME)))
 
 
