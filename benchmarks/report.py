@@ -30,9 +30,9 @@ REPLAY_FILE = "bench_replay.json"
 READY_FILE = "apply_to_ready.json"
 READY_BESIDE_FILE = "apply_to_ready_beside.json"
 SCALE_FILE = "operator_scale.json"
-STEADY_FILE = "steady_cost.json"
-STEADY_MANY_FILE = "steady_cost_10views.json"
-STEADY_NODE_FILE = "steady_cost_node.json"
+STEADY_FILES = "steady_cost*.json"
+"""One view's (steady_cost.json), several views' (steady_cost_<N>views.json) and the real
+node's (..._node.json): benchmarks/steady_cost.py's names."""
 PROGRESS_FILE = "replay_progress.json"
 PROGRESS_WATCH_FILE = "replay_progress_watch.txt"
 PLOTS_DIR = "performance"
@@ -684,7 +684,10 @@ def _steady_row(result: Json) -> list[str]:
     rss_ok = _below(rss, _num(goal.get("rss_mb")) or 0.0, inclusive=True)
     gate = result.get("gate_held")
     met = None if cores_ok is None or rss_ok is None else cores_ok and rss_ok and gate is True
-    return [_count(result.get("views")), _jobs_where(result),
+    applied = result.get("applied")
+    views = _count(result.get("views")) + (f" ({applied})" if isinstance(applied, str)
+                                           and (_num(result.get("views")) or 1) > 1 else "")
+    return [views, _jobs_where(result),
             f"{_fixed(result.get('rate_per_view'), 0, ' ev/s')}",
             _fixed(result.get("trigger_seconds"), 1, " s"),
             _fixed(cores, 3), _fixed(rss, 0, " MB"), _fixed(result.get("pss_mb_per_view_mean"), 0,
@@ -694,6 +697,16 @@ def _steady_row(result: Json) -> list[str]:
             "yes" if gate is True else ("no" if gate is False else NA),
             f"≤ {_fixed(goal.get('cores'), 2)} core, ≤ {_fixed(goal.get('rss_mb'), 0, ' MB')}",
             _verdict(met)]
+
+
+def steady_files(results_dir: Path) -> list[Path]:
+    """The steady-cost results in the page's order: on the stand-in before the real node,
+    fewer views before more."""
+    def order(path: Path) -> tuple[bool, int]:
+        name = path.stem.removeprefix("steady_cost").removesuffix("_node")
+        count = name.strip("_").removesuffix("views")
+        return path.stem.endswith("_node"), int(count) if count.isdigit() else 1
+    return sorted(results_dir.glob(STEADY_FILES), key=order)
 
 
 def _steady_section(steady: Sequence[Json]) -> list[str]:
@@ -1034,9 +1047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ready_beside = _load(args.results_dir / READY_BESIDE_FILE)
     scale = _load(args.results_dir / SCALE_FILE)
     progress = _load(args.results_dir / PROGRESS_FILE)
-    steady = [r for r in (_load(args.results_dir / STEADY_FILE),
-                          _load(args.results_dir / STEADY_MANY_FILE),
-                          _load(args.results_dir / STEADY_NODE_FILE)) if r is not None]
+    steady = [r for r in map(_load, steady_files(args.results_dir)) if r is not None]
     watch_file = args.results_dir / PROGRESS_WATCH_FILE
     watch = watch_file.read_text() if watch_file.exists() else None
     plots_dir = args.docs_dir / PLOTS_DIR

@@ -331,6 +331,20 @@ def test_main_writes_the_page_and_removes_a_stale_plot(tmp_path: Path,
     assert "performance.md" in capsys.readouterr().out
 
 
+def test_every_steady_cost_result_is_found_fewer_views_first_the_node_last(
+        tmp_path: Path) -> None:
+    names = ["steady_cost_node.json", "steady_cost_10views.json", "steady_cost.json",
+             "steady_cost_5views.json", "steady_cost_10views_node.json", "bench_replay.json"]
+    for name in names:
+        (tmp_path / name).write_text("{}")
+    several = report._steady_row({"views": 10, "applied": "one after another"})
+    assert several[0] == "10 (one after another)"
+    assert report._steady_row({"views": 1, "applied": "one after another"})[0] == "1"
+    assert [p.name for p in report.steady_files(tmp_path)] == [
+        "steady_cost.json", "steady_cost_5views.json", "steady_cost_10views.json",
+        "steady_cost_node.json", "steady_cost_10views_node.json"]
+
+
 def test_a_first_load_shows_both_merges_against_the_run_s_copy() -> None:
     loads = {"events": 1_000_000, "copy_ingest_rows_per_s": 250_000,
              "bulk": {"staging_seconds": 9.5, "merge_transaction_seconds": 5.0,
