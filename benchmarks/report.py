@@ -205,6 +205,12 @@ def _goal_label(goal: object) -> str:
     return f"≥ {_fixed(goal.get('at_least'), 2)}{TIMES} {goal.get('baseline') or NA}"
 
 
+def _goal_cells(goal: object) -> list[str]:
+    """A table's Goal and Met cells for a point's judged goal (n/a cells when not judged)."""
+    met = goal.get("met") if isinstance(goal, dict) else None
+    return [_goal_label(goal), _verdict(met if isinstance(met, bool) else None)]
+
+
 def _goal_point(replay: Json, shape: str) -> tuple[Json, str] | None:
     """The point a shape's goal is judged on: the headline run when it has a steady rate,
     else the largest linearity run that has one (a small run's headline is a single batch)."""
@@ -422,12 +428,10 @@ def _replay_section(replay: Json | None) -> list[str]:
     rows = []
     for s in shapes:
         goal = s.get("goal")
-        met = goal.get("met") if isinstance(goal, dict) else None
         rows.append([str(s.get("shape", NA)), _count(s.get("events")),
                      _count(s.get("replay_events_per_s_steady")),
                      _ratio(s.get("ratio_vs_consumer_perf")), _ratio(s.get("ratio_vs_copy")),
-                     _ratio(s.get("ratio_vs_raw")), _goal_label(goal),
-                     _verdict(met if isinstance(met, bool) else None),
+                     _ratio(s.get("ratio_vs_raw")), *_goal_cells(goal),
                      _count(s.get("replay_events_per_s_including_startup")),
                      _fixed(s.get("seconds_create_to_caught_up"))])
     lines += _table(header, rows)
@@ -461,7 +465,6 @@ def _batch_section(replay: Json | None) -> list[str]:
     rows = []
     for s in points:
         goal = s.get("batch_goal")
-        met = goal.get("met") if isinstance(goal, dict) else None
         runs = s.get("spark_batch_seconds")
         rows.append([str(s.get("shape", NA)), _count(s.get("events")),
                      _count(s.get("spark_batch_events_per_s")),
@@ -471,8 +474,7 @@ def _batch_section(replay: Json | None) -> list[str]:
                      _count(s.get("spark_batch_job_parse_events_per_s")),
                      _count(s.get("replay_events_per_s_steady")),
                      _ratio(s.get("ratio_vs_spark_batch")),
-                     _ratio(s.get("ratio_vs_spark_batch_ranges")), _goal_label(goal),
-                     _verdict(met if isinstance(met, bool) else None)])
+                     _ratio(s.get("ratio_vs_spark_batch_ranges")), *_goal_cells(goal)])
     lines += [*_table(header, rows), ""]
     lines += ["The goal is judged on the batch job's better (warm) run. A replay's JVM is always "
               "a new one and warms its JIT during its first batches, as the batch job's first "
@@ -504,15 +506,13 @@ def _sink_lines(replay: Json | None) -> list[str]:
     rows = []
     for s in points:
         goal = s.get("sink_goal")
-        met = goal.get("met") if isinstance(goal, dict) else None
         rows.append([str(s.get("shape", NA)), _count(s.get("events")),
                      _count(s.get("jdbc_sink_events_per_s")),
                      _count(s.get("jdbc_sink_events_per_s_including_startup")),
                      _fixed(s.get("jdbc_sink_seconds"), 1),
                      _count(s.get("jdbc_sink_output_rows")),
                      _count(s.get("replay_events_per_s_steady")),
-                     _ratio(s.get("ratio_vs_jdbc_sink")), _goal_label(goal),
-                     _verdict(met if isinstance(met, bool) else None)])
+                     _ratio(s.get("ratio_vs_jdbc_sink")), *_goal_cells(goal)])
     return [*lines, *_table(header, rows), ""]
 
 
