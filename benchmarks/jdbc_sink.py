@@ -145,7 +145,8 @@ def sink_rate(info: Mapping[str, Any], orders: list[dict[str, Any]], layout_ddl:
         with psycopg.connect(dsn) as conn:
             row = conn.execute(f'SELECT count(*) FROM "public"."{table}"').fetchone()
         return {**rates(len(orders), started, samples), "jdbc_sink_tasks": partitions,
-                "jdbc_sink_batch_size": BATCH_SIZE, "jdbc_sink_output_rows": row[0] if row else None}
+                "jdbc_sink_batch_size": BATCH_SIZE,
+                "jdbc_sink_output_rows": row[0] if row else None}
     finally:
         consumer.close()
         kafka_connect.delete_connector(connect, name)

@@ -295,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     log_path = settings.logs_dir / f"operator-steady-cost-{run_id}.log"
     names = [f"steady-{i}" for i in range(args.views)]
     producers: list[LiveProducer] = []
+    handles: list[ViewHandle] = []
     result: dict[str, Any] = {}
     try:
         with operator_process(env, namespace, log_path):
@@ -312,12 +313,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                         f"steady_{run_id}_{i}", SECRET))
                     if i == 0:
                         applied = time.monotonic()
-                    added = ViewHandle(custom, namespace, name)
+                    handles.append(ViewHandle(custom, namespace, name))
                     if not args.together and i < len(names) - 1:
-                        wait_for(added.ready, timeout=900, interval=1,
+                        wait_for(handles[-1].ready, timeout=900, interval=1,
                                  what=f"view {name} to be Ready before the next is applied",
-                                 on_timeout=added.brief)
-                handles = [ViewHandle(custom, namespace, n) for n in names]
+                                 on_timeout=handles[-1].brief)
                 wait_for(lambda: all(h.ready() for h in handles), timeout=900, interval=1,
                          what=f"{args.views} views to be Ready",
                          on_timeout=lambda: "; ".join(h.brief() for h in handles))

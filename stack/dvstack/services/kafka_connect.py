@@ -2,12 +2,13 @@
 
 The worker runs from Maven Central's jars (`stack/jars/kafka-connect`), with the
 Debezium connectors' plugin archives unpacked into its `plugin.path`, so each
-connector's own dependencies stay in its plugin class loader. Debezium's JDBC sink
-is there too: what a user would run instead of a mirror view, the benchmarks' baseline. It starts with
-no connector: whoever wants changes captured (a test, the CDC demo) registers
-one through the REST API (`put_connector`), on a "system of record" database of
-the stack's PostgreSQL (started with `wal_level=logical`). Source offsets live
-in a file of the state directory, as standalone mode keeps them.
+connector's own dependencies stay in its plugin class loader. Debezium's JDBC
+sink is there too: what a user would run instead of a mirror view, the
+benchmarks' baseline. It starts with no connector: whoever wants changes captured
+(a test, the CDC demo) registers one through the REST API (`put_connector`), on a
+"system of record" database of the stack's PostgreSQL (started with
+`wal_level=logical`). Source offsets live in a file of the state directory, as
+standalone mode keeps them.
 
 JSON converter, schemas on for keys and values (the converter's default), so
 topics carry what a team running Connect with default settings produces. A connector
