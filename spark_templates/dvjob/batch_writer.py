@@ -65,8 +65,9 @@ class BatchWriter:
     def __init__(self, *, sink: Sink, layout: TableLayout, checkpoint_location: str,
                  report: Callable[[str], None] | None = None,
                  bad: BadRecordHandler = FAIL_ON_NULL_KEY,
-                 progress: ProgressReporter | None = None) -> None:
+                 progress: ProgressReporter | None = None, one_task: bool = False) -> None:
         self.sink = sink
+        self.one_task = one_task  # stage a large batch in one task (dvjob.placement)
         self.progress = progress
         self.bad = bad
         self.layout = layout
@@ -114,7 +115,8 @@ class BatchWriter:
         if self.progress is not None:
             self.progress.begin(batch_id, end_offsets, records)
         try:
-            outcome = self.sink.write_batch(batch_id, FrameRows(rows, parallel=parallel),
+            outcome = self.sink.write_batch(batch_id, FrameRows(rows, parallel=parallel,
+                                                                  one_task=self.one_task),
                                             end_offsets, self.bad, history_start=history_start)
         finally:
             if self.progress is not None:

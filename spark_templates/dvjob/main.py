@@ -37,7 +37,7 @@ from dvjob.first_batch import (
     first_batch_setting,
     run_first_batch,
 )
-from dvjob.placement import in_driver_master
+from dvjob.placement import PYTHON_DAEMON_CONF, in_driver_master, one_staging_task
 from dvjob.sinks.registry import BULK_LOAD_CONF, bulk_load_setting, open_sink
 from dvjob.sinks.schema import table_layout
 from dvjob.source.avro_reader import avro_start
@@ -143,9 +143,12 @@ def run(spark: SparkSession, config: JobConfig) -> None:
                                            if policy.dead_letter_topic else ""))
     progress = ProgressReporter(sink, lambda: active_stage_inputs(spark), say,
                                 every=progress_setting(spark.conf.get(PROGRESS_CONF, None)))
+    context = spark.sparkContext
     writer = BatchWriter(sink=sink, layout=layout,
                          checkpoint_location=config.checkpoint_location, bad=screen,
-                         progress=progress)
+                         progress=progress,
+                         one_task=one_staging_task(context.defaultParallelism,
+                                                   context.getConf().get(PYTHON_DAEMON_CONF)))
 
     def stream(frame: DataFrame) -> DataStreamWriter:
         return (frame.writeStream.outputMode("update")

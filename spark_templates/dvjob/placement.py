@@ -44,3 +44,23 @@ def in_driver_master(get: Callable[[str], str | None]) -> str | None:
     failures = _count("spark.task.maxFailures", get("spark.task.maxFailures"),
                       DEFAULT_TASK_MAX_FAILURES)
     return f"local[{cores},{failures}]"
+
+
+PYTHON_DAEMON_CONF = "spark.python.use.daemon"
+"""PySpark's setting (default true) that forks Python workers from one daemon process."""
+
+
+def one_staging_task(slots: int, daemon: str | None) -> bool:
+    """Whether a batch's parallel staging (dvjob.sinks.postgres.stage) runs as one task.
+
+    Without PySpark's worker daemon (a steady job: derived_views.core.job.stages) each task
+    starts a Python process of its own, about a second on two cores, whatever its rows. A
+    first batch of an aggregate staged its 500 rows in four tasks, one per shuffle partition:
+    four Python starts one after another on a driver with one task thread, 5.5 of the batch's
+    10 s. With one task slot the partitions run one after another anyway, so one task loses
+    nothing. Spark's coalescing keeps the partitions in their order when they prefer no host,
+    as a Kafka read's do in the driver's local mode (they prefer executors other than the
+    driver), so each key's last row stays last. With the daemon a worker forks in
+    milliseconds; with more slots the partitions stay, as coalescing into several tasks
+    groups them by host, not in order."""
+    return slots <= 1 and not flag_setting(PYTHON_DAEMON_CONF, daemon, default=True)

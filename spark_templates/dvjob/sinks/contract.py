@@ -75,9 +75,11 @@ class FrameRows:
     runs a Spark job per partition (four for an aggregation's state), and on a loaded
     machine their scheduling was a quarter of a steady batch's time."""
 
-    def __init__(self, frame: DataFrame, *, parallel: bool) -> None:
+    def __init__(self, frame: DataFrame, *, parallel: bool, one_task: bool = False) -> None:
         self.frame = frame
         self.parallel = parallel
+        self.one_task = one_task
+        """Stage in one task, not one per partition (dvjob.placement.one_staging_task)."""
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         if self.parallel:

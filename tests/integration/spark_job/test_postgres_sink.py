@@ -334,11 +334,13 @@ ORDERS_SCHEMA = StructType([
     StructField("amount", DecimalType(10, 2)), StructField("_dv_deleted", BooleanType())])
 
 
-def staged_rows(spark: SparkSession, partitions: list[list[Row]]) -> FrameRows:
+def staged_rows(spark: SparkSession, partitions: list[list[Row]], *,
+                one_task: bool = False) -> FrameRows:
     """A DataFrame whose Spark partitions hold exactly `partitions`, in order."""
     rdd = spark.sparkContext.parallelize(partitions, len(partitions)).flatMap(lambda p: p)
     assert rdd.glom().collect() == partitions
-    return FrameRows(spark.createDataFrame(rdd, ORDERS_SCHEMA), parallel=True)
+    return FrameRows(spark.createDataFrame(rdd, ORDERS_SCHEMA), parallel=True,
+                     one_task=one_task)
 
 
 def stage_tables(connect: Connect, schema: str) -> list[Row]:
@@ -369,6 +371,39 @@ def test_a_staged_batch_keeps_each_key_s_last_row_across_partitions(
                              {"orders": {"0": 8}})
     assert again.skipped
     assert index_rows(connect, schema)[0] == ("o1", "c1", Decimal("1.50"))
+
+
+def test_a_batch_staged_in_one_task_keeps_each_key_s_last_row(
+        spark: SparkSession, connect: Connect, schema: str) -> None:
+    """A steady job with one task slot stages in one task (dvjob.placement): one Python
+    worker for the batch, the partitions' rows in their order."""
+    sink = make_sink(connect, schema)
+    rows = staged_rows(spark, [
+        [order("o1", "c1", "1.00"), order("o2", "c2", "2.00")],
+        [order("o1", "c1", "1.50"), order("o3", "c3", "3.00")],
+        [order("o2", "c2", "2.50")], [order("o3", "c3", "3.50"), order("o1", "c1", "1.75")]],
+        one_task=True)
+    tracker = spark.sparkContext.statusTracker()
+    group = f"one-task-{schema}"
+    spark.sparkContext.setJobGroup(group, "a batch staged in one task")
+    try:
+        outcome = sink.write_batch(0, rows, {"orders": {"0": 7}})
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert (outcome.skipped, outcome.rows_upserted) == (False, 3)
+    assert index_rows(connect, schema) == [
+        ("o1", "c1", Decimal("1.75")), ("o2", "c2", Decimal("2.50")),
+        ("o3", "c3", Decimal("3.50"))]
+    tasks = []
+    for job in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(job)
+        assert info is not None
+        for stage in info.stageIds:
+            stage_info = tracker.getStageInfo(stage)
+            if stage_info is not None:
+                tasks.append(stage_info.numTasks)
+    assert tasks == [1], tasks
+    assert stage_tables(connect, schema) == []
 
 
 def test_a_staged_batch_with_a_null_key_applies_nothing(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dvjob.errors import ConfigError
-from dvjob.placement import in_driver_master
+from dvjob.placement import in_driver_master, one_staging_task
 
 
 @pytest.mark.parametrize(("conf", "master"), [
@@ -39,3 +39,27 @@ def test_the_operator_renders_the_setting_the_job_reads() -> None:
     from derived_views.core.job import stages
     from dvjob import placement
     assert stages.IN_DRIVER_CONF == placement.IN_DRIVER_CONF
+
+
+@pytest.mark.parametrize(("slots", "daemon", "one"), [
+    (1, "false", True),  # a steady job's tasks in its driver: one Python start, not four
+    (1, " FALSE ", True),
+    (1, None, False),  # Spark's default: the daemon forks workers in milliseconds
+    (1, "true", False),
+    (2, "false", False),  # coalescing into several tasks would group them out of order
+    (4, "false", False),
+])
+def test_staging_runs_as_one_task_only_with_one_slot_and_no_daemon(
+        slots: int, daemon: str | None, one: bool) -> None:
+    assert one_staging_task(slots, daemon) is one
+
+
+def test_a_daemon_setting_it_cannot_read_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"spark\.python\.use\.daemon is 'no': give true or false"):
+        one_staging_task(1, "no")
+
+
+def test_the_steady_stage_turns_off_the_daemon_the_job_reads() -> None:
+    from derived_views.core.job import stages
+    from dvjob import placement
+    assert stages.STEADY_SPARK_CONF[placement.PYTHON_DAEMON_CONF] == "false"

@@ -568,6 +568,8 @@ class PostgresSink:
             cloudpickle.register_pickle_by_value(pg_stage)  # type: ignore[no-untyped-call]
             from dvjob.sinks.postgres.copy_text import copy_text_lines
             lines = copy_text_lines(rows.frame)
+            if rows.one_task:
+                lines = lines.coalesce(1)  # no shuffle: the partitions, in order, in one task
             started = time.monotonic()
             written = lines.rdd.mapPartitionsWithIndex(copier).collect()
             staged_s = time.monotonic() - started
