@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from dvstack.services import kafka_connect
 from dvstack.testing import replay
@@ -113,10 +114,30 @@ def _committed(consumer: Consumer, topic: str, partitions: int) -> int:
     return sum(max(tp.offset, 0) for tp in found)
 
 
+def delete_group(bootstrap: str, group: str) -> None:
+    """Remove the sink's consumer group: Connect keeps it after its connector is deleted, and
+    each run names a new one. Its members leave a moment after the connector's deletion."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **replay.QUIET})
+
+    def gone() -> bool:
+        try:
+            admin.delete_consumer_groups([group], request_timeout=10)[group].result()
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.NON_EMPTY_GROUP:
+                return False
+            if code != KafkaError.GROUP_ID_NOT_FOUND:
+                raise
+        return True
+
+    wait_for(gone, timeout=120, interval=1, what=f"consumer group {group} to have no members")
+
+
 def sink_rate(info: Mapping[str, Any], orders: list[dict[str, Any]], layout_ddl: str,
               table: str, partitions: int) -> dict[str, Any]:
     """The JDBC sink's rate over the orders (written to a twin topic first, untimed) into
-    `table`, made by `layout_ddl`; the table, topic and connector are removed afterwards."""
+    `table`, made by `layout_ddl`; the table, topic, connector and its consumer group are
+    removed afterwards."""
     bootstrap, dsn, connect = info["kafka_bootstrap"], info["pg_dsn"], info["kafka_connect"]
     run = uuid.uuid4().hex[:8]
     topic, name = f"bench-connect-{run}", f"bench-jdbc-sink-{run}"
@@ -150,6 +171,7 @@ def sink_rate(info: Mapping[str, Any], orders: list[dict[str, Any]], layout_ddl:
     finally:
         consumer.close()
         kafka_connect.delete_connector(connect, name)
+        delete_group(bootstrap, f"connect-{name}")
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'DROP TABLE IF EXISTS "public"."{table}"')
         replay.delete_topic(bootstrap, topic)
