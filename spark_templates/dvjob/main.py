@@ -99,12 +99,14 @@ def with_trigger(writer: DataStreamWriter, trigger: TriggerConfig) -> DataStream
 
 def run(spark: SparkSession, config: JobConfig) -> None:
     """Start the query and block until it ends (availableNow) or is stopped."""
-    credentials = job_credentials(config, spark.sparkContext.getConf().get)
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    context = spark.sparkContext
+    submitted = context.getConf()  # a copy of the context's settings, made once
+    credentials = job_credentials(config, submitted.get)
+    hadoop = context._jsc.hadoopConfiguration()
     for key, value in credentials.hadoop.items():  # before any file system is opened
         hadoop.set(key, value)
     options = kafka_reader_options(config.source, credentials.kafka,
-                                   min_partitions=2 * spark.sparkContext.defaultParallelism)
+                                   min_partitions=2 * context.defaultParallelism)
     say(f"view {config.view} revision {config.revision}: reading "
         f"{json.dumps(redacted(options), sort_keys=True)}")
     schema = value_schema(config.source.schema_ddl)
@@ -143,12 +145,11 @@ def run(spark: SparkSession, config: JobConfig) -> None:
                                            if policy.dead_letter_topic else ""))
     progress = ProgressReporter(sink, lambda: active_stage_inputs(spark), say,
                                 every=progress_setting(spark.conf.get(PROGRESS_CONF, None)))
-    context = spark.sparkContext
     writer = BatchWriter(sink=sink, layout=layout,
                          checkpoint_location=config.checkpoint_location, bad=screen,
                          progress=progress,
                          one_task=one_staging_task(context.defaultParallelism,
-                                                   context.getConf().get(PYTHON_DAEMON_CONF)))
+                                                   submitted.get(PYTHON_DAEMON_CONF)))
 
     def stream(frame: DataFrame) -> DataStreamWriter:
         return (frame.writeStream.outputMode("update")
