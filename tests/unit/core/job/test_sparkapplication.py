@@ -61,7 +61,9 @@ def test_user_spark_conf_is_merged_over_the_template_defaults() -> None:
                     "spark.ui.enabled": "false", "spark.sql.variable.substitute": "false",
                     "spark.executor.heartbeatInterval": "3s",
                     # the steady stage's (core.job.stages)
-                    "spark.python.use.daemon": "false", "spark.ui.retainedJobs": "50",
+                    "spark.python.use.daemon": "false", "spark.buffer.pageSize": "1m",
+                    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                    "spark.ui.retainedJobs": "50",
                     "spark.ui.retainedStages": "50", "spark.ui.retainedTasks": "500",
                     "spark.sql.ui.retainedExecutions": "50",
                     "spark.sql.streaming.checkpointFileManagerClass":  # s3a:// (checkpoints)

@@ -79,6 +79,8 @@ def test_size_of_a_revisions_job() -> None:
         size = stages.size_of(_spec(replay=6), record)
         assert size == stages.STEADY and size.executors is None
         assert size.spark_conf == {"spark.python.use.daemon": "false",
+                                   "spark.buffer.pageSize": "1m",
+                                   "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                                    "spark.ui.retainedJobs": "50",
                                    "spark.ui.retainedStages": "50",
                                    "spark.ui.retainedTasks": "500",
