@@ -72,8 +72,8 @@ from compiled code; whole-stage code generation is unchanged. Spark marks the se
 internal; its expression tests hold both paths to the same results. Measured
 (steady_cost.py, alternating runs): resident 389-392 against 398-404 MB, young collections
 16 against 20 per 10 s, driver cores within the runs' noise (0.150-0.156 against
-0.116-0.182); a 1,000,000-record
-backlog in the steady stage reached Ready in 45.4 s with it and without it."""
+0.116-0.182); a 1,000,000-record backlog in the steady stage reached Ready in 45.4 s with it
+and without it."""
 STEADY_JAVA_OPTIONS = ("-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 "
                        "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1")
 """JVM settings of the steady stage's driver and executors, after the template's (the last of
