@@ -85,6 +85,7 @@ bench: stack-up
 		--save-as replay_progress --watch-log .stack/results/replay_progress_watch.txt \
 		--plot docs/performance/replay_progress.png
 	$(PY) benchmarks/steady_cost.py
+	$(PY) benchmarks/steady_cost.py --warmup 600 --save-as steady_cost_long
 	$(PY) benchmarks/steady_cost.py --views 10
 	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
 	$(MAKE) --no-print-directory bench-report

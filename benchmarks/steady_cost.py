@@ -21,12 +21,17 @@ once a second for WINDOW seconds:
   executors), their CPU the pods' cgroup accounting; there is no class archive to subtract;
 - each view's status: Ready, and the serving index's staleness, which the 10 s gate
   (`cutover.maxLagSeconds`, default) must hold the whole window;
+- where each view's cores go (`cores_by_thread`): its threads' CPU from
+  /proc/<pid>/task/<tid>/stat every tenth sample (DETAIL_EVERY, as PSS and the archive
+  share: the meter's own cost), grouped by name (THREAD_GROUPS), and what
+  threads and processes that ended in the window used, by difference from the total;
 - at each view's peak, where its memory goes (`memory_at_peak`): its JVMs' heap and class
   metadata from their hsperfdata counters (dvstack.testing.jvm_perfdata, read without
   attaching), the rest of their resident memory, and its Python processes.
 
 Results: .stack/results/<save-as>.json (default steady_cost, or steady_cost_<N>views; _node
-with --node),
+with --node; `make bench` also saves a run with a 10-minute warm-up as steady_cost_long: a
+serving job is still compiling and Spark starts purging its logs only after 100 batches),
 read by benchmarks/report.py against the goal (issue 50: at most 0.10 core and 400 MB per
 view). The views are deleted at the end.
 
@@ -152,6 +157,55 @@ def memory_profile(processes_rss: Iterable[tuple[str, float, Mapping[str, int] |
             "python_rss_mb": round(python_rss, 1)}
 
 
+THREAD_GROUPS: tuple[tuple[str, str], ...] = (
+    ("Executor task", "tasks"),
+    ("stream executio", "micro-batch thread"),
+    ("VM Thread", "collector"), ("GC Thread", "collector"),
+    ("C1 CompilerThre", "compiler"), ("C2 CompilerThre", "compiler"),
+)
+"""A JVM thread's group by the start of its name as /proc gives it (`comm`, 15 characters):
+the tasks, Spark's micro-batch loop (planning, offsets, the checkpoint's logs), the serial
+collector (it runs in the VM thread), the JIT compiler; every other JVM thread (scheduler,
+listeners, RPC, block cleanup, the Kafka and S3 clients) is OTHER_JVM."""
+OTHER_JVM = "other JVM threads"
+DETAIL_EVERY = 10
+"""Each view's threads, PSS and class-archive share are read every tenth sample (and at the
+last), its CPU and RSS every second: per driver JVM the threads took 4 ms for 111 of them and
+its smaps 36 ms, so for ten views every second the meter took half a core of the two it
+measures. What a thread used between its last reading and its end counts as EXITED; a sample
+between readings keeps the last archive share."""
+PYTHON = "Python"
+EXITED = "exited threads and processes"
+"""What the job's total used beyond its threads seen alive: threads and processes that ended
+within the window (pool threads, Python workers), by difference."""
+
+
+def thread_group(command: str, thread: str) -> str:
+    """The group a thread's CPU is shown under: by name in a JVM, else by its process."""
+    if command != "java":
+        return PYTHON if command.startswith("python") else command
+    return next((group for prefix, group in THREAD_GROUPS if thread.startswith(prefix)),
+                OTHER_JVM)
+
+
+def cores_by_group(first: Mapping[tuple[int, int], tuple[str, float]],
+                   last: Mapping[tuple[int, int], tuple[str, float]], seconds: float,
+                   total_cores: float | None) -> dict[str, float]:
+    """Cores per thread group over a window, from each thread's (group, CPU seconds) when
+    first and last seen (a thread born in the window counts from zero), and what the job's
+    total used beyond them (EXITED)."""
+    groups: dict[str, float] = {}
+    if seconds <= 0:
+        return groups
+    for key, (group, cpu) in last.items():
+        start = first[key][1] if key in first else 0.0
+        groups[group] = groups.get(group, 0.0) + (cpu - start) / seconds
+    if total_cores is not None:
+        groups[EXITED] = total_cores - sum(groups.values())
+    return {group: round(cores, 4) for group, cores in
+            sorted(groups.items(), key=lambda item: -item[1])}
+
+
 # --- reading the machine ----------------------------------------------------------------------
 
 def all_stats() -> list[processes.ProcStat]:
@@ -164,6 +218,22 @@ def all_stats() -> list[processes.ProcStat]:
                                               (entry / "stat").read_text()))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
+    return found
+
+
+def thread_cpu(pids: Iterable[int], by_pid: Mapping[int, processes.ProcStat]
+               ) -> dict[tuple[int, int], tuple[str, float]]:
+    """Each thread of these processes: its group (thread_group) and CPU seconds so far."""
+    found: dict[tuple[int, int], tuple[str, float]] = {}
+    for pid in pids:
+        if pid not in by_pid:
+            continue
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    stat = processes.parse_stat(int(task.name), (task / "stat").read_text())
+                    found[(pid, stat.pid)] = (thread_group(by_pid[pid].command, stat.command),
+                                              stat.cpu_seconds)
     return found
 
 
@@ -370,9 +440,14 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
     staleness: dict[str, list[float]] = {name: [] for name in names}
     not_ready: dict[str, int] = dict.fromkeys(names, 0)
     profiles: dict[str, dict[str, float | int]] = {}
+    first_threads: dict[str, dict[tuple[int, int], tuple[str, float]]] = {}
+    last_threads: dict[str, dict[tuple[int, int], tuple[str, float]]] = {n: {} for n in names}
     start = time.monotonic()
+    archive: dict[str, float] = {}
+    samples = 0
     while True:
         now = time.monotonic()
+        final = now - start >= window
         stats = all_stats()
         by_pid = {s.pid: s for s in stats}
         for name in names:
@@ -384,8 +459,14 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
                 members = [s.pid for s in stats if s.session == sessions[name]]
             series[name].cpu.append((now, cpu))
             series[name].rss_mb.append(rss)
-            series[name].pss_mb.append(pss_mb(members))
-            series[name].archive_mb.append(archive_mb(members))
+            detail = samples % DETAIL_EVERY == 0 or final
+            if detail:
+                series[name].pss_mb.append(pss_mb(members))
+                archive[name] = archive_mb(members)
+                threads = thread_cpu(members, by_pid)
+                first_threads.setdefault(name, threads)
+                last_threads[name].update(threads)
+            series[name].archive_mb.append(archive[name])
             if rss >= max(series[name].rss_mb):  # where the memory goes at its peak
                 profiles[name] = profile_of(members, by_pid)
         for pid, target in ((s3_pid, s3), (kafka_pid, kafka)):
@@ -399,15 +480,20 @@ def measure(core: Any, handles: Sequence[ViewHandle], namespace: str, names: Seq
                 staleness[name].append(seconds)
             if not handle.ready():
                 not_ready[name] += 1
-        if now - start >= window:
+        if final:
             break
+        samples += 1
         next_sample = now + 1.0
         wait_for(lambda: time.monotonic() >= next_sample, timeout=5, interval=0.05,  # noqa: B023
                  what="the next sample")
     per_view = {name: {**series[name].summary(),
                        "staleness_max_s": max(staleness[name]) if staleness[name] else None,
                        "not_ready_samples": not_ready[name],
-                       "memory_at_peak": profiles.get(name)} for name in names}
+                       "memory_at_peak": profiles.get(name),
+                       "cores_by_thread": cores_by_group(
+                           first_threads.get(name, {}), last_threads[name],
+                           series[name].cpu[-1][0] - series[name].cpu[0][0],
+                           series[name].cores())} for name in names}
     s3_cores = s3.cores()
     views = len(names)
     totals = [(series[n].cores() or 0.0) + (s3_cores or 0.0) / views for n in names]

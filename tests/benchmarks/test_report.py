@@ -333,7 +333,8 @@ def test_main_writes_the_page_and_removes_a_stale_plot(tmp_path: Path,
 
 def test_every_steady_cost_result_is_found_fewer_views_first_the_node_last(
         tmp_path: Path) -> None:
-    names = ["steady_cost_node.json", "steady_cost_10views.json", "steady_cost.json",
+    names = ["steady_cost_node.json", "steady_cost_10views.json", "steady_cost_long.json",
+             "steady_cost.json",
              "steady_cost_5views.json", "steady_cost_10views_node.json", "bench_replay.json"]
     for name in names:
         (tmp_path / name).write_text("{}")
@@ -341,8 +342,8 @@ def test_every_steady_cost_result_is_found_fewer_views_first_the_node_last(
     assert several[0] == "10 (one after another)"
     assert report._steady_row({"views": 1, "applied": "one after another"})[0] == "1"
     assert [p.name for p in report.steady_files(tmp_path)] == [
-        "steady_cost.json", "steady_cost_5views.json", "steady_cost_10views.json",
-        "steady_cost_node.json", "steady_cost_10views_node.json"]
+        "steady_cost.json", "steady_cost_long.json", "steady_cost_5views.json",
+        "steady_cost_10views.json", "steady_cost_node.json", "steady_cost_10views_node.json"]
 
 
 def test_a_first_load_shows_both_merges_against_the_run_s_copy() -> None:
@@ -409,7 +410,7 @@ def test_a_run_without_avro_has_no_avro_section() -> None:
     assert "Avro topic" not in text
 
 
-STEADY = {"views": 1, "rate_per_view": 150.0, "trigger_seconds": 5.0,
+STEADY = {"views": 1, "rate_per_view": 150.0, "trigger_seconds": 5.0, "warmup_seconds": 30.0,
           "goal": {"cores": 0.1, "rss_mb": 400.0}, "cores_per_view_mean": 0.0812,
           "rss_mb_per_view_max": 380.4, "pss_mb_per_view_mean": 350.2,
           "kafka_broker": {"cores": 0.07}, "gate_held": True}
@@ -421,10 +422,11 @@ def test_a_serving_views_cost_is_judged_on_cores_memory_and_the_gate() -> None:
         {**STEADY, "node": True, "image_rss_mb_per_view_max": 401.0}])
     rows = [line for line in text.splitlines() if line.startswith("| 1 |")
             or line.startswith("| 10 |")]
-    assert rows[0] == ("| 1 | stand-in | 150 ev/s | 5.0 s | 0.081 | 380 MB | 350 MB | 0.070 | "
-                       "yes | ≤ 0.10 core, ≤ 400 MB | met |")
+    assert rows[0] == ("| 1 | stand-in | Ready + 30 s | 150 ev/s | 5.0 s | 0.081 | 380 MB | "
+                       "350 MB | 0.070 | yes | ≤ 0.10 core, ≤ 400 MB | met |")
     assert rows[1].endswith("| **not met** |")  # 512 MB resident: over the goal
-    assert rows[2].startswith("| 1 | real node | 150 ev/s | 5.0 s | 0.081 | 401 MB |")
+    assert rows[2].startswith(
+        "| 1 | real node | Ready + 30 s | 150 ev/s | 5.0 s | 0.081 | 401 MB |")
     assert rows[2].endswith("| **not met** |")
     held_not = report.render_markdown(None, None, steady=[{**STEADY, "gate_held": False}])
     assert "| no | ≤ 0.10 core, ≤ 400 MB | **not met** |" in held_not
@@ -436,10 +438,48 @@ def test_where_a_views_memory_goes_is_shown_for_runs_that_recorded_it() -> None:
               "python_rss_mb": 80.4}
     node = {**STEADY, "node": True, "per_view": {"steady-0": {"memory_at_peak": memory}}}
     text = report.render_markdown(None, None, steady=[STEADY, node])
-    assert ("| 1 | real node | 497 MB | 160 MB (120 MB) | 156 MB | 180 MB | 217 | 80 MB |"
+    assert ("| 1 | real node | Ready + 30 s | 497 MB | 160 MB (120 MB) | 156 MB | 180 MB | 217 "
+            "| 80 MB |"
             in text.splitlines())
     assert "Where one view's resident memory goes" in text
     assert "Where one view's" not in report.render_markdown(None, None, steady=[STEADY])
+
+
+def test_where_a_views_cores_go_is_shown_by_thread_group_with_its_store_share() -> None:
+    groups = {"tasks": 0.031, "micro-batch thread": 0.029, "collector": 0.017,
+              "compiler": 0.006, "other JVM threads": 0.012, "Python": 0.006,
+              "exited threads and processes": 0.002, "pause": 0.0, "tini": 0.001}
+    run = {**STEADY, "s3_store": {"share_per_view_cores": 0.006},
+           "per_view": {"steady-0": {"cores": 0.075, "cores_by_thread": groups}}}
+    text = report.render_markdown(None, None, steady=[run])
+    assert ("| 1 | stand-in | Ready + 30 s | 0.031 | 0.029 | 0.017 | 0.006 | 0.012 | 0.006 | "
+            "0.002 | 0.001 | 0.006 | 0.081 |") in text.splitlines()
+    assert "Where one view's cores go" in text
+    assert "Where one view's cores" not in report.render_markdown(None, None, steady=[STEADY])
+
+
+def test_a_serving_views_cost_is_a_goal_row_and_an_unmet_one_says_where_it_goes() -> None:
+    memory = {"jvm_rss_mb": 441.0, "heap_committed_mb": 120.0, "heap_used_mb": 100.0,
+              "metaspace_mb": 51.0, "jvm_rest_mb": 270.0, "jvm_threads": 302,
+              "python_rss_mb": 90.0}
+    over = {**STEADY, "cores_per_view_mean": 0.135, "s3_store": {"share_per_view_cores": 0.02},
+            "per_view": {"steady-0": {"memory_at_peak": memory, "cores_by_thread": {
+                "tasks": 0.033, "collector": 0.012}}}}
+    text = report.render_markdown(None, None, steady=[STEADY, over])
+    goals = text.split("## Goals")[1].split("## ")[0]
+    assert ("| A view serving 150 ev/s, gate held: ≤ 0.10 core, ≤ 400 MB | 0.081 core, 380 MB "
+            "| stand-in, window from Ready + 30 s | — | met |") in goals.splitlines()
+    long = report.render_markdown(None, None, steady=[{**over, "warmup_seconds": 600.0}])
+    assert "| 0.135 core, 380 MB | stand-in, window from Ready + 10 min | — | **not met** |" \
+        in long
+    note = next(line for line in goals.splitlines() if line.startswith("- One view"))
+    assert note.startswith("- One view serving on the stand-in: 0.135 core (tasks 0.033, "
+                           "collector 0.012) with a checkpoint store share of 0.020; 380 MB")
+    assert "class metadata 51 MB" in note and "302 threads" in note
+    ten = report.render_markdown(None, None, steady=[{**STEADY, "views": 10,
+                                                      "gate_held": False}])
+    assert "| Each of 10 views serving 150 ev/s, gate held:" in ten
+    assert "the gate was not held the whole window" in ten
 
 
 def test_apply_to_ready_beside_a_serving_view_is_its_own_goal_row() -> None:
