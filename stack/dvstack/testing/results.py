@@ -11,7 +11,8 @@ from dvstack.settings import Settings
 
 
 def save(settings: Settings, name: str, doc: Any) -> Path:
-    out = settings.state_dir / "results" / f"{name}.json"
+    """`name` as a benchmark's --save-as gives it: a name ending in .json gets no second."""
+    out = settings.state_dir / "results" / f"{name.removesuffix('.json')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2))
     return out
