@@ -720,10 +720,8 @@ def _steady_bound_note(result: Json) -> str:
     head = (f"{_count(views)} views" if views > 1 else "One view") + \
         f" serving on the {_jobs_where(result)}: " + \
         f"{_fixed(result.get('cores_per_view_mean'), 3)} core"
-    per_view = result.get("per_view")
-    first = next(iter(per_view.values()), None) if isinstance(per_view, dict) and per_view \
-        else None
-    groups = first.get("cores_by_thread") if isinstance(first, dict) else None
+    first = _first_view(result)
+    groups = first.get("cores_by_thread")
     if isinstance(groups, dict) and groups:
         head += " (" + ", ".join(f"{k} {_fixed(v, 3)}" for k, v in groups.items()
                                  if (_num(v) or 0.0) > 0) + ")"
@@ -731,7 +729,7 @@ def _steady_bound_note(result: Json) -> str:
     if isinstance(store, dict) and _num(store.get("share_per_view_cores")) is not None:
         head += f" with a checkpoint store share of {_fixed(store.get('share_per_view_cores'), 3)}"
     head += f"; {_fixed(_steady_rss(result), 0, ' MB')} resident"
-    memory = first.get("memory_at_peak") if isinstance(first, dict) else None
+    memory = first.get("memory_at_peak")
     if isinstance(memory, dict):
         head += (f" (at its peak: heap {_fixed(memory.get('heap_committed_mb'), 0, ' MB')} "
                  f"committed, class metadata {_fixed(memory.get('metaspace_mb'), 0, ' MB')}, "
@@ -834,20 +832,27 @@ CORE_COLUMNS = (("tasks", "Tasks"), ("micro-batch thread", "Micro-batch thread")
 
 def _cores_row(result: Json) -> list[str] | None:
     """The first view's cores by thread group, when the run recorded them."""
-    views = result.get("per_view")
-    first = next(iter(views.values()), None) if isinstance(views, dict) and views else None
-    groups = first.get("cores_by_thread") if isinstance(first, dict) else None
+    first = _first_view(result)
+    groups = first.get("cores_by_thread")
     if not isinstance(groups, dict) or not groups:
         return None
     known = {key for key, _ in CORE_COLUMNS}
     others = sum(n for k, v in groups.items() if k not in known and (n := _num(v)) is not None)
     store = result.get("s3_store")
     share = _num(store.get("share_per_view_cores")) if isinstance(store, dict) else None
-    own = _num(first.get("cores")) if isinstance(first, dict) else None
+    own = _num(first.get("cores"))
     return [_count(result.get("views")), _jobs_where(result), _after_ready(result),
             *(_fixed(_num(groups.get(key)), 3) for key, _ in CORE_COLUMNS),
             _fixed(others, 3), _fixed(share, 3),
             _fixed(None if own is None else own + (share or 0.0), 3)]
+
+
+def _first_view(result: Json) -> Json:
+    """The first view's figures in a steady-cost run (`per_view`, in the order applied);
+    empty when the run recorded none."""
+    views = result.get("per_view")
+    first = next(iter(views.values()), None) if isinstance(views, dict) else None
+    return first if isinstance(first, dict) else {}
 
 
 def _jobs_where(result: Json) -> str:
@@ -864,9 +869,7 @@ def _after_ready(result: Json) -> str:
 
 def _memory_row(result: Json) -> list[str] | None:
     """The first view's memory profile at its peak, when the run recorded one."""
-    views = result.get("per_view")
-    first = next(iter(views.values()), None) if isinstance(views, dict) and views else None
-    memory = first.get("memory_at_peak") if isinstance(first, dict) else None
+    memory = _first_view(result).get("memory_at_peak")
     if not isinstance(memory, dict):
         return None
     return [_count(result.get("views")), _jobs_where(result), _after_ready(result),
