@@ -39,8 +39,12 @@ Several views are applied one after another, each once the one before is Ready, 
 platform adds views (`--together` applies them at once: on a small machine their replays
 then share the cores, and the start-up pile-up is what shows).
 
+`--spark-conf KEY=VALUE` (repeatable) puts a setting in every view's spec.spark.sparkConf:
+what a setting saves, measured against the defaults (save it under another name).
+
 Usage: python benchmarks/steady_cost.py [--views 1] [--rate 150] [--window 60]
-       [--warmup 30] [--node] [--together] [--save-as NAME]   (the stack must be up)
+       [--warmup 30] [--node] [--together] [--spark-conf KEY=VALUE] [--save-as NAME]
+       (the stack must be up)
 """
 
 from __future__ import annotations
@@ -331,6 +335,16 @@ def view_pods_usage(core: Any, namespace: str, view: str) -> tuple[list[int], fl
 
 # --- the run ----------------------------------------------------------------------------------
 
+def spark_setting(text: str) -> tuple[str, str]:
+    """`--spark-conf KEY=VALUE` as a (key, value) pair; anything else is refused by argparse
+    with this message."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=VALUE, e.g. "
+                                         "spark.sql.shuffle.partitions=4")
+    return key.strip(), value
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--views", type=int, default=1)
@@ -344,8 +358,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="apply every view at once (default: each once the one before it "
                              "is Ready, as a platform adds views; at once, their replays share "
                              "the machine's cores and what is measured is that pile-up)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        type=spark_setting,
+                        help="a setting in each view's spec.spark.sparkConf (repeatable): "
+                             "what a setting saves, measured against the defaults")
     parser.add_argument("--save-as", default=None)
     args = parser.parse_args(argv)
+    spark_conf = dict(args.spark_conf)
     save_as = args.save_as or ("steady_cost" if args.views == 1
                                else f"steady_cost_{args.views}views") + (
                                    "_node" if args.node else "")
@@ -378,9 +397,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                                    age_seconds=HISTORY_AGE_SECONDS)
                     producers.append(LiveProducer(info["kafka_bootstrap"], topic, rate=args.rate,
                                                   seed=400 + i).start())
-                    custom.create_namespaced_custom_object(G, V, namespace, P, view_body(
-                        namespace, name, info["kafka_bootstrap"], topic,
-                        f"steady_{run_id}_{i}", SECRET))
+                    body = view_body(namespace, name, info["kafka_bootstrap"], topic,
+                                     f"steady_{run_id}_{i}", SECRET)
+                    if spark_conf:
+                        body["spec"]["spark"] = {"sparkConf": spark_conf}
+                    custom.create_namespaced_custom_object(G, V, namespace, P, body)
                     if i == 0:
                         applied = time.monotonic()
                     handles.append(ViewHandle(custom, namespace, name))
@@ -419,6 +440,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # the views' gate is the default: the interval their jobs were given
         "trigger_seconds": operator_settings.spark.trigger_of(Cutover()),
         "goal": {"cores": GOAL_CORES, "rss_mb": GOAL_RSS_MB},
+        "spark_conf": spark_conf,
         **result,
     }
     results_file.save(settings, save_as, doc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from types import ModuleType
 
@@ -26,6 +27,16 @@ def test_the_jvms_rest_is_its_resident_memory_beyond_heap_and_class_metadata(
     assert profile == {"jvm_rss_mb": 500.0, "heap_committed_mb": 150.0, "heap_used_mb": 90.0,
                        "metaspace_mb": 160.0, "jvm_rest_mb": 190.0, "jvm_threads": 200,
                        "python_rss_mb": 80.0}
+
+
+def test_a_spark_setting_is_key_equals_value_and_nothing_else(sc: ModuleType) -> None:
+    assert sc.spark_setting("spark.sql.shuffle.partitions=4") == (
+        "spark.sql.shuffle.partitions", "4")
+    assert sc.spark_setting("spark.driver.extraJavaOptions=-Da=b") == (
+        "spark.driver.extraJavaOptions", "-Da=b")
+    for bad in ("spark.sql.shuffle.partitions", "=4", " =4"):
+        with pytest.raises(argparse.ArgumentTypeError, match="give KEY=VALUE"):
+            sc.spark_setting(bad)
 
 
 def test_a_view_without_a_jvm_has_an_empty_profile(sc: ModuleType) -> None:
