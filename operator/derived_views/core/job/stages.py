@@ -75,7 +75,8 @@ internal; its expression tests hold both paths to the same results. Measured
 0.116-0.182); a 1,000,000-record backlog in the steady stage reached Ready in 45.4 s with it
 and without it."""
 STEADY_JAVA_OPTIONS = ("-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 "
-                       "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1")
+                       "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1 "
+                       "-XX:ReservedCodeCacheSize=128m")
 """JVM settings of the steady stage's driver and executors, after the template's (the last of
 a repeated flag wins). A serving job allocates little per batch, yet its collector sized the
 young generation at a third of the heap and kept old-generation headroom of 30 %: 190 MB
@@ -95,7 +96,17 @@ busiest (0.034 core), and a driver's code cache had grown past 57 MB. Measured o
 node over 300 s: 0.155 -> 0.106 core, 670 -> 590 MB; the task thread's own CPU rose 0.028 ->
 0.033. The cost is a slower catch-up: a 1,000,000-record backlog replayed in the steady stage
 reached Ready in 45.8 instead of 40.9 s (the replay stage, from DV_REPLAY_MIN_BACKLOG, keeps
-C2)."""
+C2).
+
+`-XX:ReservedCodeCacheSize=128m`: with C1 alone the JVM reserves 48 MB for compiled code (240
+MB with both compilers), and a serving driver's C1 code reaches it 8-9 minutes after its
+start: the JVM then flushes the code cache (used 44 -> 30 MB) and compiles the flushed
+methods again, and keeps doing so for as long as the job runs, a cost no window shortly after
+Ready sees. Measured (benchmarks/steady_cost.py --warmup 480 --window 300, two views side by
+side, Ready + 8 to 13 minutes): 48 MB, job 0.110 core (compiler 0.016, the flushing in the
+JVM's other threads 0.021), resident 415 MB; 128 MB, job 0.074 core (compiler 0.001),
+resident 398 MB, its code cache 46 MB at 13 minutes. The reservation is address space: the
+JVM commits the code cache as code fills it."""
 
 
 IN_DRIVER_CONF = "spark.derivedviews.tasksInDriver"

@@ -124,7 +124,8 @@ def test_the_rendered_replay_and_steady_jobs() -> None:
     trim = "-XX:TrimNativeHeapInterval=10000"
     template = f"-XX:+UseSerialGC -Xms32m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 {trim}"
     steady_heap = ("-XX:+UseSerialGC -Xms32m -Xmn16m -XX:MinHeapFreeRatio=20 "
-                   "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1")
+                   "-XX:MaxHeapFreeRatio=40 -XX:TieredStopAtLevel=1 "
+                   "-XX:ReservedCodeCacheSize=128m")
     assert steady["spec"]["driver"]["javaOptions"] == f"{template} {steady_heap}"
     assert steady["spec"]["executor"]["javaOptions"] == f"{trim} {steady_heap}"
     assert replay["spec"]["driver"]["javaOptions"] == template
