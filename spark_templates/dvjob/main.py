@@ -48,10 +48,11 @@ from dvjob.source.parse import parse_events, value_schema
 from dvjob.sql import guard as sql_guard
 from dvjob.transform import apply_transform
 
+STATE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+"""Unless the submitter sets it (the operator does): the job's task slots, see build_session."""
+
 # Applied only when the submitter's Spark configuration does not set them.
 DEFAULT_SPARK_CONF = {
-    # A view's batches are small next to Spark's default of 200 shuffle partitions.
-    "spark.sql.shuffle.partitions": "4",
     # The same revision must build the same index on any machine: parse
     # zone-less timestamps as UTC, not as the driver's local time.
     "spark.sql.session.timeZone": "UTC",
@@ -81,7 +82,12 @@ def build_session(config: JobConfig) -> SparkSession:
     if master is not None:
         say(f"running tasks in the driver ({spark.sparkContext.master})")
     given = spark.sparkContext.getConf()
-    for key, value in DEFAULT_SPARK_CONF.items():
+    # A view's batches are small next to Spark's default of 200 shuffle partitions, and an
+    # aggregate's state has as many, each a task and a checkpoint file every batch: one per
+    # task slot, as the operator renders it (derived_views.core.job.stages).
+    defaults = {STATE_PARTITIONS_KEY: str(spark.sparkContext.defaultParallelism),
+                **DEFAULT_SPARK_CONF}
+    for key, value in defaults.items():
         if not given.contains(key):
             spark.conf.set(key, value)
     for key, value in sql_guard.NO_SUBSTITUTION.items():

@@ -11,6 +11,8 @@ replays in the replay stage with 3 executors (one per 1,000 records), and its jo
 from its checkpoint in the steady stage, its tasks in its driver, before the view serves: the index
 then holds every record exactly once (an aggregate that counts orders: a record lost or
 read twice changes a count), and the job restarted after the lost driver is still steady.
+The replay's aggregate state is in 3 partitions (its executors' cores); the steady job is
+given 1 (its one task slot) and must resume the checkpoint's 3, as Spark keeps a checkpoint's.
 """
 
 from __future__ import annotations
@@ -60,15 +62,15 @@ def job_of(custom: Any, namespace: str, name: str) -> dict[str, Any] | None:
         raise
 
 
-def stage_of(job: dict[str, Any]) -> tuple[str, int, str | None]:
-    """(stage label, executor pods, spark.python.use.daemon) of a SparkApplication; 0 pods:
-    its tasks run in the driver (no executor count is given)."""
+def stage_of(job: dict[str, Any]) -> tuple[str, int, str | None, str | None]:
+    """(stage label, executor pods, spark.python.use.daemon, shuffle partitions) of a
+    SparkApplication; 0 pods: its tasks run in the driver (no executor count is given)."""
     spec = job["spec"]
     conf = spec.get("sparkConf") or {}
     executors = (0 if conf.get("spark.derivedviews.tasksInDriver") == "true"
                  else spec["executor"]["instances"])
     return (job["metadata"]["labels"].get(STAGE_LABEL, ""), executors,
-            conf.get("spark.python.use.daemon"))
+            conf.get("spark.python.use.daemon"), conf.get("spark.sql.shuffle.partitions"))
 
 
 @pytest.fixture()
@@ -129,14 +131,27 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
         return job is not None
 
     wait_for(replay_job, timeout=120, interval=0.5, what="the first revision's job")
-    assert stage_of(replaying) == ("replay", 3, None)
+    # its state in 3 partitions, one per executor core, fixed in its checkpoint
+    assert stage_of(replaying) == ("replay", 3, None, "3")
     replay_seen = time.monotonic()
     revision = handle.wait_serving_new(None, "the view to serve its first revision", timeout=600)
     replay_to_ready = time.monotonic() - replay_seen
-    # restarted from its checkpoint with the steady size before it served, and exact
+    # restarted from its checkpoint with the steady size before it served, and exact: given
+    # one partition (its one task slot), it resumes the checkpoint's three
     serving = job_of(custom, namespace, handle.record(revision)["sparkApplication"])
-    assert serving is not None and stage_of(serving) == ("steady", 0, "false")
+    assert serving is not None and stage_of(serving) == ("steady", 0, "false", "1")
     assert serving["metadata"]["uid"] != replaying["metadata"]["uid"]
+
+    def resumed_three_partitions() -> bool:
+        """Spark's own word, in the steady driver's log (its driver may start after the
+        switch: the replay's commits already hold the gate)."""
+        logs = (Path(stack.logs_dir) / "spark").glob(
+            f"{namespace}_{serving['metadata']['name']}-driver_*.log")
+        return any("'spark.sql.shuffle.partitions' in current session from '1' to '3'"
+                   in log.read_text(errors="replace") for log in logs)
+
+    wait_for(resumed_three_partitions, timeout=120, interval=0.5,
+             what="the steady job to resume the checkpoint's 3 state partitions")
     assert handle.record(revision).get("stage") == "steady"
     told = core.list_namespaced_event(namespace, field_selector="reason=SteadyStageStarted")
     assert [e.involved_object.name for e in told.items] == ["quiet"]
@@ -201,7 +216,7 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
     wait_alias_equals(stack.pg_dsn, table, backlog + live + more, COLUMNS,
                       "the index to hold every record after the job's restart")
     recovered = job_of(custom, namespace, app_name)
-    assert recovered is not None and stage_of(recovered) == ("steady", 0, "false")
+    assert recovered is not None and stage_of(recovered) == ("steady", 0, "false", "1")
     wait_for(settled, timeout=120, interval=0.5, what="the recovered view to settle")
     print(f"settled view: replay-stage job to Ready (through the steady restart) "
           f"{replay_to_ready:.1f}s, new records noticed after {noticed:.2f}s, lost driver "

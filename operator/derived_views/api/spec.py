@@ -834,7 +834,9 @@ class Spark(ApiModel):
                               *((spark_conf_rule(keys), spark_conf_message(keys, instead))
                                 for keys, instead in SPARK_CONF_DENIED)),
         description="Spark configuration, merged over the operator's defaults "
-                    "(spark.sql.shuffle.partitions=4, ...). Keys the Spark Operator sets itself "
+                    "(spark.sql.shuffle.partitions: the job's task slots when a revision's "
+                    "checkpoint is created, its aggregate's state partitions from then on; "
+                    "...). Keys the Spark Operator sets itself "
                     "or denies (spark.master, images, service accounts, resources, ...) are "
                     "refused, naming the field to use instead. At most 256 entries, keys of at "
                     "most 256 and values of at most 4096 characters.")] = {}

@@ -238,7 +238,8 @@ def spark_application(*, name: str, namespace: str, revision: str, view: str,
             **({"image": image} if image else {}),
             "mainApplicationFile": f"local://{image_app_root}/spark_templates/derived_view_job.py",
             "arguments": ["--config-json", json.dumps(job_config)],
-            "sparkConf": {"spark.sql.shuffle.partitions": "4"},
+            # the executor's cores, as the operator renders it (derived_views.core.job.stages)
+            "sparkConf": {"spark.sql.shuffle.partitions": "2"},
             "restartPolicy": ({"type": "OnFailure", "onFailureRetries": restart_retries,
                                "onFailureRetryInterval": 2} if restart_retries
                               else {"type": "Never"}),

@@ -109,6 +109,28 @@ resident 398 MB, its code cache 46 MB at 13 minutes. The reservation is address 
 JVM commits the code cache as code fills it."""
 
 
+STATE_PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+"""Rendered as the job's task slots (JobSize.task_slots), under the template's and the view's
+settings: one partition per task the job runs at once.
+
+An aggregate's state lives in this many partitions, and Spark fixes the number when a
+revision's checkpoint is created (later runs take it from the checkpoint, whatever they are
+given). Every partition costs every micro-batch a task, a state store load and commit, and a
+delta file written to the checkpoint store, whether its keys changed or not; more partitions
+than task slots only queue behind each other. A serving view's job runs its tasks in its
+driver, on one core by default, and with 4 partitions (the default before) the three its one
+slot could not run at once anyway cost an eighth to a fifth of its cores. Measured
+(benchmarks/steady_cost.py, one view at 150 events/s, stand-in): 4 partitions 0.109 and
+0.116 core per view, 1 partition 0.087-0.105 in five runs (its tasks 0.030 -> 0.018-0.022,
+its collector 0.010-0.013 -> 0.005-0.008, its share of the checkpoint store 0.008-0.013 ->
+0.005-0.006); ten views 0.110 -> 0.103 per view; on the real node 0.148 -> 0.116 core and
+515 -> 492 MB (332 -> 211 threads).
+
+A revision that starts in the replay stage gets its executors' cores, so its replay's
+aggregation stays as parallel as its executors, and it keeps that number once it serves: a
+view with a backlog that large pays for it. A view that expects to grow into more executors
+sets the key in spec.spark.sparkConf."""
+
 IN_DRIVER_CONF = "spark.derivedviews.tasksInDriver"
 """The job's setting (dvjob.placement) that runs its tasks in its driver, Spark's local mode
 in the driver pod: rendered "true" for a job of no executors, else "false", after the
@@ -127,6 +149,18 @@ class JobSize:
     def executors_of(self, spec: DerivedViewSpec) -> int:
         """Executor pods of the job (0: its tasks run in the driver)."""
         return spec.spark.executor.instances if self.executors is None else self.executors
+
+    def task_slots(self, spec: DerivedViewSpec) -> int:
+        """Tasks the job runs at once: its executors' cores, or its driver's without any."""
+        executors = self.executors_of(spec)
+        if executors == 0:
+            return spec.spark.driver.cores
+        return executors * spec.spark.executor.cores
+
+    def state_partitions_conf(self, spec: DerivedViewSpec) -> dict[str, str]:
+        """The job's shuffle (and state store) partitions unless the installation's template
+        or the view sets them: see STATE_PARTITIONS_KEY."""
+        return {STATE_PARTITIONS_KEY: str(self.task_slots(spec))}
 
     @property
     def spark_conf(self) -> dict[str, str]:

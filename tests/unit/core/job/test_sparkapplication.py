@@ -16,7 +16,9 @@ import pytest
 import yaml
 
 from derived_views.api.spec import DerivedViewSpec
+from derived_views.api.status import JobStage
 from derived_views.core.job.sparkapplication import load_template, render_spark_application
+from derived_views.core.job.stages import STEADY, JobSize
 from derived_views.core.settings import CheckpointSettings
 from dvjob.config import parse_config
 from support.rendering import BODY, REVISION, SETTINGS, render
@@ -69,9 +71,30 @@ def test_user_spark_conf_is_merged_over_the_template_defaults() -> None:
                     "spark.sql.streaming.checkpointFileManagerClass":  # s3a:// (checkpoints)
                     "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager",
                     "spark.derivedviews.tasksInDriver": "false"}  # BODY has executors
-    body = copy.deepcopy(BODY)
-    del body["spark"]["sparkConf"]
-    assert render(body)["spec"]["sparkConf"]["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_state_partitions_are_the_jobs_task_slots_unless_template_or_view_say() -> None:
+    """Written by hand: a job in its driver has its driver's cores, one on executors their
+    cores in all, a replay its own executors'; the template, then the view, override."""
+    def partitions(spark: dict[str, object], size: JobSize = STEADY,
+                   template: str | None = None) -> str:
+        body = copy.deepcopy(BODY)
+        body["spark"] = spark
+        return str(render(body, size=size, template=template)["spec"]["sparkConf"][
+            "spark.sql.shuffle.partitions"])
+
+    assert partitions({}) == "1"
+    assert partitions({"driver": {"cores": 3}}) == "3"
+    assert partitions({"executor": {"instances": 2, "cores": 3}}) == "6"
+    assert partitions({"driver": {"cores": 3}},
+                      JobSize(JobStage.Replay, executors=5)) == "5"
+    assert partitions({"sparkConf": {"spark.sql.shuffle.partitions": "12"}}) == "12"
+    template = load_template().replace(
+        "spark.sql.session.timeZone: UTC", "spark.sql.session.timeZone: UTC\n    "
+        "spark.sql.shuffle.partitions: \"7\"")
+    assert partitions({}, template=template) == "7"
+    assert partitions({"sparkConf": {"spark.sql.shuffle.partitions": "12"}},
+                      template=template) == "12"
 
 
 def test_a_job_of_no_executors_runs_its_tasks_in_the_driver() -> None:
