@@ -123,8 +123,8 @@ slot could not run at once anyway cost an eighth to a fifth of its cores. Measur
 (benchmarks/steady_cost.py, one view at 150 events/s, stand-in): 4 partitions 0.109 and
 0.116 core per view, 1 partition 0.087-0.105 in five runs (its tasks 0.030 -> 0.018-0.022,
 its collector 0.010-0.013 -> 0.005-0.008, its share of the checkpoint store 0.008-0.013 ->
-0.005-0.006); ten views 0.110 -> 0.103 per view; on the real node 0.148 -> 0.116 core and
-515 -> 492 MB (332 -> 211 threads).
+0.005-0.006); ten views 0.110 -> 0.103 and 0.107 per view; on the real node 0.148 -> 0.116
+core and 515 -> 492 MB (332 -> 211 threads).
 
 A revision that starts in the replay stage gets its executors' cores, so its replay's
 aggregation stays as parallel as its executors, and it keeps that number once it serves: a
