@@ -95,9 +95,18 @@ def write_kubeconfig(settings: Settings) -> Path:
         "contexts": [{"name": "dv-local", "context": {"cluster": "dv-local", "user": ADMIN_USER}}],
         "current-context": "dv-local",
     }
-    settings.kubeconfig.write_text(json.dumps(config, indent=2))
-    settings.kubeconfig.chmod(0o600)
-    return settings.kubeconfig
+    text = json.dumps(config, indent=2)
+    path = settings.kubeconfig
+    if path.exists() and path.read_text() == text:
+        return path
+    # `dvstack up` on a running stack writes it again while clients (helm, kubectl, tests)
+    # read it: written in place, a reader could find it empty and fall back to
+    # localhost:8080. A new file renamed over it is whole to every reader.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.chmod(0o600)
+    partial.replace(path)
+    return path
 
 
 def _healthy(settings: Settings, path: str) -> bool:

@@ -74,6 +74,15 @@ def _shielded(admin: Any, namespace: str) -> bool:
     return False
 
 
+def _authorized(account: Any, namespace: str) -> bool:
+    """True once the API server's authorizer, which reads Roles from a cache, lets the account
+    create DerivedViews: a loaded server answered 403 to a create just after the binding."""
+    review = client.AuthorizationV1Api(account).create_self_subject_access_review({
+        "spec": {"resourceAttributes": {"namespace": namespace, "group": G, "resource": P,
+                                        "verb": "create"}}})
+    return bool(review.status.allowed)
+
+
 @pytest.fixture()
 def cli_env(stack: Any, kube_api_client: Any, shield: str, tmp_path: Path) -> Iterator[CliEnv]:
     core = client.CoreV1Api(kube_api_client)
@@ -96,6 +105,7 @@ def cli_env(stack: Any, kube_api_client: Any, shield: str, tmp_path: Path) -> It
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(json.dumps(_kubeconfig(stack.kubeconfig, token, namespace)))
         as_account = config.new_client_from_config(config_file=str(kubeconfig))
+        wait_for(lambda: _authorized(as_account, namespace), "the account's Role to apply")
         wait_for(lambda: _shielded(kube_api_client, namespace), "the admission policy")
         yield CliEnv(namespace, str(kubeconfig), as_account, kube_api_client)
     finally:
