@@ -143,8 +143,8 @@ def test_a_settled_view_wakes_on_new_records_and_on_a_lost_driver(
     assert serving["metadata"]["uid"] != replaying["metadata"]["uid"]
 
     def resumed_three_partitions() -> bool:
-        """Spark's own word, in the steady driver's log (its driver may start after the
-        switch: the replay's commits already hold the gate)."""
+        """Spark's own word, in the steady driver's log (its job runs at the switch, but with
+        nothing left to read its first batch may come after it)."""
         logs = (Path(stack.logs_dir) / "spark").glob(
             f"{namespace}_{serving['metadata']['name']}-driver_*.log")
         return any("'spark.sql.shuffle.partitions' in current session from '1' to '3'"

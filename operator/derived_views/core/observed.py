@@ -66,6 +66,9 @@ class DriverObserved:
     """The termination message the job wrote: its one-line cause."""
     deleting: bool = False
     uid: str = ""
+    created_at: dt.datetime | None = None
+    """`metadata.creationTimestamp`: when this attempt of the driver was created (the Spark
+    Operator creates a new pod for each)."""
     mount_failure: str = ""
     """The kubelet's newest FailedMount message for this pod (`mount_failure_of`), read only
     while its container waits in ContainerCreating (`awaits_volumes`): a Secret volume that
@@ -116,10 +119,21 @@ class SparkApplicationObserved:
     """Its driver pod, when one exists."""
     namespace: str = ""
     """Where it lives: the view's namespace, or its job namespace ("": not recorded)."""
+    created_at: dt.datetime | None = None
+    """`metadata.creationTimestamp`: a restart from the checkpoint is a new object."""
 
     @property
     def running(self) -> bool:
         return self.state == RUNNING
+
+    @property
+    def started_at(self) -> dt.datetime | None:
+        """When its current driver was created: the later of the object's and its driver
+        pod's creation (a resubmission keeps the object), None when neither is known. A
+        batch committed before this was committed by an earlier driver."""
+        pod = self.driver.created_at if self.driver is not None else None
+        known = [t for t in (self.created_at, pod) if t is not None]
+        return max(known) if known else None
 
     @property
     def stopped(self) -> bool:
@@ -353,7 +367,8 @@ def spark_application_from_object(obj: Mapping[str, Any]) -> SparkApplicationObs
         job_settings=str((meta.get("annotations") or {}).get(JOB_SETTINGS_ANNOTATION, "")),
         stage=str((meta.get("labels") or {}).get(JOB_STAGE_LABEL, "")),
         driver_pod=str((status.get("driverInfo") or {}).get("podName") or ""),
-        retries_submission=_retries_submission(policy, submission_attempts))
+        retries_submission=_retries_submission(policy, submission_attempts),
+        created_at=parse_timestamp(meta.get("creationTimestamp")))
 
 
 def _retries_submission(policy: Mapping[str, Any], submission_attempts: int) -> bool:
@@ -390,7 +405,8 @@ def driver_from_pod(obj: Mapping[str, Any]) -> DriverObserved:
         exit_code=None if exit_code is None else int(exit_code),
         terminated_reason=str(terminated.get("reason") or ""),
         terminated_message=str(terminated.get("message") or "").strip(),
-        deleting=bool(meta.get("deletionTimestamp")), uid=str(meta.get("uid") or ""))
+        deleting=bool(meta.get("deletionTimestamp")), uid=str(meta.get("uid") or ""),
+        created_at=parse_timestamp(meta.get("creationTimestamp")))
 
 
 FAILED_MOUNT = "FailedMount"

@@ -31,6 +31,10 @@ BACKFILLING: Final = "Backfilling"
 REPLAY_STAGE: Final = "ReplayStage"
 """Reconciling: the candidate's gate holds while its job still runs in its replay stage; it
 is restarted in its steady stage before readers switch (core.job.stages)."""
+JOB_STARTING: Final = "JobStarting"
+"""Reconciling: the candidate's gate holds, but its job is not running, or records wait
+that its current driver has not committed a batch of yet (a restart); readers switch once a
+running driver keeps the index fresh."""
 CAUGHT_UP_REASON: Final = "CaughtUp"
 """Reconciling: the candidate is within the gate, not yet stable for long enough."""
 BELOW_MIN_ROWS: Final = "BelowMinRows"

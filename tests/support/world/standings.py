@@ -40,12 +40,14 @@ def migration(*, spec: dict[str, Any] | None = None, candidate: dict[str, Any] |
               observation: dict[str, Any] | None = None, apps: dict[str, str] | None = None,
               annotations: dict[str, str] | None = None, lag: Lag | None = CAUGHT_UP,
               active_lag: Lag | None = CAUGHT_UP, first: bool = False, settled: bool = False,
-              unstarted: bool = False) -> tuple[Any, Draft]:
+              unstarted: bool = False, driver_started: dt.datetime | None = None
+              ) -> tuple[Any, Draft]:
     """(context, draft) of the view mid-migration, or, `first`, before its first revision
     serves, or, `settled`, served by the spec's revision alone; `unstarted`: the spec's
     revision has no record yet. `candidate`/`active` change their status records (camelCase
     keys), `sink` and `observation` the observed sink and observation fields, `apps` the
-    jobs' states."""
+    jobs' states, `driver_started` when the spec's revision's job was created (its ledger's
+    batch was committed at T0)."""
     the_spec = _spec(2, **(spec or {}))
     r2 = revision_of(the_spec)
     r1 = revision_of(_spec(1))
@@ -72,6 +74,10 @@ def migration(*, spec: dict[str, Any] | None = None, candidate: dict[str, Any] |
     seen = dataclasses.replace(seen, sink=dataclasses.replace(seen_sink, **(sink or {})),
                                log_starts=dict.fromkeys(ENDS, 0))
     seen = dataclasses.replace(seen, **(observation or {}))
+    if driver_started is not None:
+        apps = dict(seen.spark_applications)
+        apps[r2] = dataclasses.replace(apps[r2], created_at=driver_started)
+        seen = dataclasses.replace(seen, spark_applications=apps)
     ctx = context.build(the_spec, seen, NOW)
     draft = Draft.start(ctx)
     draft.lags[r2] = lag

@@ -407,7 +407,9 @@ class World:
                 if name not in self.apps:
                     args = manifest["spec"]["arguments"]
                     assert args[0] == "--config-json"
-                    self.apps[name] = App(copy.deepcopy(manifest), json.loads(args[1]))
+                    obj = copy.deepcopy(manifest)
+                    obj["metadata"]["creationTimestamp"] = self.now.isoformat()
+                    self.apps[name] = App(obj, json.loads(args[1]))
             case A.DeleteSparkApplication(name=name):
                 if name in self.apps:
                     pod = self.pods.get(f"{name}-driver")

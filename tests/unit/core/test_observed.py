@@ -163,6 +163,24 @@ def test_driver_pods_are_matched_by_name_to_revisions_with_or_without_their_app(
     assert app.driver is None and app.driver_pod_name == "custom-driver"
 
 
+def test_a_job_started_when_its_newest_driver_was_created() -> None:
+    """A resubmission keeps the object and creates a new driver pod: the later of the two."""
+    app = spark_application_from_object({"metadata": {
+        "name": "orders-r1", "labels": {"derivedviews.io/revision": "r1"},
+        "creationTimestamp": "2026-03-01T12:00:00Z"}})
+    assert app is not None and app.started_at == dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
+    rerun = driver_from_pod({"metadata": {"name": "orders-r1-driver",
+                                          "creationTimestamp": "2026-03-01T12:07:30Z"}})
+    assert with_drivers({"r1": app}, {"r1": rerun})["r1"].started_at == dt.datetime(
+        2026, 3, 1, 12, 7, 30, tzinfo=dt.UTC)
+    first = driver_from_pod({"metadata": {"name": "orders-r1-driver",
+                                          "creationTimestamp": "2026-03-01T11:59:59Z"}})
+    assert with_drivers({"r1": app}, {"r1": first})["r1"].started_at == app.created_at
+    unknown = spark_application_from_object({"metadata": {
+        "name": "x", "labels": {"derivedviews.io/revision": "r"}}})
+    assert unknown is not None and unknown.started_at is None
+
+
 def test_the_driver_pod_name_defaults_like_the_spark_operators() -> None:
     app = spark_application_from_object({
         "metadata": {"name": "orders-r1", "labels": {"derivedviews.io/revision": "r1"}}})

@@ -20,8 +20,9 @@ and most of its CPU (heartbeats and task RPC) for a few hundred records a second
   started with), the revision's stage becomes `steady` and its job is restarted from its
   checkpoint with the steady size (the job settings hash differs: the planner's
   apply_job_settings). This happens BEFORE readers switch: a replay-stage job is never
-  promoted (core.planner.rules.promotion), so the restart's gap (a new driver, 15-30 s)
-  delays the candidate's gate and never the served index's freshness.
+  promoted, nor one whose new driver has not committed while records wait
+  (core.planner.rules.promotion), so the restart's gap (a new driver, 15-30 s) delays the
+  switch and never the served index's freshness.
 - A revision that has hydrated is steady for good: a job restarted later (a failure, a
   settings change, a rollback) starts steady. A rebuild from offset 0 decides afresh.
 

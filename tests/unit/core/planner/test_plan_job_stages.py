@@ -8,6 +8,7 @@ the default threshold (10,000,000) starts it steady. Expected values are written
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from derived_views.core import actions as A
@@ -84,6 +85,29 @@ def test_a_candidate_replays_beside_the_active_and_goes_steady_before_it_serves(
     assert R2 in told[2][1] and f"from revision {R1} to {R2}" in told[3][1]
     assert world.violations == []
     assert world.ledger[R2][0] == ALL_READ
+
+
+def test_with_records_arriving_readers_switch_after_the_steady_drivers_first_batch() -> None:
+    """The replay job's commits hold the gate through its restart's first seconds; served
+    then, the index would age until the steady driver's first batch (promotion.not_kept_fresh)."""
+    world = replay_world(spec_body(SQL_V1, cutover={"maxLagMessages": 20}))
+    world.traffic = 2  # records per partition per tick: never 0 to read
+    reconciling: list[tuple[str, str] | None] = []
+
+    def serving(w: World) -> bool:
+        reconciling.append(w.condition("Reconciling"))
+        return w.alias == I1
+
+    run_until(world, serving, ticks=40)
+    assert job(world, APP1)[0] == "steady"
+    started = dt.datetime.fromisoformat(world.apps[APP1].obj["metadata"]["creationTimestamp"])
+    cutover = world.parsed_status().last_cutover
+    assert cutover is not None
+    steady_commits = [at for _, at in world.ledger_history[R1]
+                      if started < at <= cutover.switched_at]
+    assert steady_commits, (started, cutover.switched_at)
+    assert ("True", "JobStarting") in reconciling
+    assert world.violations == []
 
 
 def test_a_backlog_below_the_threshold_starts_steady_and_never_restarts() -> None:

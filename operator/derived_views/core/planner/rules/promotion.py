@@ -6,6 +6,7 @@ HOLDS; its reason in core.reasons; its setting in api.spec.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,13 +42,37 @@ HoldRule = Callable[[Candidate], PromotionHold | None]
 
 def replaying(c: Candidate) -> PromotionHold | None:
     """Its job runs in its replay stage (core.job.stages): it restarts in its steady stage
-    first, so that the restart's gap delays this gate, never the served index's freshness.
-    Not on the annotation either."""
+    first, and with not_kept_fresh the restart's gap delays the switch, never the served
+    index's freshness. Not on the annotation either."""
     app = c.ctx.apps.get(c.revision)
     if c.record.stage is not JobStage.Replay and (app is None or app.stage != JobStage.Replay):
         return None
     return PromotionHold(reasons.REPLAY_STAGE, "not promoted before its job restarts in its "
                                                "steady stage, from its checkpoint")
+
+
+TIMESTAMP_RESOLUTION = dt.timedelta(seconds=1)
+"""A creationTimestamp is whole seconds, cut down: a driver created at 12:00:05.8 says
+12:00:05, so only a commit from 12:00:06 on is surely its own."""
+
+
+def not_kept_fresh(c: Candidate) -> PromotionHold | None:
+    """Its job is not running, or records wait and its current driver has committed no batch
+    yet (restarted in its steady stage, for changed job settings, after a lost driver): the
+    index would age from the switch until that driver's first batch, past the gate it held
+    on an earlier driver's commits. Not on the annotation either. With nothing left to read,
+    the index is fresh as it is."""
+    app = c.ctx.apps.get(c.revision)
+    if app is None or app.deleting or not app.running:
+        return PromotionHold(reasons.JOB_STARTING, "not promoted until its job runs again")
+    lag, started = c.draft.lags.get(c.revision), app.started_at
+    position = c.ctx.position_of(c.revision)
+    if (lag is not None and lag.messages == 0) or started is None or (
+            position is not None and position.committed_at is not None
+            and position.committed_at >= started + TIMESTAMP_RESOLUTION):
+        return None
+    return PromotionHold(reasons.JOB_STARTING, "not promoted until its job's new driver "
+                                               "commits a batch")
 
 
 def history_incomplete(c: Candidate) -> PromotionHold | None:
@@ -118,8 +143,8 @@ def behind_active(c: Candidate) -> PromotionHold | None:
 
 
 HOLDS: tuple[HoldRule, ...] = (
-    replaying, history_incomplete, below_min_rows, checks_not_passed, not_approved, sink_refuses,
-    behind_active)
+    replaying, not_kept_fresh, history_incomplete, below_min_rows, checks_not_passed,
+    not_approved, sink_refuses, behind_active)
 """In order: what no annotation overrides first, then approval, then the sink's word."""
 
 

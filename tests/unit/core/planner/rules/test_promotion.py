@@ -3,13 +3,16 @@ first that speaks is the one shown, and none speaks for a candidate that may swi
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 
+from derived_views.api.status import Lag
 from derived_views.core import reasons
 from derived_views.core.observed import SwitchBlocker
 from derived_views.core.planner.rules import promotion
+from support.world.samples import T0
 from support.world.standings import candidate, migration
 
 R2_INDEX_ROWS = "orders_by_customer__{}"
@@ -29,6 +32,22 @@ CASES: list[tuple[str, dict[str, Any], bool, str | None, str]] = [
      reasons.REPLAY_STAGE, "restarts in its steady stage"),
     ("a candidate whose job runs in its steady stage", {"candidate": {"stage": "steady"}},
      True, None, ""),
+    ("a candidate whose job is not running (yet)", {"apps": {"?": "SUBMITTED"}}, True,
+     reasons.JOB_STARTING, "until its job runs again"),
+    ("a candidate whose job is gone, even a first revision", {"first": True, "apps": {}}, True,
+     reasons.JOB_STARTING, "until its job runs again"),
+    ("records wait, and its job's driver started after its last commit",
+     {"driver_started": T0 + dt.timedelta(seconds=1), "lag": Lag(messages=5, seconds=2)}, True,
+     reasons.JOB_STARTING, "new driver commits a batch"),
+    ("records wait, and its job's driver has committed since it started",
+     {"driver_started": T0 - dt.timedelta(seconds=1), "lag": Lag(messages=5, seconds=2)}, True,
+     None, ""),
+    ("records wait, and the last commit came in the second its driver was created (whole "
+     "seconds, cut down: the commit may be the earlier driver's)",
+     {"driver_started": T0 - dt.timedelta(seconds=0.5), "lag": Lag(messages=5, seconds=2)},
+     True, reasons.JOB_STARTING, "new driver commits a batch"),
+    ("nothing to read, and its job's driver started after its last commit",
+     {"driver_started": T0 + dt.timedelta(seconds=1)}, True, None, ""),
     ("a history starting later than the serving one's",
      {"candidate": {"historyStart": {"orders/0": 50}}}, True, reasons.HISTORY_INCOMPLETE,
      "lacks history readers have"),
@@ -63,6 +82,8 @@ def _with_the_candidates_index(kwargs: dict[str, Any], ctx_index: str, desired: 
     if "sink" in out:
         out["sink"] = {k: ({ctx_index if i == "?" else i: v for i, v in val.items()}
                            if isinstance(val, dict) else val) for k, val in out["sink"].items()}
+    if "apps" in out:
+        out["apps"] = {desired if r == "?" else r: state for r, state in out["apps"].items()}
     if "observation" in out and "switch_deferred" in out["observation"]:
         _, detail = out["observation"]["switch_deferred"]
         out["observation"] = {**out["observation"], "switch_deferred": (desired, detail)}
