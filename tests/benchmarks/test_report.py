@@ -419,7 +419,8 @@ STEADY = {"views": 1, "rate_per_view": 150.0, "trigger_seconds": 5.0, "warmup_se
 def test_a_serving_views_cost_is_judged_on_cores_memory_and_the_gate() -> None:
     text = report.render_markdown(None, None, steady=[
         STEADY, {**STEADY, "views": 10, "rss_mb_per_view_max": 512.0},
-        {**STEADY, "node": True, "image_rss_mb_per_view_max": 401.0}])
+        {**STEADY, "node": True, "rss_mb_per_view_max": 401.0},
+        {**STEADY, "rss_mb_per_view_max": 450.0, "image_rss_mb_per_view_max": 310.0}])
     rows = [line for line in text.splitlines() if line.startswith("| 1 |")
             or line.startswith("| 10 |")]
     assert rows[0] == ("| 1 | stand-in | Ready + 30 s | 150 ev/s | 5.0 s | 0.081 | 380 MB | "
@@ -428,6 +429,8 @@ def test_a_serving_views_cost_is_judged_on_cores_memory_and_the_gate() -> None:
     assert rows[2].startswith(
         "| 1 | real node | Ready + 30 s | 150 ev/s | 5.0 s | 0.081 | 401 MB |")
     assert rows[2].endswith("| **not met** |")
+    # judged with the stand-in's class archive: the image holds those classes too
+    assert "| 450 MB |" in rows[3] and rows[3].endswith("| **not met** |")
     held_not = report.render_markdown(None, None, steady=[{**STEADY, "gate_held": False}])
     assert "| no | ≤ 0.10 core, ≤ 400 MB | **not met** |" in held_not
 
