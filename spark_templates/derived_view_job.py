@@ -9,7 +9,10 @@ directory first on sys.path, so it imports without --py-files.
 import sys
 
 try:
-    from dvjob.main import main
+    from dvjob.lean_imports import without_optional_libraries
+
+    with without_optional_libraries(sys.argv[1:]):
+        from dvjob.main import main
 except ImportError as exc:  # e.g. only this file was fetched from a remote URI
     sys.exit(f"dvjob: error: cannot import the dvjob package ({exc}); keep it beside "
              "derived_view_job.py (local:// in the image) or ship it with --py-files")
