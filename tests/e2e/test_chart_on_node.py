@@ -62,9 +62,11 @@ from support.e2e.views import (
 
 pytestmark = pytest.mark.real_node
 
-EVENTS = 120_000
+EVENTS = 240_000
 PER_BATCH = 8_000
-"""Fifteen batches of the backlog at least: the pod faults land mid-replay, not after it."""
+"""Thirty batches of the backlog at least: the pod faults land mid-replay, not after it. With
+fifteen, the replay once ended before the driver's turn: the executor is deleted only when
+a poll catches it running tasks, which can take many batches of a fast replay."""
 V2_PER_BATCH = 40_000
 """v2 is not under fault: it replays in a few batches."""
 SPARK_UI_PORT = 4040

@@ -91,14 +91,17 @@ def test_driver_pods_are_listed_once_per_view_and_read_like_the_kubelet_wrote_th
     pods = kube.driver_pods(namespace, VIEW)
     assert sorted(p["metadata"]["name"] for p in pods) == [f"{APP2}-driver", f"{APP1}-driver"]
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    # when each driver attempt was created, as the typed client reads the API server's stamp
+    created = {name: core.read_namespaced_pod(name, namespace).metadata.creation_timestamp
+               for name in uids}
     by_revision = drivers_by_revision(pods, VIEW, {}, [R1, R2])
     assert by_revision == {
         R1: DriverObserved(name=f"{APP1}-driver", phase="Pending",
                            waiting_reason="CreateContainerConfigError", waiting_message=SECRET,
-                           uid=uids[f"{APP1}-driver"]),
+                           uid=uids[f"{APP1}-driver"], created_at=created[f"{APP1}-driver"]),
         R2: DriverObserved(name=f"{APP2}-driver", phase="Failed", exit_code=1,
                            terminated_reason="Error", terminated_message=CAUSE,
-                           uid=uids[f"{APP2}-driver"])}
+                           uid=uids[f"{APP2}-driver"], created_at=created[f"{APP2}-driver"])}
 
 
 def kubelet_event(core: client.CoreV1Api, pod: dict[str, Any], reason: str, message: str,
