@@ -73,6 +73,7 @@ from dvstack.cli import apply_crds
 from dvstack.settings import load
 from dvstack.testing import replay
 from dvstack.testing import results as results_file
+from dvstack.testing.termination import clean_up_on_signals
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
 
@@ -383,6 +384,7 @@ def operator_environment(info: Mapping[str, Any], prefix: str,
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    clean_up_on_signals()  # a killed run deletes what it started, as one that ends
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=EVENTS)
     parser.add_argument("--runs", type=int, default=RUNS)

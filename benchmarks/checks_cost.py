@@ -27,6 +27,7 @@ from derived_views.adapters.postgres.checks import run_sql_checks
 from derived_views.api.spec import CutoverChecks
 from derived_views.core.check_runs import CheckRequest
 from dvstack.settings import load
+from dvstack.testing.termination import clean_up_on_signals
 
 RUNS = 5
 CHECKS = CutoverChecks.model_validate({
@@ -61,6 +62,7 @@ def measure(conn: psycopg.Connection[Any], schema: str) -> dict[str, float]:
 
 
 def main() -> None:
+    clean_up_on_signals()  # a killed run deletes what it started, as one that ends
     sizes = [int(a) for a in sys.argv[1:]] or [100_000, 1_000_000]
     dsn = json.loads(load().stack_file.read_text())["pg_dsn"]
     report = {}

@@ -54,6 +54,7 @@ from dvstack.cli import SPARK_EXECUTOR, apply_crds
 from dvstack.settings import load
 from dvstack.testing import replay
 from dvstack.testing import results as results_file
+from dvstack.testing.termination import clean_up_on_signals
 from dvstack.testing.waiting import TimedOut, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,6 +208,7 @@ def create_topics(bootstrap: str, topics: list[str]) -> dict[str, int]:
 
 
 def main() -> None:
+    clean_up_on_signals()  # a killed run deletes what it started, as one that ends
     views_n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     idle_seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 300.0
     settings = load()

@@ -77,6 +77,7 @@ from dvstack.settings import KAFKA_VERSION, SPARK_VERSION, Settings, load
 from dvstack.testing import avro_orders, replay
 from dvstack.testing import results as results_file
 from dvstack.testing.schema_registry_client import register
+from dvstack.testing.termination import clean_up_on_signals
 from dvstack.testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -603,6 +604,7 @@ def machine(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    clean_up_on_signals()  # a killed run deletes what it started, as one that ends
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="500000,1000000,2000000,4000000")
     parser.add_argument("--shapes", default=",".join(SHAPES),

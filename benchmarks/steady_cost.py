@@ -75,6 +75,7 @@ from dvstack.settings import load
 from dvstack.testing import replay
 from dvstack.testing import results as results_file
 from dvstack.testing.jvm_perfdata import PerfDataError, jvm_memory, perfdata_path, read_longs
+from dvstack.testing.termination import clean_up_on_signals
 from dvstack.testing.traffic import LiveProducer
 from dvstack.testing.waiting import wait_for
 
@@ -350,6 +351,7 @@ def spark_setting(text: str) -> tuple[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    clean_up_on_signals()  # a killed run deletes what it started, as one that ends
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--views", type=int, default=1)
     parser.add_argument("--rate", type=float, default=150.0, help="events/s into each topic")
