@@ -90,9 +90,14 @@ bench: stack-up
 	$(PY) benchmarks/operator_scale.py $(VIEWS) $(IDLE)
 	$(MAKE) --no-print-directory bench-report
 
-## bench-node: a serving view's steady cost with its jobs as pods on the real node (run with DV_NODE=1)
+## bench-node: on the real node (DV_NODE=1): a view's steady cost; a replay with 1, then 2 executors
 bench-node: stack-up
 	$(PY) benchmarks/steady_cost.py --node
+	$(PY) benchmarks/apply_to_ready.py --node --events 2000000 --runs 1 --replay-executors 1 \
+		--save-as replay_executors_1
+	$(PY) benchmarks/apply_to_ready.py --node --events 2000000 --runs 1 --replay-executors 2 \
+		--save-as replay_executors_2
+	$(MAKE) --no-print-directory bench-report
 
 ## bench-scale: one operator's idle cost with VIEWS views (job side simulated; see the script)
 bench-scale: stack-up

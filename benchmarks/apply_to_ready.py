@@ -49,6 +49,7 @@ import contextlib
 import datetime as dt
 import itertools
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -453,6 +454,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "history_age_seconds": HISTORY_AGE_SECONDS,
         "goal_seconds": GOAL_BESIDE_SECONDS if beside else GOAL_SECONDS,
         "node": args.node, "replay_executors": args.replay_executors,
+        # what the jobs shared: on the real node its kubelet runs on this machine
+        "cpus": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2),
         "beside_serving": None if not beside else {
             "rate": args.beside_serving, "samples": serving.samples,
             "not_ready_samples": serving.not_ready},

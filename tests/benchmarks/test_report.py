@@ -495,3 +495,46 @@ def test_apply_to_ready_beside_a_serving_view_is_its_own_goal_row() -> None:
     assert row(section, "Apply to Ready, 50,000-event topic beside a view serving 150 ev/s "
                         "< 40 s").endswith(
         "| 35.2 s (median) | runs: 2; the serving view Ready in 397 of 400 samples | — | met |")
+
+
+def executors_run(executors: int, caught_up: str, load: float = 1.5) -> dict[str, object]:
+    """An apply_to_ready.py --node --replay-executors result, its marks as the script writes
+    them (ISO text with the zone)."""
+    return {"events": 2_000_000, "partitions": 3, "node": True, "replay_executors": executors,
+            "cpus": 2, "load_average_1m": load,
+            "runs": [{"batches": 3, "marks": {
+                "applied": "2026-12-07T03:00:00+00:00",
+                "app_created": "2026-12-07T03:01:30+00:00",  # the steady job's: not used
+                "first_commit": "2026-12-07T03:00:20.500000+00:00",
+                "caught_up_commit": caught_up,
+                "ready": "2026-12-07T03:02:00+00:00"}}]}
+
+
+def test_a_replay_s_executors_are_judged_on_apply_to_caught_up_each_count_faster() -> None:
+    falls = [executors_run(1, "2026-12-07T03:01:20+00:00"),
+             executors_run(2, "2026-12-07T03:00:50+00:00")]
+    text = report.render_markdown(None, None, executors=falls)
+    goals = text.split("## Goals")[1].split("## ")[0]
+    assert row(goals, "A replay's time falls with its executors, then it serves at the steady "
+                      "size").endswith("| apply → caught up, by executors: 1: 80.0 s; 2: 50.0 s "
+                                       "| real node, 2,000,000 events | — | met |")
+    section = text.split("## A replay sized apart from serving")[1].split("## ")[0]
+    # batches, apply -> first commit, first -> caught up, apply -> caught up, -> Ready, total
+    assert row(section, "2") == ("| 2 | 3 | 20.5 | 29.5 | 50.0 | 70.0 | 120.0 | 2 | 1.50 |")
+    same = [executors_run(1, "2026-12-07T03:01:00+00:00"),
+            executors_run(2, "2026-12-07T03:01:05+00:00", load=3.9)]
+    unmet = report.render_markdown(None, None, executors=same)
+    assert "| real node, 2,000,000 events | — | **not met** |" in unmet
+    note = next(line for line in unmet.splitlines() if line.startswith("- Replay executors"))
+    assert "1: 60.0 s; 2: 65.0 s" in note and "2 CPUs" in note and "3.90" in note
+    one = report.render_markdown(None, None, executors=same[:1])
+    assert "| real node, 2,000,000 events | — | n/a |" in one
+    assert "## A replay sized apart from serving" not in report.render_markdown(None, None)
+
+
+def test_replay_executor_results_are_found_fewer_executors_first(tmp_path: Path) -> None:
+    for name in ["replay_executors_10.json", "replay_executors_2.json",
+                 "replay_executors_1.json", "apply_to_ready.json"]:
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in report.executor_files(tmp_path)] == [
+        "replay_executors_1.json", "replay_executors_2.json", "replay_executors_10.json"]
