@@ -919,7 +919,10 @@ def _replay_seconds(result: Json) -> dict[str, float | None]:
     found: dict[str, dt.datetime] = {}
     for key in ("applied", "first_commit", "caught_up_commit", "ready"):
         value = marks.get(key) if isinstance(marks, dict) else None
-        with_zone = dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+        try:
+            with_zone = dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+        except ValueError:  # not a time: the mark is missing, as for an unfinished run
+            with_zone = None
         if with_zone is not None and with_zone.tzinfo is not None:
             found[key] = with_zone
 
@@ -947,12 +950,13 @@ def _executors_goal(executors: Sequence[Json]) -> tuple[list[str], str | None]:
     last = executors[-1]
     row = ["A replay's time falls with its executors, then it serves at the steady size",
            f"apply → caught up, by executors: {text}",
-           f"real node, {_count(last.get('events'))} events", "—", _verdict(met)]
+           f"{_jobs_where(last)}, {_count(last.get('events'))} events", "—", _verdict(met)]
     if met is not False:
         return row, None
-    note = (f"Replay executors on the real node: apply → caught up took {text} (by executors), "
-            f"on a machine of {_count(last.get('cpus'))} CPUs that the node's driver and "
-            "executor pods share with Kafka and PostgreSQL (load average "
+    note = (f"Replay executors on the {_jobs_where(last)}: apply → caught up took {text} "
+            "(by executors), "
+            f"on a machine of {_count(last.get('cpus'))} CPUs that the job's driver and "
+            "executors share with Kafka and PostgreSQL (load average "
             f"{_fixed(last.get('load_average_1m'), 2)} at the end of the last run): another "
             "executor adds a JVM, not a core. Section \"A replay sized apart from serving\".")
     return row, note

@@ -529,6 +529,10 @@ def test_a_replay_s_executors_are_judged_on_apply_to_caught_up_each_count_faster
     assert "1: 60.0 s; 2: 65.0 s" in note and "2 CPUs" in note and "3.90" in note
     one = report.render_markdown(None, None, executors=same[:1])
     assert "| real node, 2,000,000 events | — | n/a |" in one
+    unfinished = {**same[1], "node": False, "runs": [{"marks": {"applied": "not a time"}}]}
+    stand_in = report.render_markdown(None, None, executors=[same[0], unfinished])
+    assert "| apply → caught up, by executors: 1: 60.0 s; 2: n/a | stand-in, 2,000,000 " \
+        "events | — | n/a |" in stand_in
     assert "## A replay sized apart from serving" not in report.render_markdown(None, None)
 
 
