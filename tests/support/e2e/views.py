@@ -57,8 +57,15 @@ def sink_relations(dsn: str, table: str) -> list[str]:
 
 
 def ledger_rows(dsn: str, revision: str) -> int:
-    """The ledger rows a revision's job committed (every view's ledger is dv_ledger)."""
+    """The ledger rows a revision's job committed (every view's ledger is dv_ledger). Rows
+    the operator has pruned (adapters.postgres.sink.prune_ledger: the newest 20 batches at
+    least stay) are not counted: to see batches commit, wait on `newest_batch`."""
     return len(ledger_batch_ids(dsn, revision))
+
+
+def newest_batch(dsn: str, revision: str) -> int:
+    """The revision's newest committed batch, -1 for none: it only grows, pruned or not."""
+    return max(ledger_batch_ids(dsn, revision), default=-1)
 
 
 def ledger_batch_ids(dsn: str, revision: str) -> list[int]:
